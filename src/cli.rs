@@ -1,0 +1,291 @@
+//! Command-line interface, in perf's conventions (`-e`, `-a`, `-C`, `-p`, `-t`, `-F`, `-c`,
+//! `-m`, `-- COMMAND`).
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::perf::cpus::parse_cpu_list;
+
+const AFTER_HELP: &str = "\
+EXAMPLES:
+  sudo perfwatch                      live view of every CPU (TUI)
+  sudo perfwatch --plain              one line per record, like perf's twatch.py
+  sudo perfwatch --json -e dummy      fork/exit/comm/mmap records only, as JSON lines
+  sudo perfwatch -C 0,2-3 -F 4000     CPUs 0, 2 and 3, 4000 samples per second
+  sudo perfwatch -p 1234              process 1234, its threads and children
+  perfwatch --plain -- make -j8       a command, from its exec, with its children
+
+PERMISSIONS:
+  System-wide monitoring needs root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0.
+  Watching your own processes (-p, -t, -- COMMAND) needs kernel.perf_event_paranoid <= 2
+  (kernel samples are left out above 1).
+
+EXIT STATUS:
+  0    stopped normally (q, Ctrl-C/SIGINT, --duration, monitored tasks gone, closed pipe)
+  1    an error (permission, unsupported event, failed start-up)
+  2    bad command line
+  128+N  stopped by signal N (SIGTERM 143, SIGHUP 129, SIGQUIT 131)
+  With -- COMMAND: the command's own exit status.";
+
+/// A live Linux event monitor: fork, exit, exec, mmap and samples from every CPU.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "perfwatch", version, about, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    /// Event to sample: cycles, instructions, cpu-clock, task-clock, page-faults,
+    /// context-switches, cpu-migrations, dummy (side-band records only), or SUBSYS:TRACEPOINT.
+    /// A hardware event the machine lacks falls back to cpu-clock (task-clock for a task).
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_name = "EVENT",
+        default_value = "cycles"
+    )]
+    pub event: String,
+
+    /// Sample at this frequency (samples per second per CPU) [default: 1000].
+    #[arg(short = 'F', long = "freq", value_name = "HZ", value_parser = positive_u64, conflicts_with = "period")]
+    pub freq: Option<u64>,
+
+    /// Sample once every N events instead of at a frequency.
+    #[arg(short = 'c', long = "period", visible_alias = "count", value_name = "N", value_parser = positive_u64)]
+    pub period: Option<u64>,
+
+    /// System-wide on all online CPUs (the default without -p, -t or a command).
+    #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "tid"])]
+    pub all_cpus: bool,
+
+    /// Only these CPUs, as a list such as 0,2-3.
+    #[arg(short = 'C', long = "cpu", value_name = "LIST", value_parser = cpu_list)]
+    pub cpu: Option<CpuSet>,
+
+    /// Watch these processes (comma-separated), all their threads and their new children.
+    #[arg(short = 'p', long = "pid", value_name = "PID[,PID...]", value_parser = id_list, conflicts_with = "tid")]
+    pub pid: Option<IdList>,
+
+    /// Watch exactly these threads (comma-separated).
+    #[arg(short = 't', long = "tid", value_name = "TID[,TID...]", value_parser = id_list)]
+    pub tid: Option<IdList>,
+
+    /// Ring buffer size per CPU: a power of two in pages, or a size such as 512K or 2M.
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES|SIZE", default_value = "512K", value_parser = mmap_pages)]
+    pub mmap_pages: MmapPages,
+
+    /// Also record context switches (SWITCH / SWITCH_CPU_WIDE records).
+    #[arg(long = "switch")]
+    pub switch: bool,
+
+    /// Stop after this long: seconds, or a number with ms, s, m or h.
+    #[arg(short = 'd', long = "duration", value_name = "TIME", value_parser = duration)]
+    pub duration: Option<Duration>,
+
+    /// One line per record on stdout, as perf's Python binding prints them (the default when
+    /// stdout is not a terminal).
+    #[arg(long = "plain", conflicts_with = "json")]
+    pub plain: bool,
+
+    /// One JSON object per record on stdout.
+    #[arg(long = "json")]
+    pub json: bool,
+
+    /// Command to run and watch (from its exec, with its children); perfwatch stops when it
+    /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, conflicts_with_all = ["pid", "tid"])]
+    pub command: Vec<OsString>,
+}
+
+/// A parsed `-C` list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuSet(pub Vec<u32>);
+
+/// A parsed `-p`/`-t` list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdList(pub Vec<u32>);
+
+/// Data pages per ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmapPages(pub usize);
+
+/// The largest ring perfwatch will ask for: 1 GiB of 4 KiB pages per CPU.
+const MAX_MMAP_PAGES: usize = 1 << 18;
+
+fn positive_u64(s: &str) -> Result<u64, String> {
+    let v: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a positive whole number"))?;
+    if v == 0 {
+        return Err(format!("'{s}' must be greater than zero"));
+    }
+    Ok(v)
+}
+
+fn cpu_list(s: &str) -> Result<CpuSet, String> {
+    parse_cpu_list(s).map(CpuSet).map_err(|e| e.to_string())
+}
+
+fn id_list(s: &str) -> Result<IdList, String> {
+    let mut ids = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        let v: u32 = p
+            .parse()
+            .map_err(|_| format!("'{p}' is not a process or thread id"))?;
+        if v == 0 || v > i32::MAX as u32 {
+            return Err(format!("'{p}' is not a valid process or thread id"));
+        }
+        ids.push(v);
+    }
+    Ok(IdList(ids))
+}
+
+/// Parse `-m`: pages (`128`) or a size (`512K`, `2M`, `1G`); the page count must be a power of
+/// two.
+pub fn parse_mmap_pages(s: &str, page_size: usize) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (t, None),
+        Some((i, _)) => {
+            let unit = t[i..].to_ascii_uppercase();
+            let m: usize = match unit.trim_end_matches("IB").trim_end_matches('B') {
+                "" => 1,
+                "K" => 1 << 10,
+                "M" => 1 << 20,
+                "G" => 1 << 30,
+                _ => return Err(format!("'{s}' is not a page count or a size such as 512K")),
+            };
+            (&t[..i], Some(m))
+        }
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a page count or a size such as 512K"))?;
+    let pages = match mult {
+        None => n,
+        Some(m) => {
+            let bytes = n
+                .checked_mul(m)
+                .ok_or_else(|| format!("'{s}' is too large"))?;
+            if bytes % page_size != 0 {
+                return Err(format!(
+                    "'{s}' is not a whole number of {page_size}-byte pages"
+                ));
+            }
+            bytes / page_size
+        }
+    };
+    if pages == 0 {
+        return Err(format!("'{s}' must be at least one page"));
+    }
+    if !pages.is_power_of_two() {
+        return Err(format!(
+            "'{s}' is {pages} pages, which is not a power of two"
+        ));
+    }
+    if pages > MAX_MMAP_PAGES {
+        return Err(format!(
+            "'{s}' is larger than the limit of {MAX_MMAP_PAGES} pages"
+        ));
+    }
+    Ok(pages)
+}
+
+fn mmap_pages(s: &str) -> Result<MmapPages, String> {
+    parse_mmap_pages(s, crate::perf::ring::page_size()).map(MmapPages)
+}
+
+/// Parse `--duration`: seconds (`2.5`) or with a unit (`500ms`, `10s`, `5m`, `1h`).
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (seconds, or with ms, s, m, h)"))?;
+    let secs = v * scale;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("'{s}' must be a positive duration"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("'{s}' is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmap_pages_accepts_pages_and_sizes() {
+        assert_eq!(parse_mmap_pages("128", 4096), Ok(128));
+        assert_eq!(parse_mmap_pages("512K", 4096), Ok(128));
+        assert_eq!(parse_mmap_pages("2M", 4096), Ok(512));
+        assert_eq!(parse_mmap_pages("1", 4096), Ok(1));
+        for bad in [
+            "0",
+            "3",
+            "100",
+            "abc",
+            "-1",
+            "5K",
+            "1T",
+            "",
+            "99999999999999999999",
+        ] {
+            let e = parse_mmap_pages(bad, 4096).unwrap_err();
+            assert!(e.contains(&format!("'{bad}'")), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["0", "-1", "abc", "nan", "inf", "1e400", ""] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn id_lists() {
+        assert_eq!(id_list("1,22"), Ok(IdList(vec![1, 22])));
+        assert!(id_list("0").is_err());
+        assert!(id_list("x").is_err());
+        assert!(id_list("-5").is_err());
+        assert!(id_list("1,,2").is_err());
+    }
+
+    #[test]
+    fn parses_perf_style_command_lines() {
+        let c = Cli::try_parse_from([
+            "perfwatch",
+            "-e",
+            "dummy",
+            "-C",
+            "0",
+            "--plain",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ])
+        .unwrap();
+        assert_eq!(c.command, vec!["sh", "-c", "true"]);
+        assert_eq!(c.cpu, Some(CpuSet(vec![0])));
+        assert!(Cli::try_parse_from(["perfwatch", "-p", "1", "-t", "2"]).is_err());
+        assert!(Cli::try_parse_from(["perfwatch", "-F", "10", "-c", "10"]).is_err());
+        assert!(Cli::try_parse_from(["perfwatch", "--plain", "--json"]).is_err());
+        assert!(Cli::try_parse_from(["perfwatch", "-p", "1", "--", "true"]).is_err());
+    }
+}

@@ -1,0 +1,293 @@
+//! `perfwatch -- COMMAND`: start a command held before its exec, so that events can be
+//! opened on its pid with `enable_on_exec` and nothing it does is missed; then let it go.
+//!
+//! `std::process::Command` cannot do this (its `spawn` returns only after the exec), so this
+//! is the classic fork / wait-on-a-pipe / exec with a close-on-exec pipe that reports a
+//! failed exec, as perf's `evlist__prepare_workload` does. Everything the child needs is
+//! allocated before the fork; after it, the child only makes async-signal-safe calls.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// A forked child waiting, before its exec, for [`PausedChild::go`].
+pub struct PausedChild {
+    pid: libc::pid_t,
+    go_fd: libc::c_int,
+    err_fd: libc::c_int,
+    released: bool,
+    reaped: bool,
+    display: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("cannot run '{0}': command not found")]
+    NotFound(String),
+    #[error("cannot run '{cmd}': {err}")]
+    Exec { cmd: String, err: io::Error },
+}
+
+/// Find `prog` the way execvp would: as a path if it has a slash, else along $PATH.
+pub fn resolve(prog: &OsStr) -> Option<PathBuf> {
+    let is_exec = |p: &Path| {
+        std::fs::metadata(p).map(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.is_file() && m.permissions().mode() & 0o111 != 0
+        })
+    };
+    if prog.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(prog));
+    }
+    let path =
+        std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| is_exec(p).unwrap_or(false))
+}
+
+fn cstring(s: &OsStr, what: &str) -> Result<CString, CommandError> {
+    CString::new(s.as_bytes()).map_err(|_| CommandError::Exec {
+        cmd: what.to_string(),
+        err: io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"),
+    })
+}
+
+fn pipe_cloexec() -> io::Result<[libc::c_int; 2]> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fds)
+}
+
+impl PausedChild {
+    /// Fork a child that will exec `argv` once released.
+    pub fn spawn(argv: &[OsString]) -> Result<PausedChild, CommandError> {
+        let Some(prog) = argv.first() else {
+            return Err(CommandError::NotFound(String::new()));
+        };
+        let display = crate::text::escape(prog.as_bytes());
+        let path = resolve(prog).ok_or_else(|| CommandError::NotFound(display.clone()))?;
+        let c_path = cstring(path.as_os_str(), &display)?;
+        let c_args: Vec<CString> = argv
+            .iter()
+            .map(|a| cstring(a, &display))
+            .collect::<Result<_, _>>()?;
+        let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
+        c_argv.push(std::ptr::null());
+
+        let exec_err = |err| CommandError::Exec {
+            cmd: display.clone(),
+            err,
+        };
+        let go = pipe_cloexec().map_err(exec_err)?;
+        let errp = pipe_cloexec().map_err(exec_err)?;
+        // SAFETY: fork; the child below only calls async-signal-safe functions.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let err = io::Error::last_os_error();
+            // SAFETY: closing our own pipe fds.
+            unsafe {
+                for fd in go.into_iter().chain(errp) {
+                    libc::close(fd);
+                }
+            }
+            return Err(exec_err(err));
+        }
+        if pid == 0 {
+            // SAFETY: in the child, async-signal-safe calls only, then exec or _exit.
+            unsafe {
+                libc::close(go[1]);
+                libc::close(errp[0]);
+                // Rust ignores SIGPIPE; a command expects the default. Unblock everything.
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                let mut b = 0u8;
+                let n = loop {
+                    let n = libc::read(go[0], &mut b as *mut u8 as *mut libc::c_void, 1);
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        break n;
+                    }
+                };
+                if n != 1 {
+                    // perfwatch went away without releasing us.
+                    libc::_exit(127);
+                }
+                libc::execv(c_path.as_ptr(), c_argv.as_ptr());
+                let e: i32 = *libc::__errno_location();
+                libc::write(errp[1], &e as *const i32 as *const libc::c_void, 4);
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: closing the child's ends in the parent.
+        unsafe {
+            libc::close(go[0]);
+            libc::close(errp[1]);
+        }
+        Ok(PausedChild {
+            pid,
+            go_fd: go[1],
+            err_fd: errp[0],
+            released: false,
+            reaped: false,
+            display,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// Let the child exec. Returns the exec error, if the exec failed.
+    pub fn go(&mut self) -> Result<(), CommandError> {
+        self.released = true;
+        let b = 1u8;
+        // SAFETY: writing one byte to our pipe, then closing it.
+        unsafe {
+            libc::write(self.go_fd, &b as *const u8 as *const libc::c_void, 1);
+            libc::close(self.go_fd);
+        }
+        self.go_fd = -1;
+        let mut e = 0i32;
+        let n = loop {
+            // SAFETY: reading at most 4 bytes into an i32 we own.
+            let n = unsafe { libc::read(self.err_fd, &mut e as *mut i32 as *mut libc::c_void, 4) };
+            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break n;
+            }
+        };
+        // SAFETY: closing our pipe fd.
+        unsafe { libc::close(self.err_fd) };
+        self.err_fd = -1;
+        if n == 4 {
+            self.wait();
+            return Err(CommandError::Exec {
+                cmd: self.display.clone(),
+                err: io::Error::from_raw_os_error(e),
+            });
+        }
+        Ok(())
+    }
+
+    /// The exit status as a shell reports it (128 + signal when killed), if it has exited.
+    pub fn try_wait(&mut self) -> Option<i32> {
+        self.wait_flags(libc::WNOHANG)
+    }
+
+    /// Wait for the child to exit.
+    pub fn wait(&mut self) -> Option<i32> {
+        self.wait_flags(0)
+    }
+
+    fn wait_flags(&mut self, flags: libc::c_int) -> Option<i32> {
+        if self.reaped {
+            return None;
+        }
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid on our own child.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+            if r == self.pid {
+                self.reaped = true;
+                if libc::WIFEXITED(status) {
+                    return Some(libc::WEXITSTATUS(status));
+                }
+                if libc::WIFSIGNALED(status) {
+                    return Some(128 + libc::WTERMSIG(status));
+                }
+                return Some(1);
+            }
+            if r == 0 {
+                return None;
+            }
+            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                self.reaped = true;
+                return None;
+            }
+        }
+    }
+
+    /// Send `sig` to the child, if it is still ours to signal.
+    pub fn signal(&self, sig: libc::c_int) {
+        if !self.reaped {
+            // SAFETY: kill on our own unreaped child's pid.
+            unsafe { libc::kill(self.pid, sig) };
+        }
+    }
+}
+
+impl Drop for PausedChild {
+    fn drop(&mut self) {
+        // SAFETY: closing fds we still own.
+        unsafe {
+            if self.go_fd >= 0 {
+                libc::close(self.go_fd); // an unreleased child sees EOF and exits 127
+            }
+            if self.err_fd >= 0 {
+                libc::close(self.err_fd);
+            }
+        }
+        if !self.released {
+            self.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn runs_and_reports_exit_code() {
+        let mut c = PausedChild::spawn(&args(&["sh", "-c", "exit 7"])).unwrap();
+        c.go().unwrap();
+        assert_eq!(c.wait(), Some(7));
+    }
+
+    #[test]
+    fn missing_command_is_named() {
+        let e = PausedChild::spawn(&args(&["no-such-command-perfwatch"]))
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "cannot run 'no-such-command-perfwatch': command not found"
+        );
+    }
+
+    #[test]
+    fn exec_failure_is_reported_after_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("not-executable");
+        std::fs::write(&p, "x").unwrap();
+        let mut c = PausedChild::spawn(&[p.clone().into_os_string()]).unwrap();
+        let e = c.go().unwrap_err();
+        assert!(e.to_string().contains("Permission denied"), "{e}");
+    }
+
+    #[test]
+    fn dropped_unreleased_child_exits() {
+        let c = PausedChild::spawn(&args(&["true"])).unwrap();
+        let pid = c.pid();
+        drop(c);
+        assert!(
+            !Path::new(&format!("/proc/{pid}/status")).exists() || {
+                let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                !s.contains("perfwatch")
+            }
+        );
+    }
+}

@@ -1,0 +1,533 @@
+//! The one event model the rest of the program sees.
+//!
+//! The reader threads decode kernel records into [`Event`]s; the TUI, `--plain`/`--json` and
+//! the Python stage only ever see this type, never file descriptors or raw bytes.
+//!
+//! `Display` prints an event the way perf's Python binding (and its `twatch.py` example) does:
+//! `cpu: 0, pid: 1, tid: 1 { type: fork, pid: 2, ppid: 1, tid: 2, ptid: 1, time: 123}`.
+//! [`Event::body`] is the `{ ... }` part alone, which is what `str(event)` gives in Python.
+
+use std::fmt;
+
+use crate::text::Untrusted;
+
+/// One decoded record, with the `sample_id` fields that `sample_id_all` attaches to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// CPU the record was written on (`PERF_SAMPLE_CPU`, else the ring's CPU).
+    pub cpu: u32,
+    /// Process id of the task that was running when the record was written.
+    pub pid: u32,
+    /// Thread id of that task.
+    pub tid: u32,
+    /// CLOCK_MONOTONIC nanoseconds (`use_clockid`), comparable across CPUs.
+    pub time: u64,
+    /// The kernel's id of the event that wrote the record (`PERF_SAMPLE_IDENTIFIER`).
+    pub id: u64,
+    pub kind: EventKind,
+}
+
+/// What happened. Per-type members are named as in perf's Python binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// PERF_RECORD_SAMPLE.
+    Sample { ip: u64, period: u64, misc: u16 },
+    /// PERF_RECORD_FORK: a new task (process or thread).
+    Fork(TaskRecord),
+    /// PERF_RECORD_EXIT.
+    Exit(TaskRecord),
+    /// PERF_RECORD_COMM: a task's name changed; `exec` when by execve.
+    Comm {
+        pid: u32,
+        tid: u32,
+        comm: Box<[u8]>,
+        exec: bool,
+    },
+    /// PERF_RECORD_MMAP or PERF_RECORD_MMAP2 (executable mappings).
+    Mmap(Box<MmapRecord>),
+    /// PERF_RECORD_LOST: the ring was full and the kernel dropped `lost` records.
+    Lost { id: u64, lost: u64 },
+    /// PERF_RECORD_LOST_SAMPLES: the PMU side dropped `lost` samples.
+    LostSamples { lost: u64 },
+    /// PERF_RECORD_THROTTLE / UNTHROTTLE: sampling was throttled by the kernel's rate limit.
+    Throttle {
+        throttled: bool,
+        time: u64,
+        id: u64,
+        stream_id: u64,
+    },
+    /// PERF_RECORD_SWITCH / SWITCH_CPU_WIDE (with `--switch`).
+    Switch {
+        out: bool,
+        preempt: bool,
+        next_prev: Option<(u32, u32)>,
+    },
+}
+
+/// The body of FORK and EXIT records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskRecord {
+    pub pid: u32,
+    pub ppid: u32,
+    pub tid: u32,
+    pub ptid: u32,
+    pub time: u64,
+}
+
+/// The body of MMAP and MMAP2 records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MmapRecord {
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub filename: Box<[u8]>,
+    /// Present for MMAP2 records.
+    pub mmap2: Option<Mmap2Extra>,
+}
+
+/// What MMAP2 adds: the file's identity, or a build id, and the mapping's protection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mmap2Extra {
+    pub maj: u32,
+    pub min: u32,
+    pub ino: u64,
+    pub ino_generation: u64,
+    pub prot: u32,
+    pub flags: u32,
+}
+
+/// The record types perfwatch knows, as a small index for per-type counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordType {
+    Sample,
+    Fork,
+    Exit,
+    Comm,
+    Mmap,
+    Lost,
+    LostSamples,
+    Throttle,
+    Unthrottle,
+    Switch,
+}
+
+impl RecordType {
+    pub const ALL: [RecordType; 10] = [
+        RecordType::Sample,
+        RecordType::Fork,
+        RecordType::Exit,
+        RecordType::Comm,
+        RecordType::Mmap,
+        RecordType::Lost,
+        RecordType::LostSamples,
+        RecordType::Throttle,
+        RecordType::Unthrottle,
+        RecordType::Switch,
+    ];
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// The name used in `type:` fields, filters and Python (`event.type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordType::Sample => "sample",
+            RecordType::Fork => "fork",
+            RecordType::Exit => "exit",
+            RecordType::Comm => "comm",
+            RecordType::Mmap => "mmap",
+            RecordType::Lost => "lost",
+            RecordType::LostSamples => "lost_samples",
+            RecordType::Throttle => "throttle",
+            RecordType::Unthrottle => "unthrottle",
+            RecordType::Switch => "context_switch",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<RecordType> {
+        let name = name.trim();
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+            .or(match name {
+                "switch" => Some(RecordType::Switch),
+                "mmap2" => Some(RecordType::Mmap),
+                _ => None,
+            })
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl EventKind {
+    pub fn record_type(&self) -> RecordType {
+        match self {
+            EventKind::Sample { .. } => RecordType::Sample,
+            EventKind::Fork(_) => RecordType::Fork,
+            EventKind::Exit(_) => RecordType::Exit,
+            EventKind::Comm { .. } => RecordType::Comm,
+            EventKind::Mmap(_) => RecordType::Mmap,
+            EventKind::Lost { .. } => RecordType::Lost,
+            EventKind::LostSamples { .. } => RecordType::LostSamples,
+            EventKind::Throttle {
+                throttled: true, ..
+            } => RecordType::Throttle,
+            EventKind::Throttle {
+                throttled: false, ..
+            } => RecordType::Unthrottle,
+            EventKind::Switch { .. } => RecordType::Switch,
+        }
+    }
+}
+
+impl Event {
+    pub fn record_type(&self) -> RecordType {
+        self.kind.record_type()
+    }
+
+    /// The `{ type: ..., ... }` part, as `str(event)` in perf's Python binding.
+    pub fn body(&self) -> Body<'_> {
+        Body(&self.kind)
+    }
+
+    /// The task-related pid of the record: the forked/exited/renamed/mapping task for side-band
+    /// records, the running task for samples. Filters on `pid:` use this.
+    pub fn subject_pid(&self) -> u32 {
+        match &self.kind {
+            EventKind::Fork(t) | EventKind::Exit(t) => t.pid,
+            EventKind::Comm { pid, .. } => *pid,
+            EventKind::Mmap(m) => m.pid,
+            _ => self.pid,
+        }
+    }
+
+    /// The task-related tid, as [`Event::subject_pid`].
+    pub fn subject_tid(&self) -> u32 {
+        match &self.kind {
+            EventKind::Fork(t) | EventKind::Exit(t) => t.tid,
+            EventKind::Comm { tid, .. } => *tid,
+            EventKind::Mmap(m) => m.tid,
+            _ => self.tid,
+        }
+    }
+}
+
+/// Display adapter for the `{ ... }` part of an event.
+pub struct Body<'a>(&'a EventKind);
+
+/// `%#x` as C prints it: `0` for zero, `0x...` otherwise.
+struct AltHex(u64);
+
+impl fmt::Display for AltHex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            f.write_str("0")
+        } else {
+            write!(f, "{:#x}", self.0)
+        }
+    }
+}
+
+impl fmt::Display for Body<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            EventKind::Sample { ip, period, .. } => {
+                write!(
+                    f,
+                    "{{ type: sample, ip: {}, period: {period} }}",
+                    AltHex(*ip)
+                )
+            }
+            EventKind::Fork(t) | EventKind::Exit(t) => {
+                let ty = if matches!(self.0, EventKind::Fork(_)) {
+                    "fork"
+                } else {
+                    "exit"
+                };
+                // No space before the closing brace: this is how perf prints it.
+                write!(
+                    f,
+                    "{{ type: {ty}, pid: {}, ppid: {}, tid: {}, ptid: {}, time: {}}}",
+                    t.pid, t.ppid, t.tid, t.ptid, t.time
+                )
+            }
+            EventKind::Comm { pid, tid, comm, .. } => {
+                write!(
+                    f,
+                    "{{ type: comm, pid: {pid}, tid: {tid}, comm: {} }}",
+                    Untrusted(comm)
+                )
+            }
+            EventKind::Mmap(m) => write!(
+                f,
+                "{{ type: mmap, pid: {}, tid: {}, start: {}, length: {}, offset: {}, filename: {} }}",
+                m.pid,
+                m.tid,
+                AltHex(m.start),
+                AltHex(m.len),
+                AltHex(m.pgoff),
+                Untrusted(&m.filename)
+            ),
+            EventKind::Lost { id, lost } => {
+                write!(
+                    f,
+                    "{{ type: lost, id: {}, lost: {} }}",
+                    AltHex(*id),
+                    AltHex(*lost)
+                )
+            }
+            EventKind::LostSamples { lost } => {
+                write!(f, "{{ type: lost_samples, lost: {lost} }}")
+            }
+            EventKind::Throttle {
+                throttled,
+                time,
+                id,
+                stream_id,
+            } => write!(
+                f,
+                "{{ type: {}throttle, time: {time}, id: {id}, stream_id: {stream_id} }}",
+                if *throttled { "" } else { "un" }
+            ),
+            EventKind::Switch { out, next_prev, .. } => {
+                let (pid, tid) = next_prev.unwrap_or((u32::MAX, u32::MAX));
+                write!(
+                    f,
+                    "{{ type: context_switch, next_prev_pid: {}, next_prev_tid: {}, switch_out: {} }}",
+                    pid as i32, tid as i32, *out as u8
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for Event {
+    /// The whole `--plain` line (without the newline), as `twatch.py` prints it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // sample_pid/sample_tid are signed ints in perf's binding (-1 when unknown).
+        write!(
+            f,
+            "cpu: {}, pid: {}, tid: {} {}",
+            self.cpu,
+            self.pid as i32,
+            self.tid as i32,
+            self.body()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(cpu: u32, pid: u32, tid: u32, kind: EventKind) -> Event {
+        Event {
+            cpu,
+            pid,
+            tid,
+            time: 0,
+            id: 0,
+            kind,
+        }
+    }
+
+    #[test]
+    fn fork_line_matches_perf_python_binding() {
+        let e = ev(
+            0,
+            13783,
+            13783,
+            EventKind::Fork(TaskRecord {
+                pid: 13790,
+                ppid: 13783,
+                tid: 13790,
+                ptid: 13783,
+                time: 7162303959197,
+            }),
+        );
+        assert_eq!(
+            e.to_string(),
+            "cpu: 0, pid: 13783, tid: 13783 { type: fork, pid: 13790, ppid: 13783, tid: 13790, ptid: 13783, time: 7162303959197}"
+        );
+    }
+
+    #[test]
+    fn comm_line_matches_perf_python_binding() {
+        let e = ev(
+            0,
+            13790,
+            13790,
+            EventKind::Comm {
+                pid: 13790,
+                tid: 13790,
+                comm: (*b"bash").into(),
+                exec: true,
+            },
+        );
+        assert_eq!(
+            e.to_string(),
+            "cpu: 0, pid: 13790, tid: 13790 { type: comm, pid: 13790, tid: 13790, comm: bash }"
+        );
+    }
+
+    #[test]
+    fn mmap_line_matches_perf_python_binding() {
+        let e = ev(
+            1,
+            13790,
+            13790,
+            EventKind::Mmap(Box::new(MmapRecord {
+                pid: 13790,
+                tid: 13790,
+                start: 0x7ff18040b000,
+                len: 0x156000,
+                pgoff: 0x26000,
+                filename: (*b"/usr/lib/x86_64-linux-gnu/libc.so.6").into(),
+                mmap2: None,
+            })),
+        );
+        assert_eq!(
+            e.to_string(),
+            "cpu: 1, pid: 13790, tid: 13790 { type: mmap, pid: 13790, tid: 13790, start: 0x7ff18040b000, length: 0x156000, offset: 0x26000, filename: /usr/lib/x86_64-linux-gnu/libc.so.6 }"
+        );
+    }
+
+    #[test]
+    fn zero_offset_prints_as_c_does() {
+        let e = ev(
+            1,
+            2137,
+            2137,
+            EventKind::Mmap(Box::new(MmapRecord {
+                pid: 2137,
+                tid: 2137,
+                start: 0x7f118073e000,
+                len: 0x2000,
+                pgoff: 0,
+                filename: (*b"[vdso]").into(),
+                mmap2: None,
+            })),
+        );
+        assert_eq!(
+            e.to_string(),
+            "cpu: 1, pid: 2137, tid: 2137 { type: mmap, pid: 2137, tid: 2137, start: 0x7f118073e000, length: 0x2000, offset: 0, filename: [vdso] }"
+        );
+    }
+
+    #[test]
+    fn other_types() {
+        let exit = ev(
+            0,
+            2136,
+            2136,
+            EventKind::Exit(TaskRecord {
+                pid: 2136,
+                ppid: 2132,
+                tid: 2136,
+                ptid: 2132,
+                time: 114526126517,
+            }),
+        );
+        assert_eq!(
+            exit.to_string(),
+            "cpu: 0, pid: 2136, tid: 2136 { type: exit, pid: 2136, ppid: 2132, tid: 2136, ptid: 2132, time: 114526126517}"
+        );
+        let lost = ev(
+            1,
+            u32::MAX,
+            u32::MAX,
+            EventKind::Lost { id: 0x2a, lost: 16 },
+        );
+        assert_eq!(
+            lost.to_string(),
+            "cpu: 1, pid: -1, tid: -1 { type: lost, id: 0x2a, lost: 0x10 }"
+        );
+        let thr = ev(
+            0,
+            0,
+            0,
+            EventKind::Throttle {
+                throttled: true,
+                time: 5,
+                id: 7,
+                stream_id: 7,
+            },
+        );
+        assert_eq!(
+            thr.to_string(),
+            "cpu: 0, pid: 0, tid: 0 { type: throttle, time: 5, id: 7, stream_id: 7 }"
+        );
+        let un = ev(
+            0,
+            0,
+            0,
+            EventKind::Throttle {
+                throttled: false,
+                time: 6,
+                id: 7,
+                stream_id: 7,
+            },
+        );
+        assert_eq!(
+            un.to_string(),
+            "cpu: 0, pid: 0, tid: 0 { type: unthrottle, time: 6, id: 7, stream_id: 7 }"
+        );
+        let s = ev(
+            0,
+            10,
+            11,
+            EventKind::Sample {
+                ip: 0xffffffff81000000,
+                period: 250000,
+                misc: 1,
+            },
+        );
+        assert_eq!(
+            s.to_string(),
+            "cpu: 0, pid: 10, tid: 11 { type: sample, ip: 0xffffffff81000000, period: 250000 }"
+        );
+        let sw = ev(
+            1,
+            5,
+            5,
+            EventKind::Switch {
+                out: true,
+                preempt: false,
+                next_prev: Some((9, 9)),
+            },
+        );
+        assert_eq!(
+            sw.to_string(),
+            "cpu: 1, pid: 5, tid: 5 { type: context_switch, next_prev_pid: 9, next_prev_tid: 9, switch_out: 1 }"
+        );
+    }
+
+    #[test]
+    fn hostile_comm_is_escaped_in_the_line() {
+        let e = ev(
+            0,
+            1,
+            1,
+            EventKind::Comm {
+                pid: 1,
+                tid: 1,
+                comm: (*b"\x1b[31mred\nx").into(),
+                exec: false,
+            },
+        );
+        let line = e.to_string();
+        assert!(!line.contains('\x1b') && !line.contains('\n'), "{line}");
+        assert!(line.contains("comm: \\x1b[31mred\\nx }"), "{line}");
+    }
+
+    #[test]
+    fn record_type_names_round_trip() {
+        for t in RecordType::ALL {
+            assert_eq!(RecordType::from_name(t.name()), Some(t));
+        }
+        assert_eq!(RecordType::from_name("nope"), None);
+    }
+}

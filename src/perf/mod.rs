@@ -1,0 +1,10 @@
+//! Everything that talks to the kernel: event names and attrs, opening with fallback, the mmap
+//! ring, record decoding, CPU lists and the per-CPU reader threads. Nothing here knows about
+//! the frontends.
+
+pub mod cpus;
+pub mod events;
+pub mod open;
+pub mod reader;
+pub mod record;
+pub mod ring;

@@ -1,0 +1,218 @@
+//! One reader thread per CPU: wait on the CPU's fds, drain its ring, send batches.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{SendTimeoutError, Sender};
+
+use super::record::{DecodeError, SampleLayout, decode};
+use super::ring::RingBuffer;
+use crate::event::{Event, EventKind, RecordType};
+use crate::stats::CpuStats;
+
+/// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway.
+/// Side-band records do not wake a reader until the watermark, so this is also the longest a
+/// quiet CPU's records wait before they are shown.
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Events from one CPU, in the order the kernel wrote them.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub cpu: u32,
+    pub events: Vec<Event>,
+    /// CLOCK_MONOTONIC ns read just before `data_head` was loaded: every record this CPU
+    /// writes later carries a time close to or after this. Readers send a batch (possibly
+    /// empty) at least every [`POLL_TIMEOUT`], so a merger can tell a quiet CPU from a slow one.
+    pub now: u64,
+    /// The last batch of this CPU: its reader has ended.
+    pub end: bool,
+}
+
+/// A CPU's ring and the fds that write into it (the first one owns the mapping; the others
+/// were redirected into it with PERF_EVENT_IOC_SET_OUTPUT).
+pub struct CpuRing {
+    pub cpu: u32,
+    pub fds: Vec<OwnedFd>,
+    pub ring: RingBuffer,
+    pub layout: SampleLayout,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the events are stamped with (`use_clockid`).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Counts gathered while decoding one batch, added to the shared atomics once.
+#[derive(Default)]
+struct LocalCounts {
+    records: [u64; RecordType::COUNT],
+    lost: u64,
+    lost_samples: u64,
+    unknown: u64,
+    malformed: u64,
+}
+
+impl LocalCounts {
+    fn count(&mut self, e: &Event) {
+        self.records[e.record_type().index()] += 1;
+        match e.kind {
+            EventKind::Lost { lost, .. } => self.lost += lost,
+            EventKind::LostSamples { lost } => self.lost_samples += lost,
+            _ => {}
+        }
+    }
+
+    fn publish(&self, s: &CpuStats) {
+        for (i, n) in self.records.iter().enumerate() {
+            if *n > 0 {
+                s.records[i].fetch_add(*n, Ordering::Relaxed);
+            }
+        }
+        for (a, n) in [
+            (&s.lost, self.lost),
+            (&s.lost_samples, self.lost_samples),
+            (&s.unknown, self.unknown),
+            (&s.malformed, self.malformed),
+        ] {
+            if n > 0 {
+                a.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Decode everything currently in `ring` into `events`, counting as it goes.
+pub fn drain_ring(
+    ring: &mut CpuRing,
+    scratch: &mut Vec<u8>,
+    events: &mut Vec<Event>,
+    stats: &CpuStats,
+) {
+    let mut local = LocalCounts::default();
+    let (layout, cpu) = (ring.layout, ring.cpu);
+    let out = ring
+        .ring
+        .read(scratch, |rec| match decode(rec, &layout, cpu) {
+            Ok(e) => {
+                local.count(&e);
+                events.push(e);
+            }
+            Err(DecodeError::UnknownType(_)) => local.unknown += 1,
+            Err(_) => local.malformed += 1,
+        });
+    local.publish(stats);
+    if out.skipped_bytes > 0 {
+        stats
+            .skipped_bytes
+            .fetch_add(out.skipped_bytes, Ordering::Relaxed);
+    }
+}
+
+/// Start the reader thread of one CPU.
+pub fn spawn(
+    ring: CpuRing,
+    tx: Sender<Batch>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<crate::stats::Stats>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("perfwatch-cpu{}", ring.cpu))
+        .spawn(move || run(ring, tx, stop, stats))
+}
+
+fn run(
+    mut ring: CpuRing,
+    tx: Sender<Batch>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<crate::stats::Stats>,
+) {
+    let cpu = ring.cpu;
+    let Some(my) = stats.cpu(cpu) else { return };
+    let mut scratch = Vec::new();
+    let mut pollfds: Vec<libc::pollfd> = ring
+        .fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut capacity = 256;
+    loop {
+        // Decide before draining, so that the last drain sees everything written before stop.
+        let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty();
+        let now = monotonic_ns();
+        let mut events = Vec::with_capacity(capacity);
+        drain_ring(&mut ring, &mut scratch, &mut events, my);
+        capacity = events.len().clamp(64, 65_536);
+        let n = events.len() as u64;
+        let batch = Batch {
+            cpu,
+            events,
+            now,
+            end: stopping,
+        };
+        if !send(&tx, batch, &stop) {
+            // Nobody is listening any more (or we gave up at shutdown).
+            my.dropped.fetch_add(n, Ordering::Relaxed);
+            break;
+        }
+        if stopping {
+            break;
+        }
+        if ring.ring.has_data() {
+            continue;
+        }
+        // SAFETY: pollfds is a valid array of pollfd of the given length.
+        let r = unsafe {
+            libc::poll(
+                pollfds.as_mut_ptr(),
+                pollfds.len() as libc::nfds_t,
+                POLL_TIMEOUT.as_millis() as i32,
+            )
+        };
+        if r < 0 {
+            // EINTR: a signal; anything else is not recoverable by waiting, and the timeout
+            // path would spin, so sleep instead.
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                std::thread::sleep(POLL_TIMEOUT);
+            }
+            continue;
+        }
+        // POLLHUP: the monitored task is gone (task targets) or the CPU went away. Stop
+        // polling that fd; when none is left, drain once more and end.
+        pollfds.retain(|p| p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) == 0);
+    }
+    my.ended.store(true, Ordering::Release);
+}
+
+/// Send with back-pressure: a full channel makes the reader wait (the kernel ring then takes
+/// the strain, and counts what it cannot hold as LOST), but never past shutdown.
+fn send(tx: &Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -> bool {
+    let mut waited_after_stop = Duration::ZERO;
+    loop {
+        match tx.send_timeout(batch, POLL_TIMEOUT) {
+            Ok(()) => return true,
+            Err(SendTimeoutError::Disconnected(_)) => return false,
+            Err(SendTimeoutError::Timeout(b)) => {
+                batch = b;
+                if stop.load(Ordering::Acquire) {
+                    waited_after_stop += POLL_TIMEOUT;
+                    if waited_after_stop >= Duration::from_secs(2) {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,799 @@
+//! Decoding of perf ring-buffer records into [`Event`]s.
+//!
+//! Layouts follow `include/uapi/linux/perf_event.h`. Everything is keyed by the attr's
+//! `sample_type` in one place, [`SampleLayout`], computed once per event. Decoding never
+//! trusts a size: a record that is too short for what its type claims is an error, not a
+//! panic or an out-of-bounds read.
+
+use perf_event_open_sys::bindings as sys;
+
+use crate::event::{Event, EventKind, Mmap2Extra, MmapRecord, TaskRecord};
+use crate::text::until_nul;
+
+pub const HEADER_SIZE: usize = 8;
+
+pub const RECORD_MMAP: u32 = sys::PERF_RECORD_MMAP;
+pub const RECORD_LOST: u32 = sys::PERF_RECORD_LOST;
+pub const RECORD_COMM: u32 = sys::PERF_RECORD_COMM;
+pub const RECORD_EXIT: u32 = sys::PERF_RECORD_EXIT;
+pub const RECORD_THROTTLE: u32 = sys::PERF_RECORD_THROTTLE;
+pub const RECORD_UNTHROTTLE: u32 = sys::PERF_RECORD_UNTHROTTLE;
+pub const RECORD_FORK: u32 = sys::PERF_RECORD_FORK;
+pub const RECORD_SAMPLE: u32 = sys::PERF_RECORD_SAMPLE;
+pub const RECORD_MMAP2: u32 = sys::PERF_RECORD_MMAP2;
+pub const RECORD_LOST_SAMPLES: u32 = sys::PERF_RECORD_LOST_SAMPLES;
+pub const RECORD_SWITCH: u32 = sys::PERF_RECORD_SWITCH;
+pub const RECORD_SWITCH_CPU_WIDE: u32 = sys::PERF_RECORD_SWITCH_CPU_WIDE;
+
+pub const MISC_COMM_EXEC: u16 = sys::PERF_RECORD_MISC_COMM_EXEC as u16;
+pub const MISC_SWITCH_OUT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
+pub const MISC_SWITCH_OUT_PREEMPT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT as u16;
+pub const MISC_MMAP_BUILD_ID: u16 = sys::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
+
+pub const SAMPLE_IP: u64 = sys::PERF_SAMPLE_IP as u64;
+pub const SAMPLE_TID: u64 = sys::PERF_SAMPLE_TID as u64;
+pub const SAMPLE_TIME: u64 = sys::PERF_SAMPLE_TIME as u64;
+pub const SAMPLE_ADDR: u64 = sys::PERF_SAMPLE_ADDR as u64;
+pub const SAMPLE_ID: u64 = sys::PERF_SAMPLE_ID as u64;
+pub const SAMPLE_STREAM_ID: u64 = sys::PERF_SAMPLE_STREAM_ID as u64;
+pub const SAMPLE_CPU: u64 = sys::PERF_SAMPLE_CPU as u64;
+pub const SAMPLE_PERIOD: u64 = sys::PERF_SAMPLE_PERIOD as u64;
+pub const SAMPLE_IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
+
+/// The sample_type perfwatch asks for: enough for the `sample_*` fields of every record.
+pub const DEFAULT_SAMPLE_TYPE: u64 =
+    SAMPLE_IDENTIFIER | SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_PERIOD;
+
+/// The sample_type bits this decoder can lay out. Others change the layout in ways it does
+/// not follow, so they are refused when the layout is built.
+const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
+    | SAMPLE_IP
+    | SAMPLE_TID
+    | SAMPLE_TIME
+    | SAMPLE_ADDR
+    | SAMPLE_ID
+    | SAMPLE_STREAM_ID
+    | SAMPLE_CPU
+    | SAMPLE_PERIOD;
+
+/// Where the fields are, for one `sample_type`: computed once, used for every record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleLayout {
+    sample_type: u64,
+    /// Whether non-sample records carry the sample_id trailer (`sample_id_all`).
+    sample_id_all: bool,
+    /// Size of the sample_id trailer of non-sample records.
+    trailer_len: usize,
+    // Offsets inside the trailer, from its start.
+    tr_tid: Option<usize>,
+    tr_time: Option<usize>,
+    tr_id: Option<usize>,
+    tr_cpu: Option<usize>,
+}
+
+impl SampleLayout {
+    pub fn new(sample_type: u64, sample_id_all: bool) -> Result<SampleLayout, DecodeError> {
+        if sample_type & !SUPPORTED_SAMPLE_TYPE != 0 {
+            return Err(DecodeError::UnsupportedSampleType(sample_type));
+        }
+        let mut off = 0;
+        let mut take = |bit: u64| {
+            if sample_type & bit != 0 {
+                let at = off;
+                off += 8;
+                Some(at)
+            } else {
+                None
+            }
+        };
+        // struct sample_id order: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER.
+        let tr_tid = take(SAMPLE_TID);
+        let tr_time = take(SAMPLE_TIME);
+        let id = take(SAMPLE_ID);
+        let _stream = take(SAMPLE_STREAM_ID);
+        let tr_cpu = take(SAMPLE_CPU);
+        let ident = take(SAMPLE_IDENTIFIER);
+        Ok(SampleLayout {
+            sample_type,
+            sample_id_all,
+            trailer_len: if sample_id_all { off } else { 0 },
+            tr_tid,
+            tr_time,
+            tr_id: ident.or(id),
+            tr_cpu,
+        })
+    }
+
+    pub fn sample_type(&self) -> u64 {
+        self.sample_type
+    }
+
+    /// Length of the sample_id trailer on non-sample records.
+    pub fn trailer_len(&self) -> usize {
+        self.trailer_len
+    }
+
+    fn has(&self, bit: u64) -> bool {
+        self.sample_type & bit != 0
+    }
+}
+
+impl Default for SampleLayout {
+    fn default() -> Self {
+        // DEFAULT_SAMPLE_TYPE only has supported bits.
+        match SampleLayout::new(DEFAULT_SAMPLE_TYPE, true) {
+            Ok(l) => l,
+            Err(_) => unreachable!("the default sample type is supported"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than its header")]
+    TooShort(usize),
+    #[error("record type {ty} of {size} bytes is too short for its fields")]
+    Truncated { ty: u32, size: usize },
+    #[error("unknown record type {0}")]
+    UnknownType(u32),
+    #[error("sample_type {0:#x} has fields this decoder does not lay out")]
+    UnsupportedSampleType(u64),
+}
+
+/// The fixed header of every record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub ty: u32,
+    pub misc: u16,
+    pub size: u16,
+}
+
+impl Header {
+    pub fn parse(b: &[u8]) -> Option<Header> {
+        Some(Header {
+            ty: u32::from_ne_bytes(b.get(0..4)?.try_into().ok()?),
+            misc: u16::from_ne_bytes(b.get(4..6)?.try_into().ok()?),
+            size: u16::from_ne_bytes(b.get(6..8)?.try_into().ok()?),
+        })
+    }
+}
+
+#[inline]
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+#[inline]
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Decode one whole record (header included). `ring_cpu` is used when the record carries no
+/// CPU of its own.
+pub fn decode(rec: &[u8], layout: &SampleLayout, ring_cpu: u32) -> Result<Event, DecodeError> {
+    let h = Header::parse(rec).ok_or(DecodeError::TooShort(rec.len()))?;
+    let truncated = DecodeError::Truncated {
+        ty: h.ty,
+        size: rec.len(),
+    };
+    let mut ev = Event {
+        cpu: ring_cpu,
+        pid: u32::MAX,
+        tid: u32::MAX,
+        time: 0,
+        id: 0,
+        kind: EventKind::LostSamples { lost: 0 },
+    };
+
+    if h.ty == RECORD_SAMPLE {
+        decode_sample(rec, h, layout, &mut ev).ok_or(truncated)?;
+        return Ok(ev);
+    }
+
+    // Non-sample record: body, then the sample_id trailer at the end.
+    let body_end = rec
+        .len()
+        .checked_sub(layout.trailer_len)
+        .filter(|&e| e >= HEADER_SIZE)
+        .ok_or(truncated)?;
+    if layout.trailer_len > 0 {
+        let tr = &rec[body_end..];
+        if let Some(at) = layout.tr_tid {
+            ev.pid = u32_at(tr, at).ok_or(truncated)?;
+            ev.tid = u32_at(tr, at + 4).ok_or(truncated)?;
+        }
+        if let Some(at) = layout.tr_time {
+            ev.time = u64_at(tr, at).ok_or(truncated)?;
+        }
+        if let Some(at) = layout.tr_id {
+            ev.id = u64_at(tr, at).ok_or(truncated)?;
+        }
+        if let Some(at) = layout.tr_cpu {
+            ev.cpu = u32_at(tr, at).ok_or(truncated)?;
+        }
+    }
+    let body = &rec[HEADER_SIZE..body_end];
+    ev.kind = decode_body(h, body).ok_or(truncated)??;
+    Ok(ev)
+}
+
+fn decode_sample(rec: &[u8], h: Header, l: &SampleLayout, ev: &mut Event) -> Option<()> {
+    let mut at = HEADER_SIZE;
+    let mut next = || {
+        let v = u64_at(rec, at);
+        at += 8;
+        v
+    };
+    // Sample order: IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD.
+    if l.has(SAMPLE_IDENTIFIER) {
+        ev.id = next()?;
+    }
+    let mut ip = 0;
+    if l.has(SAMPLE_IP) {
+        ip = next()?;
+    }
+    if l.has(SAMPLE_TID) {
+        let v = next()?;
+        ev.pid = v as u32;
+        ev.tid = (v >> 32) as u32;
+    }
+    if l.has(SAMPLE_TIME) {
+        ev.time = next()?;
+    }
+    if l.has(SAMPLE_ADDR) {
+        next()?;
+    }
+    if l.has(SAMPLE_ID) {
+        let id = next()?;
+        if !l.has(SAMPLE_IDENTIFIER) {
+            ev.id = id;
+        }
+    }
+    if l.has(SAMPLE_STREAM_ID) {
+        next()?;
+    }
+    if l.has(SAMPLE_CPU) {
+        ev.cpu = next()? as u32;
+    }
+    let mut period = 0;
+    if l.has(SAMPLE_PERIOD) {
+        period = next()?;
+    }
+    ev.kind = EventKind::Sample {
+        ip,
+        period,
+        misc: h.misc,
+    };
+    Some(())
+}
+
+/// Decode the body of a non-sample record. `None` when the body is too short.
+fn decode_body(h: Header, b: &[u8]) -> Option<Result<EventKind, DecodeError>> {
+    let kind = match h.ty {
+        RECORD_FORK | RECORD_EXIT => {
+            let t = TaskRecord {
+                pid: u32_at(b, 0)?,
+                ppid: u32_at(b, 4)?,
+                tid: u32_at(b, 8)?,
+                ptid: u32_at(b, 12)?,
+                time: u64_at(b, 16)?,
+            };
+            if h.ty == RECORD_FORK {
+                EventKind::Fork(t)
+            } else {
+                EventKind::Exit(t)
+            }
+        }
+        RECORD_COMM => EventKind::Comm {
+            pid: u32_at(b, 0)?,
+            tid: u32_at(b, 4)?,
+            comm: until_nul(b.get(8..)?).into(),
+            exec: h.misc & MISC_COMM_EXEC != 0,
+        },
+        RECORD_MMAP => EventKind::Mmap(Box::new(MmapRecord {
+            pid: u32_at(b, 0)?,
+            tid: u32_at(b, 4)?,
+            start: u64_at(b, 8)?,
+            len: u64_at(b, 16)?,
+            pgoff: u64_at(b, 24)?,
+            filename: until_nul(b.get(32..)?).into(),
+            mmap2: None,
+        })),
+        RECORD_MMAP2 => {
+            // After pgoff: either {maj, min, ino, ino_generation} or, with
+            // MISC_MMAP_BUILD_ID, {build_id_size, reserved, build_id[20]}: 24 bytes either way.
+            let build_id = h.misc & MISC_MMAP_BUILD_ID != 0;
+            let extra = Mmap2Extra {
+                maj: if build_id { 0 } else { u32_at(b, 32)? },
+                min: if build_id { 0 } else { u32_at(b, 36)? },
+                ino: if build_id { 0 } else { u64_at(b, 40)? },
+                ino_generation: if build_id { 0 } else { u64_at(b, 48)? },
+                prot: u32_at(b, 56)?,
+                flags: u32_at(b, 60)?,
+            };
+            EventKind::Mmap(Box::new(MmapRecord {
+                pid: u32_at(b, 0)?,
+                tid: u32_at(b, 4)?,
+                start: u64_at(b, 8)?,
+                len: u64_at(b, 16)?,
+                pgoff: u64_at(b, 24)?,
+                filename: until_nul(b.get(64..)?).into(),
+                mmap2: Some(extra),
+            }))
+        }
+        RECORD_LOST => EventKind::Lost {
+            id: u64_at(b, 0)?,
+            lost: u64_at(b, 8)?,
+        },
+        RECORD_LOST_SAMPLES => EventKind::LostSamples {
+            lost: u64_at(b, 0)?,
+        },
+        RECORD_THROTTLE | RECORD_UNTHROTTLE => EventKind::Throttle {
+            throttled: h.ty == RECORD_THROTTLE,
+            time: u64_at(b, 0)?,
+            id: u64_at(b, 8)?,
+            stream_id: u64_at(b, 16)?,
+        },
+        RECORD_SWITCH => EventKind::Switch {
+            out: h.misc & MISC_SWITCH_OUT != 0,
+            preempt: h.misc & MISC_SWITCH_OUT_PREEMPT != 0,
+            next_prev: None,
+        },
+        RECORD_SWITCH_CPU_WIDE => EventKind::Switch {
+            out: h.misc & MISC_SWITCH_OUT != 0,
+            preempt: h.misc & MISC_SWITCH_OUT_PREEMPT != 0,
+            next_prev: Some((u32_at(b, 0)?, u32_at(b, 4)?)),
+        },
+        other => return Some(Err(DecodeError::UnknownType(other))),
+    };
+    Some(Ok(kind))
+}
+
+/// Builders of raw records, for tests and benchmarks: the exact bytes the kernel writes.
+pub mod craft {
+    use super::*;
+
+    /// Builds one record: header, body, padding to 8 bytes, then the sample_id trailer.
+    pub struct RecordBuilder {
+        ty: u32,
+        misc: u16,
+        body: Vec<u8>,
+    }
+
+    /// The sample_id fields to put in a trailer (or a sample).
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Ids {
+        pub pid: u32,
+        pub tid: u32,
+        pub time: u64,
+        pub id: u64,
+        pub cpu: u32,
+    }
+
+    impl RecordBuilder {
+        pub fn new(ty: u32, misc: u16) -> Self {
+            RecordBuilder {
+                ty,
+                misc,
+                body: Vec::new(),
+            }
+        }
+        pub fn u32(mut self, v: u32) -> Self {
+            self.body.extend_from_slice(&v.to_ne_bytes());
+            self
+        }
+        pub fn u64(mut self, v: u64) -> Self {
+            self.body.extend_from_slice(&v.to_ne_bytes());
+            self
+        }
+        /// A NUL-terminated string padded to 8 bytes, as the kernel writes names.
+        pub fn str(mut self, s: &[u8]) -> Self {
+            self.body.extend_from_slice(s);
+            self.body.push(0);
+            while self.body.len() % 8 != 0 {
+                self.body.push(0);
+            }
+            self
+        }
+        /// Finish with the sample_id trailer laid out for `layout`.
+        pub fn finish(mut self, layout: &SampleLayout, ids: Ids) -> Vec<u8> {
+            if layout.sample_id_all {
+                let st = layout.sample_type;
+                if st & SAMPLE_TID != 0 {
+                    self = self.u32(ids.pid).u32(ids.tid);
+                }
+                if st & SAMPLE_TIME != 0 {
+                    self = self.u64(ids.time);
+                }
+                if st & SAMPLE_ID != 0 {
+                    self = self.u64(ids.id);
+                }
+                if st & SAMPLE_STREAM_ID != 0 {
+                    self = self.u64(ids.id);
+                }
+                if st & SAMPLE_CPU != 0 {
+                    self = self.u32(ids.cpu).u32(0);
+                }
+                if st & SAMPLE_IDENTIFIER != 0 {
+                    self = self.u64(ids.id);
+                }
+            }
+            self.raw()
+        }
+        /// Finish without a trailer.
+        pub fn raw(self) -> Vec<u8> {
+            let size = HEADER_SIZE + self.body.len();
+            let mut out = Vec::with_capacity(size);
+            out.extend_from_slice(&self.ty.to_ne_bytes());
+            out.extend_from_slice(&self.misc.to_ne_bytes());
+            out.extend_from_slice(&(size as u16).to_ne_bytes());
+            out.extend_from_slice(&self.body);
+            out
+        }
+    }
+
+    pub fn fork(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
+        RecordBuilder::new(RECORD_FORK, 0)
+            .u32(pid)
+            .u32(ppid)
+            .u32(pid)
+            .u32(ppid)
+            .u64(time)
+            .finish(layout, ids)
+    }
+
+    pub fn exit(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
+        RecordBuilder::new(RECORD_EXIT, 0)
+            .u32(pid)
+            .u32(ppid)
+            .u32(pid)
+            .u32(ppid)
+            .u64(time)
+            .finish(layout, ids)
+    }
+
+    pub fn comm(layout: &SampleLayout, ids: Ids, pid: u32, name: &[u8], exec: bool) -> Vec<u8> {
+        let misc = if exec { MISC_COMM_EXEC } else { 0 };
+        RecordBuilder::new(RECORD_COMM, misc)
+            .u32(pid)
+            .u32(pid)
+            .str(name)
+            .finish(layout, ids)
+    }
+
+    pub fn mmap2(
+        layout: &SampleLayout,
+        ids: Ids,
+        pid: u32,
+        start: u64,
+        len: u64,
+        file: &[u8],
+    ) -> Vec<u8> {
+        RecordBuilder::new(RECORD_MMAP2, 0)
+            .u32(pid)
+            .u32(pid)
+            .u64(start)
+            .u64(len)
+            .u64(0x1000)
+            .u32(8)
+            .u32(1)
+            .u64(1234)
+            .u64(0)
+            .u32(5)
+            .u32(2)
+            .str(file)
+            .finish(layout, ids)
+    }
+
+    pub fn lost(layout: &SampleLayout, ids: Ids, lost: u64) -> Vec<u8> {
+        RecordBuilder::new(RECORD_LOST, 0)
+            .u64(ids.id)
+            .u64(lost)
+            .finish(layout, ids)
+    }
+
+    /// A sample laid out for `layout` (which must be the default sample type).
+    pub fn sample(layout: &SampleLayout, ids: Ids, ip: u64, period: u64) -> Vec<u8> {
+        let st = layout.sample_type;
+        let mut b = RecordBuilder::new(RECORD_SAMPLE, 1);
+        if st & SAMPLE_IDENTIFIER != 0 {
+            b = b.u64(ids.id);
+        }
+        if st & SAMPLE_IP != 0 {
+            b = b.u64(ip);
+        }
+        if st & SAMPLE_TID != 0 {
+            b = b.u32(ids.pid).u32(ids.tid);
+        }
+        if st & SAMPLE_TIME != 0 {
+            b = b.u64(ids.time);
+        }
+        if st & SAMPLE_ADDR != 0 {
+            b = b.u64(0);
+        }
+        if st & SAMPLE_ID != 0 {
+            b = b.u64(ids.id);
+        }
+        if st & SAMPLE_STREAM_ID != 0 {
+            b = b.u64(ids.id);
+        }
+        if st & SAMPLE_CPU != 0 {
+            b = b.u32(ids.cpu).u32(0);
+        }
+        if st & SAMPLE_PERIOD != 0 {
+            b = b.u64(period);
+        }
+        b.raw()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::craft::*;
+    use super::*;
+
+    fn ids() -> Ids {
+        Ids {
+            pid: 100,
+            tid: 101,
+            time: 5_000,
+            id: 42,
+            cpu: 1,
+        }
+    }
+
+    #[test]
+    fn fork_and_exit() {
+        let l = SampleLayout::default();
+        let e = decode(&fork(&l, ids(), 200, 100, 4_999), &l, 0).unwrap();
+        assert_eq!(
+            (e.cpu, e.pid, e.tid, e.time, e.id),
+            (1, 100, 101, 5_000, 42)
+        );
+        assert_eq!(
+            e.kind,
+            EventKind::Fork(TaskRecord {
+                pid: 200,
+                ppid: 100,
+                tid: 200,
+                ptid: 100,
+                time: 4_999
+            })
+        );
+        let e = decode(&exit(&l, ids(), 200, 100, 6_000), &l, 0).unwrap();
+        assert!(matches!(e.kind, EventKind::Exit(t) if t.pid == 200 && t.time == 6_000));
+    }
+
+    #[test]
+    fn comm_with_exec_flag() {
+        let l = SampleLayout::default();
+        let e = decode(&comm(&l, ids(), 200, b"true", true), &l, 0).unwrap();
+        assert_eq!(
+            e.kind,
+            EventKind::Comm {
+                pid: 200,
+                tid: 200,
+                comm: (*b"true").into(),
+                exec: true
+            }
+        );
+        let e = decode(&comm(&l, ids(), 200, b"renamed-thread", false), &l, 0).unwrap();
+        assert!(matches!(e.kind, EventKind::Comm { exec: false, .. }));
+    }
+
+    #[test]
+    fn mmap_and_mmap2() {
+        let l = SampleLayout::default();
+        let e = decode(
+            &mmap2(&l, ids(), 7, 0x7000, 0x2000, b"/usr/lib/libc.so.6"),
+            &l,
+            0,
+        )
+        .unwrap();
+        let EventKind::Mmap(m) = e.kind else {
+            panic!("not mmap")
+        };
+        assert_eq!(
+            (m.pid, m.start, m.len, m.pgoff),
+            (7, 0x7000, 0x2000, 0x1000)
+        );
+        assert_eq!(&*m.filename, b"/usr/lib/libc.so.6");
+        assert_eq!(
+            m.mmap2,
+            Some(Mmap2Extra {
+                maj: 8,
+                min: 1,
+                ino: 1234,
+                ino_generation: 0,
+                prot: 5,
+                flags: 2
+            })
+        );
+
+        let rec = RecordBuilder::new(RECORD_MMAP, 0)
+            .u32(7)
+            .u32(8)
+            .u64(0x1000)
+            .u64(0x3000)
+            .u64(0)
+            .str(b"[vdso]")
+            .finish(&l, ids());
+        let e = decode(&rec, &l, 0).unwrap();
+        let EventKind::Mmap(m) = e.kind else {
+            panic!("not mmap")
+        };
+        assert_eq!(
+            (m.pid, m.tid, &*m.filename, m.mmap2),
+            (7, 8, &b"[vdso]"[..], None)
+        );
+    }
+
+    #[test]
+    fn mmap2_with_build_id() {
+        let l = SampleLayout::default();
+        let rec = RecordBuilder::new(RECORD_MMAP2, MISC_MMAP_BUILD_ID)
+            .u32(7)
+            .u32(7)
+            .u64(0x1000)
+            .u64(0x1000)
+            .u64(0)
+            .u64(0x14) // build_id_size 20, reserved, first bytes of the id
+            .u64(0xdead)
+            .u64(0xbeef)
+            .u32(5)
+            .u32(2)
+            .str(b"/bin/x")
+            .finish(&l, ids());
+        let EventKind::Mmap(m) = decode(&rec, &l, 0).unwrap().kind else {
+            panic!()
+        };
+        assert_eq!(&*m.filename, b"/bin/x");
+        assert_eq!(m.mmap2.map(|x| (x.prot, x.flags, x.ino)), Some((5, 2, 0)));
+    }
+
+    #[test]
+    fn lost_lost_samples_throttle_switch() {
+        let l = SampleLayout::default();
+        let e = decode(&lost(&l, ids(), 77), &l, 0).unwrap();
+        assert_eq!(e.kind, EventKind::Lost { id: 42, lost: 77 });
+
+        let rec = RecordBuilder::new(RECORD_LOST_SAMPLES, 0)
+            .u64(9)
+            .finish(&l, ids());
+        assert_eq!(
+            decode(&rec, &l, 0).unwrap().kind,
+            EventKind::LostSamples { lost: 9 }
+        );
+
+        for (ty, thr) in [(RECORD_THROTTLE, true), (RECORD_UNTHROTTLE, false)] {
+            let rec = RecordBuilder::new(ty, 0)
+                .u64(10)
+                .u64(42)
+                .u64(43)
+                .finish(&l, ids());
+            assert_eq!(
+                decode(&rec, &l, 0).unwrap().kind,
+                EventKind::Throttle {
+                    throttled: thr,
+                    time: 10,
+                    id: 42,
+                    stream_id: 43
+                }
+            );
+        }
+
+        let rec = RecordBuilder::new(RECORD_SWITCH, MISC_SWITCH_OUT | MISC_SWITCH_OUT_PREEMPT)
+            .finish(&l, ids());
+        assert_eq!(
+            decode(&rec, &l, 0).unwrap().kind,
+            EventKind::Switch {
+                out: true,
+                preempt: true,
+                next_prev: None
+            }
+        );
+        let rec = RecordBuilder::new(RECORD_SWITCH_CPU_WIDE, 0)
+            .u32(3)
+            .u32(4)
+            .finish(&l, ids());
+        assert_eq!(
+            decode(&rec, &l, 0).unwrap().kind,
+            EventKind::Switch {
+                out: false,
+                preempt: false,
+                next_prev: Some((3, 4))
+            }
+        );
+    }
+
+    #[test]
+    fn sample_fields_in_order() {
+        let l = SampleLayout::default();
+        let e = decode(&sample(&l, ids(), 0xffff_ffff_8100_0000, 250_000), &l, 0).unwrap();
+        assert_eq!(
+            (e.cpu, e.pid, e.tid, e.time, e.id),
+            (1, 100, 101, 5_000, 42)
+        );
+        assert_eq!(
+            e.kind,
+            EventKind::Sample {
+                ip: 0xffff_ffff_8100_0000,
+                period: 250_000,
+                misc: 1
+            }
+        );
+    }
+
+    #[test]
+    fn other_layouts() {
+        // twatch.py's own choice: PERIOD | TID | CPU, no time, no identifier.
+        let l = SampleLayout::new(SAMPLE_PERIOD | SAMPLE_TID | SAMPLE_CPU, true).unwrap();
+        assert_eq!(l.trailer_len(), 16);
+        let e = decode(&fork(&l, ids(), 9, 8, 1), &l, 5).unwrap();
+        assert_eq!((e.cpu, e.pid, e.tid, e.time, e.id), (1, 100, 101, 0, 0));
+        let e = decode(&sample(&l, ids(), 0, 77), &l, 5).unwrap();
+        assert_eq!((e.cpu, e.pid), (1, 100));
+        assert!(matches!(e.kind, EventKind::Sample { period: 77, .. }));
+
+        // Without sample_id_all, the ring's CPU is used.
+        let l = SampleLayout::new(DEFAULT_SAMPLE_TYPE, false).unwrap();
+        let e = decode(&fork(&l, ids(), 9, 8, 1), &l, 5).unwrap();
+        assert_eq!((e.cpu, e.pid), (5, u32::MAX));
+
+        // ID without IDENTIFIER, with STREAM_ID and ADDR between.
+        let st = SAMPLE_TID
+            | SAMPLE_TIME
+            | SAMPLE_ADDR
+            | SAMPLE_ID
+            | SAMPLE_STREAM_ID
+            | SAMPLE_CPU
+            | SAMPLE_PERIOD;
+        let l = SampleLayout::new(st, true).unwrap();
+        let e = decode(&sample(&l, ids(), 0, 3), &l, 0).unwrap();
+        assert_eq!((e.id, e.cpu, e.time), (42, 1, 5_000));
+        let e = decode(&exit(&l, ids(), 9, 8, 1), &l, 0).unwrap();
+        assert_eq!((e.id, e.cpu, e.time), (42, 1, 5_000));
+
+        assert!(SampleLayout::new(DEFAULT_SAMPLE_TYPE | 32 /* CALLCHAIN */, true).is_err());
+    }
+
+    #[test]
+    fn unknown_type_is_an_error_not_a_crash() {
+        let l = SampleLayout::default();
+        let rec = RecordBuilder::new(99, 0).u64(1).finish(&l, ids());
+        assert_eq!(decode(&rec, &l, 0), Err(DecodeError::UnknownType(99)));
+    }
+
+    #[test]
+    fn short_records_are_errors() {
+        let l = SampleLayout::default();
+        assert!(decode(&[1, 0, 0], &l, 0).is_err());
+        // A fork whose body was cut: header says fork, body has 8 bytes + trailer.
+        let rec = RecordBuilder::new(RECORD_FORK, 0).u64(1).finish(&l, ids());
+        assert!(matches!(
+            decode(&rec, &l, 0),
+            Err(DecodeError::Truncated { .. })
+        ));
+        // Only a header: shorter than the trailer.
+        let rec = RecordBuilder::new(RECORD_COMM, 0).raw();
+        assert!(decode(&rec, &l, 0).is_err());
+        let full = sample(&l, ids(), 1, 2);
+        for n in 8..full.len() {
+            assert!(decode(&full[..n], &l, 0).is_err(), "cut at {n}");
+        }
+    }
+
+    #[test]
+    fn filename_without_nul_is_kept_whole() {
+        let l = SampleLayout::new(DEFAULT_SAMPLE_TYPE, false).unwrap();
+        let rec = RecordBuilder::new(RECORD_COMM, 0)
+            .u32(1)
+            .u32(1)
+            .u64(u64::from_ne_bytes(*b"abcdefgh"))
+            .raw();
+        let EventKind::Comm { comm, .. } = decode(&rec, &l, 0).unwrap().kind else {
+            panic!()
+        };
+        assert_eq!(&*comm, b"abcdefgh");
+    }
+}

@@ -1,0 +1,108 @@
+//! From a parsed command line to an exit code: build the monitor, pick the frontend, report.
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::Result;
+
+use crate::cli::Cli;
+use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
+use crate::perf::events::{DEFAULT_FREQ, Sampling, parse_event};
+use crate::plain::{self, Format, PlainOptions, StopReason};
+use crate::signals::{StopSignals, exit_code_for};
+
+/// Batches the channel between readers and the frontend holds.
+const CHANNEL_BATCHES: usize = 1024;
+/// Events the time-ordering window may hold.
+const MAX_REORDER: usize = 1 << 20;
+
+/// Translate the command line into a monitor configuration.
+pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
+    let event = parse_event(&cli.event)?;
+    let sampling = match (cli.freq, cli.period) {
+        (_, Some(n)) => Sampling::Period(n),
+        (Some(hz), None) => Sampling::Freq(hz),
+        (None, None) => Sampling::Freq(DEFAULT_FREQ),
+    };
+    let system_wide = cli.all_cpus || cli.cpu.is_some();
+    let (target, workload) = if let Some(p) = &cli.pid {
+        (TargetSpec::Pids(p.0.clone()), None)
+    } else if let Some(t) = &cli.tid {
+        (TargetSpec::Tids(t.0.clone()), None)
+    } else if !cli.command.is_empty() && !system_wide {
+        (TargetSpec::Command(cli.command.clone()), None)
+    } else {
+        (
+            TargetSpec::System,
+            (!cli.command.is_empty()).then(|| cli.command.clone()),
+        )
+    };
+    Ok(MonitorConfig {
+        event,
+        sampling,
+        target,
+        cpus: cli.cpu.as_ref().map(|c| c.0.clone()),
+        mmap_pages: cli.mmap_pages.0,
+        context_switch: cli.switch,
+        channel_capacity: CHANNEL_BATCHES,
+        workload,
+    })
+}
+
+/// Run perfwatch; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32> {
+    let format = if cli.json {
+        Format::Json
+    } else if cli.plain || !std::io::stdout().is_terminal() {
+        Format::Plain
+    } else {
+        eprintln!(
+            "perfwatch: the interactive view is not available in this build yet; printing --plain lines"
+        );
+        Format::Plain
+    };
+    let cfg = monitor_config(&cli)?;
+    let signals = StopSignals::install()?;
+    let mut mon = Monitor::start(cfg)?;
+    for note in &mon.info.notes {
+        eprintln!("perfwatch: {note}");
+    }
+    let opts = PlainOptions {
+        format,
+        duration: cli.duration,
+        max_reorder: MAX_REORDER,
+        filter: None,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let reason = plain::run(&mut mon, opts, &signals, &mut out)?;
+    drop(out);
+    finish(&mut mon, reason)
+}
+
+/// Stop the command if perfwatch stopped first, join the readers, print the summary, and pick
+/// the exit code.
+pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
+    let command_status = match reason {
+        StopReason::CommandExited(s) => Some(s),
+        _ if mon.has_command() => mon.end_command(libc::SIGTERM),
+        _ => None,
+    };
+    mon.join();
+    let elapsed = mon.started.elapsed();
+    if reason == StopReason::BrokenPipe {
+        return Ok(0);
+    }
+    let totals = mon.stats.snapshot();
+    let mut err = std::io::stderr().lock();
+    if reason == StopReason::TargetsGone && !mon.has_command() {
+        let _ = writeln!(err, "perfwatch: every monitored task has exited");
+    }
+    let _ = err.write_all(totals.summary(elapsed).as_bytes());
+    Ok(match reason {
+        StopReason::Signal(sig) => exit_code_for(sig),
+        StopReason::CommandExited(s) => s,
+        _ => command_status
+            .filter(|_| mon.has_command() && reason == StopReason::TargetsGone)
+            .unwrap_or(0),
+    })
+}

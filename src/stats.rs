@@ -1,0 +1,223 @@
+//! Counters that make every loss visible.
+//!
+//! Each CPU has its own block of atomics, written by its reader thread once per batch (never
+//! once per record) and read by whoever reports: the TUI status bar, the `--plain` summary.
+//! Kernel-side losses (LOST, LOST_SAMPLES) and perfwatch-side drops are kept apart, because
+//! they call for different remedies (a bigger ring vs. a faster consumer).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::event::RecordType;
+
+/// Counters of one CPU's reader.
+#[derive(Debug, Default)]
+pub struct CpuStats {
+    pub cpu: u32,
+    /// Records decoded, by type.
+    pub records: [AtomicU64; RecordType::COUNT],
+    /// Records the kernel dropped because the ring was full (sum of LOST records).
+    pub lost: AtomicU64,
+    /// Samples the PMU side dropped (sum of LOST_SAMPLES records).
+    pub lost_samples: AtomicU64,
+    /// Records of a type perfwatch does not know: counted and skipped.
+    pub unknown: AtomicU64,
+    /// Records that could not be decoded (too short for their type).
+    pub malformed: AtomicU64,
+    /// Bytes skipped when the ring could not be parsed and the reader resynchronised.
+    pub skipped_bytes: AtomicU64,
+    /// Events perfwatch itself dropped after decoding (a full queue, a slow script).
+    pub dropped: AtomicU64,
+    /// Set when this CPU's reader has ended.
+    pub ended: std::sync::atomic::AtomicBool,
+}
+
+/// A plain copy of one CPU's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSnapshot {
+    pub cpu: u32,
+    pub records: [u64; RecordType::COUNT],
+    pub lost: u64,
+    pub lost_samples: u64,
+    pub unknown: u64,
+    pub malformed: u64,
+    pub skipped_bytes: u64,
+    pub dropped: u64,
+    pub ended: bool,
+}
+
+impl CpuSnapshot {
+    pub fn total_records(&self) -> u64 {
+        self.records.iter().sum()
+    }
+}
+
+impl CpuStats {
+    pub fn new(cpu: u32) -> CpuStats {
+        CpuStats {
+            cpu,
+            ..Default::default()
+        }
+    }
+
+    pub fn snapshot(&self) -> CpuSnapshot {
+        CpuSnapshot {
+            cpu: self.cpu,
+            records: std::array::from_fn(|i| self.records[i].load(Relaxed)),
+            lost: self.lost.load(Relaxed),
+            lost_samples: self.lost_samples.load(Relaxed),
+            unknown: self.unknown.load(Relaxed),
+            malformed: self.malformed.load(Relaxed),
+            skipped_bytes: self.skipped_bytes.load(Relaxed),
+            dropped: self.dropped.load(Relaxed),
+            ended: self.ended.load(Relaxed),
+        }
+    }
+}
+
+/// Counters of all readers.
+#[derive(Debug, Default)]
+pub struct Stats {
+    cpus: Vec<CpuStats>,
+}
+
+impl Stats {
+    pub fn new(cpus: &[u32]) -> Stats {
+        Stats {
+            cpus: cpus.iter().map(|&c| CpuStats::new(c)).collect(),
+        }
+    }
+
+    pub fn cpus(&self) -> &[CpuStats] {
+        &self.cpus
+    }
+
+    /// The counters of CPU `cpu` (by CPU number, not index).
+    pub fn cpu(&self, cpu: u32) -> Option<&CpuStats> {
+        self.cpus.iter().find(|c| c.cpu == cpu)
+    }
+
+    /// Count `n` events dropped by perfwatch that came from CPU `cpu`.
+    pub fn add_dropped(&self, cpu: u32, n: u64) {
+        if let Some(c) = self.cpu(cpu).or(self.cpus.first()) {
+            c.dropped.fetch_add(n, Relaxed);
+        }
+    }
+
+    pub fn snapshot(&self) -> Totals {
+        let per_cpu: Vec<CpuSnapshot> = self.cpus.iter().map(CpuStats::snapshot).collect();
+        let mut t = Totals {
+            per_cpu,
+            ..Default::default()
+        };
+        for c in &t.per_cpu {
+            for i in 0..RecordType::COUNT {
+                t.records[i] += c.records[i];
+            }
+            t.lost += c.lost;
+            t.lost_samples += c.lost_samples;
+            t.unknown += c.unknown;
+            t.malformed += c.malformed;
+            t.skipped_bytes += c.skipped_bytes;
+            t.dropped += c.dropped;
+        }
+        t
+    }
+}
+
+/// Totals over all CPUs, with the per-CPU figures they were made from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub records: [u64; RecordType::COUNT],
+    pub lost: u64,
+    pub lost_samples: u64,
+    pub unknown: u64,
+    pub malformed: u64,
+    pub skipped_bytes: u64,
+    pub dropped: u64,
+    pub per_cpu: Vec<CpuSnapshot>,
+}
+
+impl Totals {
+    pub fn total_records(&self) -> u64 {
+        self.records.iter().sum()
+    }
+
+    pub fn count(&self, t: RecordType) -> u64 {
+        self.records[t.index()]
+    }
+
+    /// The end-of-run summary printed on stderr.
+    pub fn summary(&self, elapsed: Duration) -> String {
+        let secs = elapsed.as_secs_f64();
+        let total = self.total_records();
+        let rate = if secs > 0.0 { total as f64 / secs } else { 0.0 };
+        let mut s = String::new();
+        let _ = writeln!(s, "perfwatch: {total} records in {secs:.2} s ({rate:.0}/s)");
+        let by_type: Vec<String> = RecordType::ALL
+            .iter()
+            .filter(|t| self.count(**t) > 0)
+            .map(|t| format!("{} {}", t.name(), self.count(*t)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  by type: {}",
+            if by_type.is_empty() {
+                "none".to_string()
+            } else {
+                by_type.join(", ")
+            }
+        );
+        let _ = write!(
+            s,
+            "  lost by the kernel: {} records (ring full), {} samples; dropped by perfwatch: {}",
+            self.lost, self.lost_samples, self.dropped
+        );
+        if self.unknown + self.malformed + self.skipped_bytes > 0 {
+            let _ = write!(
+                s,
+                "\n  not decoded: {} of unknown type, {} malformed, {} bytes skipped",
+                self.unknown, self.malformed, self.skipped_bytes
+            );
+        }
+        for c in &self.per_cpu {
+            let _ = write!(
+                s,
+                "\n  cpu {}: {} records, lost {}, lost samples {}, dropped {}",
+                c.cpu,
+                c.total_records(),
+                c.lost,
+                c.lost_samples,
+                c.dropped
+            );
+        }
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_add_up_per_cpu_figures() {
+        let s = Stats::new(&[0, 2]);
+        s.cpus()[0].records[RecordType::Fork.index()].fetch_add(3, Relaxed);
+        s.cpus()[1].records[RecordType::Fork.index()].fetch_add(4, Relaxed);
+        s.cpus()[1].lost.fetch_add(7, Relaxed);
+        s.add_dropped(2, 5);
+        let t = s.snapshot();
+        assert_eq!(t.count(RecordType::Fork), 7);
+        assert_eq!((t.lost, t.dropped), (7, 5));
+        assert_eq!(t.per_cpu[1].dropped, 5);
+        let text = t.summary(Duration::from_secs(2));
+        assert!(text.contains("7 records in 2.00 s"), "{text}");
+        assert!(text.contains("fork 7"), "{text}");
+        assert!(
+            text.contains("cpu 2: 4 records, lost 7, lost samples 0, dropped 5"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! Untrusted text from the monitored system.
+//!
+//! Any process can name itself (`prctl(PR_SET_NAME)`) and any file name can hold any byte but
+//! `/` and NUL. perfwatch runs as root and writes these names to an operator's terminal, so
+//! nothing from a record is ever written raw: [`Untrusted`] escapes every byte or character
+//! that could move the cursor, change colours, reorder text or break a line.
+//!
+//! The escaped form is unambiguous (a backslash in the input becomes `\\`), valid UTF-8, and
+//! one line. The same form goes into `--plain`, `--json` and the TUI, so that a name reads the
+//! same everywhere and can be grepped for.
+
+use std::fmt::{self, Write};
+
+/// Bytes from the monitored system, displayed escaped.
+#[derive(Clone, Copy)]
+pub struct Untrusted<'a>(pub &'a [u8]);
+
+impl fmt::Display for Untrusted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        escape_into(self.0, f)
+    }
+}
+
+impl fmt::Debug for Untrusted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{self}\"")
+    }
+}
+
+/// The escaped form of `bytes` as an owned string.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    // Writing into a String cannot fail.
+    let _ = escape_into(bytes, &mut s);
+    s
+}
+
+/// True when the byte is printable ASCII that needs no escaping.
+#[inline]
+fn plain_ascii(b: u8) -> bool {
+    (0x20..0x7f).contains(&b) && b != b'\\'
+}
+
+/// Characters that are valid and printable as far as Unicode goes, but that can rearrange or
+/// hide what a terminal shows: C1 controls, bidirectional overrides and isolates, zero-width
+/// and invisible formatting characters, line and paragraph separators, the BOM.
+fn dangerous_char(c: char) -> bool {
+    matches!(c,
+        '\u{80}'..='\u{9f}'
+        | '\u{ad}'
+        | '\u{061c}'
+        | '\u{180e}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}'
+        | '\u{feff}'
+        | '\u{fff9}'..='\u{fffb}'
+        | '\u{e0000}'..='\u{e007f}'
+    )
+}
+
+fn escape_into<W: Write>(mut bytes: &[u8], out: &mut W) -> fmt::Result {
+    while !bytes.is_empty() {
+        let run = bytes
+            .iter()
+            .position(|&b| !plain_ascii(b))
+            .unwrap_or(bytes.len());
+        if run > 0 {
+            // The run is printable ASCII, hence valid UTF-8.
+            out.write_str(std::str::from_utf8(&bytes[..run]).map_err(|_| fmt::Error)?)?;
+            bytes = &bytes[run..];
+            continue;
+        }
+        let b = bytes[0];
+        if b < 0x80 {
+            match b {
+                b'\\' => out.write_str("\\\\")?,
+                b'\n' => out.write_str("\\n")?,
+                b'\r' => out.write_str("\\r")?,
+                b'\t' => out.write_str("\\t")?,
+                _ => write!(out, "\\x{b:02x}")?,
+            }
+            bytes = &bytes[1..];
+            continue;
+        }
+        // A multi-byte sequence: take one character if it is valid UTF-8.
+        let len = utf8_len(b);
+        match bytes.get(..len).and_then(|s| std::str::from_utf8(s).ok()) {
+            Some(s) => {
+                let c = s.chars().next().ok_or(fmt::Error)?;
+                if dangerous_char(c) {
+                    write!(out, "\\u{{{:04x}}}", c as u32)?;
+                } else {
+                    out.write_char(c)?;
+                }
+                bytes = &bytes[len..];
+            }
+            None => {
+                write!(out, "\\x{b:02x}")?;
+                bytes = &bytes[1..];
+            }
+        }
+    }
+    Ok(())
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => 1,
+    }
+}
+
+/// The bytes of a NUL-terminated, NUL-padded string field in a record.
+pub fn until_nul(bytes: &[u8]) -> &[u8] {
+    match bytes.iter().position(|&b| b == 0) {
+        Some(n) => &bytes[..n],
+        None => bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_ascii_passes() {
+        assert_eq!(escape(b"bash"), "bash");
+        assert_eq!(
+            escape(b"/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            "/usr/lib/x86_64-linux-gnu/libc.so.6"
+        );
+    }
+
+    #[test]
+    fn controls_and_escapes_are_neutralised() {
+        assert_eq!(
+            escape(b"\x1b[2J\x1b]0;owned\x07"),
+            "\\x1b[2J\\x1b]0;owned\\x07"
+        );
+        assert_eq!(escape(b"a\nb\rc\td"), "a\\nb\\rc\\td");
+        assert_eq!(escape(b"back\\slash"), "back\\\\slash");
+        assert_eq!(escape(b"\x7f"), "\\x7f");
+    }
+
+    #[test]
+    fn invalid_utf8_is_hex() {
+        assert_eq!(escape(b"\xff\xfeok\xc3"), "\\xff\\xfeok\\xc3");
+        // An overlong encoding is not valid UTF-8.
+        assert_eq!(escape(b"\xc0\xaf"), "\\xc0\\xaf");
+    }
+
+    #[test]
+    fn valid_unicode_stays_but_bidi_and_invisible_do_not() {
+        assert_eq!(escape("héllo 日本".as_bytes()), "héllo 日本");
+        assert_eq!(escape("a\u{202e}b".as_bytes()), "a\\u{202e}b");
+        assert_eq!(escape("a\u{200b}b".as_bytes()), "a\\u{200b}b");
+        assert_eq!(escape("\u{9b}31m".as_bytes()), "\\u{009b}31m");
+        assert_eq!(escape("x\u{2028}y".as_bytes()), "x\\u{2028}y");
+    }
+
+    #[test]
+    fn output_is_one_line_without_controls() {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let s = escape(&all);
+        assert!(!s.chars().any(|c| c.is_control()), "{s}");
+    }
+
+    #[test]
+    fn until_nul_stops_at_first_nul() {
+        assert_eq!(until_nul(b"ls\0\0\0\0\0\0"), b"ls");
+        assert_eq!(until_nul(b"nonul"), b"nonul");
+    }
+}
