@@ -9,6 +9,7 @@ pub mod command;
 pub mod event;
 pub mod merge;
 pub mod monitor;
+pub mod pane;
 pub mod perf;
 pub mod plain;
 pub mod run;

@@ -3,11 +3,12 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, tick};
+use crossbeam_channel::{Receiver, select, tick};
 
 use crate::event::{Event, EventKind};
 use crate::merge::Reorder;
 use crate::monitor::Monitor;
+use crate::perf::reader::Batch;
 use crate::signals::StopSignals;
 use crate::text::escape;
 
@@ -165,8 +166,12 @@ const TICK: Duration = Duration::from_millis(50);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// Run until stopped, writing every event to `out`.
+///
+/// `rx` is the stream of batches: the monitor's own channel, or the output of a stage that
+/// filters it (the script stage).
 pub fn run(
     mon: &mut Monitor,
+    rx: &Receiver<Batch>,
     mut opts: PlainOptions,
     signals: &StopSignals,
     out: &mut impl Write,
@@ -194,11 +199,11 @@ pub fn run(
     let reason = loop {
         let mut wrote = false;
         select! {
-            recv(mon.rx) -> msg => match msg {
+            recv(rx) -> msg => match msg {
                 Ok(b) => {
                     reorder.push(b);
                     // Take whatever else is queued before writing: fewer flushes.
-                    for b in mon.rx.try_iter().take(64) {
+                    for b in rx.try_iter().take(64) {
                         reorder.push(b);
                     }
                     reorder.pop_ready(|ev| { wrote = true; emit(ev, out, &mut write_err) });
@@ -243,7 +248,7 @@ pub fn run(
         if left.is_zero() {
             break;
         }
-        match mon.rx.recv_timeout(left.min(TICK)) {
+        match rx.recv_timeout(left.min(TICK)) {
             Ok(b) => reorder.push(b),
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {

@@ -74,7 +74,8 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let reason = plain::run(&mut mon, opts, &signals, &mut out)?;
+    let rx = mon.rx.clone();
+    let reason = plain::run(&mut mon, &rx, opts, &signals, &mut out)?;
     drop(out);
     finish(&mut mon, reason)
 }
