@@ -91,7 +91,7 @@ pub struct Cli {
 
     /// Command to run and watch (from its exec, with its children); perfwatch stops when it
     /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
-    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, conflicts_with_all = ["pid", "tid"])]
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, conflicts_with_all = ["pid", "tid"])]
     pub command: Vec<OsString>,
 }
 

@@ -9,8 +9,6 @@
 
 use std::fmt;
 
-use crate::text::Untrusted;
-
 /// One decoded record, with the `sample_id` fields that `sample_id_all` attaches to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -218,104 +216,171 @@ impl Event {
 /// Display adapter for the `{ ... }` part of an event.
 pub struct Body<'a>(&'a EventKind);
 
-/// `%#x` as C prints it: `0` for zero, `0x...` otherwise.
-struct AltHex(u64);
+/// Appends the pieces of a line to a byte buffer: integers through `itoa`, untrusted text
+/// through [`crate::text::escape_to`]. `--plain` writes hundreds of thousands of lines a
+/// second, which `core::fmt` would make the bottleneck.
+struct Line<'a>(&'a mut Vec<u8>);
 
-impl fmt::Display for AltHex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 == 0 {
-            f.write_str("0")
+impl Line<'_> {
+    #[inline]
+    fn s(&mut self, s: &str) -> &mut Self {
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    #[inline]
+    fn u(&mut self, v: impl itoa::Integer) -> &mut Self {
+        self.0
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self
+    }
+    /// `%#x` as C prints it: `0` for zero, `0x...` otherwise.
+    #[inline]
+    fn alt_hex(&mut self, v: u64) -> &mut Self {
+        if v == 0 {
+            self.0.push(b'0');
         } else {
-            write!(f, "{:#x}", self.0)
+            self.0.extend_from_slice(b"0x");
+            let digits = 16 - (v.leading_zeros() as usize / 4);
+            for i in (0..digits).rev() {
+                self.0
+                    .push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
+            }
         }
+        self
+    }
+    #[inline]
+    fn text(&mut self, t: &[u8]) -> &mut Self {
+        crate::text::escape_to(t, self.0);
+        self
     }
 }
 
-impl fmt::Display for Body<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
+impl EventKind {
+    /// Append the `{ type: ..., ... }` text, as perf's Python binding prints it.
+    pub fn write_body(&self, buf: &mut Vec<u8>) {
+        let mut w = Line(buf);
+        match self {
             EventKind::Sample { ip, period, .. } => {
-                write!(
-                    f,
-                    "{{ type: sample, ip: {}, period: {period} }}",
-                    AltHex(*ip)
-                )
+                w.s("{ type: sample, ip: ")
+                    .alt_hex(*ip)
+                    .s(", period: ")
+                    .u(*period)
+                    .s(" }");
             }
             EventKind::Fork(t) | EventKind::Exit(t) => {
-                let ty = if matches!(self.0, EventKind::Fork(_)) {
-                    "fork"
+                let ty = if matches!(self, EventKind::Fork(_)) {
+                    "{ type: fork, pid: "
                 } else {
-                    "exit"
+                    "{ type: exit, pid: "
                 };
                 // No space before the closing brace: this is how perf prints it.
-                write!(
-                    f,
-                    "{{ type: {ty}, pid: {}, ppid: {}, tid: {}, ptid: {}, time: {}}}",
-                    t.pid, t.ppid, t.tid, t.ptid, t.time
-                )
+                w.s(ty)
+                    .u(t.pid)
+                    .s(", ppid: ")
+                    .u(t.ppid)
+                    .s(", tid: ")
+                    .u(t.tid)
+                    .s(", ptid: ")
+                    .u(t.ptid);
+                w.s(", time: ").u(t.time).s("}");
             }
             EventKind::Comm { pid, tid, comm, .. } => {
-                write!(
-                    f,
-                    "{{ type: comm, pid: {pid}, tid: {tid}, comm: {} }}",
-                    Untrusted(comm)
-                )
+                w.s("{ type: comm, pid: ")
+                    .u(*pid)
+                    .s(", tid: ")
+                    .u(*tid)
+                    .s(", comm: ")
+                    .text(comm)
+                    .s(" }");
             }
-            EventKind::Mmap(m) => write!(
-                f,
-                "{{ type: mmap, pid: {}, tid: {}, start: {}, length: {}, offset: {}, filename: {} }}",
-                m.pid,
-                m.tid,
-                AltHex(m.start),
-                AltHex(m.len),
-                AltHex(m.pgoff),
-                Untrusted(&m.filename)
-            ),
+            EventKind::Mmap(m) => {
+                w.s("{ type: mmap, pid: ")
+                    .u(m.pid)
+                    .s(", tid: ")
+                    .u(m.tid)
+                    .s(", start: ")
+                    .alt_hex(m.start);
+                w.s(", length: ")
+                    .alt_hex(m.len)
+                    .s(", offset: ")
+                    .alt_hex(m.pgoff);
+                w.s(", filename: ").text(&m.filename).s(" }");
+            }
             EventKind::Lost { id, lost } => {
-                write!(
-                    f,
-                    "{{ type: lost, id: {}, lost: {} }}",
-                    AltHex(*id),
-                    AltHex(*lost)
-                )
+                w.s("{ type: lost, id: ")
+                    .alt_hex(*id)
+                    .s(", lost: ")
+                    .alt_hex(*lost)
+                    .s(" }");
             }
             EventKind::LostSamples { lost } => {
-                write!(f, "{{ type: lost_samples, lost: {lost} }}")
+                w.s("{ type: lost_samples, lost: ").u(*lost).s(" }");
             }
             EventKind::Throttle {
                 throttled,
                 time,
                 id,
                 stream_id,
-            } => write!(
-                f,
-                "{{ type: {}throttle, time: {time}, id: {id}, stream_id: {stream_id} }}",
-                if *throttled { "" } else { "un" }
-            ),
+            } => {
+                w.s(if *throttled {
+                    "{ type: throttle, time: "
+                } else {
+                    "{ type: unthrottle, time: "
+                });
+                w.u(*time)
+                    .s(", id: ")
+                    .u(*id)
+                    .s(", stream_id: ")
+                    .u(*stream_id)
+                    .s(" }");
+            }
             EventKind::Switch { out, next_prev, .. } => {
                 let (pid, tid) = next_prev.unwrap_or((u32::MAX, u32::MAX));
-                write!(
-                    f,
-                    "{{ type: context_switch, next_prev_pid: {}, next_prev_tid: {}, switch_out: {} }}",
-                    pid as i32, tid as i32, *out as u8
-                )
+                w.s("{ type: context_switch, next_prev_pid: ")
+                    .u(pid as i32)
+                    .s(", next_prev_tid: ")
+                    .u(tid as i32);
+                w.s(", switch_out: ").u(*out as u8).s(" }");
             }
         }
     }
 }
 
-impl fmt::Display for Event {
-    /// The whole `--plain` line (without the newline), as `twatch.py` prints it.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Event {
+    /// Append the whole `--plain` line (without the newline), as `twatch.py` prints it.
+    pub fn write_line(&self, buf: &mut Vec<u8>) {
         // sample_pid/sample_tid are signed ints in perf's binding (-1 when unknown).
-        write!(
-            f,
-            "cpu: {}, pid: {}, tid: {} {}",
-            self.cpu,
-            self.pid as i32,
-            self.tid as i32,
-            self.body()
-        )
+        Line(buf)
+            .s("cpu: ")
+            .u(self.cpu)
+            .s(", pid: ")
+            .u(self.pid as i32)
+            .s(", tid: ")
+            .u(self.tid as i32)
+            .s(" ");
+        self.kind.write_body(buf);
+    }
+}
+
+/// Write bytes produced by the writers above (always UTF-8) to a formatter.
+fn write_utf8(f: &mut fmt::Formatter<'_>, buf: &[u8]) -> fmt::Result {
+    f.write_str(std::str::from_utf8(buf).map_err(|_| fmt::Error)?)
+}
+
+impl fmt::Display for Body<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = Vec::with_capacity(128);
+        self.0.write_body(&mut buf);
+        write_utf8(f, &buf)
+    }
+}
+
+impl fmt::Display for Event {
+    /// The whole `--plain` line (without the newline).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = Vec::with_capacity(160);
+        self.write_line(&mut buf);
+        write_utf8(f, &buf)
     }
 }
 

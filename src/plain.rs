@@ -24,9 +24,19 @@ pub enum Format {
 /// Write one event as a line.
 pub fn write_event(out: &mut impl Write, ev: &Event, format: Format) -> io::Result<()> {
     match format {
-        Format::Plain => writeln!(out, "{ev}"),
+        Format::Plain => LINE.with_borrow_mut(|buf| {
+            buf.clear();
+            ev.write_line(buf);
+            buf.push(b'\n');
+            out.write_all(buf)
+        }),
         Format::Json => write_json(out, ev),
     }
+}
+
+thread_local! {
+    /// The line being formatted, reused so that no line allocates.
+    static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A JSON string literal of already-escaped (control-free) text.

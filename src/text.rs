@@ -35,6 +35,15 @@ pub fn escape(bytes: &[u8]) -> String {
     s
 }
 
+/// Append the escaped form of `bytes` to a byte buffer (the fast path of `--plain`).
+pub fn escape_to(bytes: &[u8], out: &mut Vec<u8>) {
+    if bytes.iter().all(|&b| plain_ascii(b)) {
+        out.extend_from_slice(bytes);
+    } else {
+        out.extend_from_slice(escape(bytes).as_bytes());
+    }
+}
+
 /// True when the byte is printable ASCII that needs no escaping.
 #[inline]
 fn plain_ascii(b: u8) -> bool {

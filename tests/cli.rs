@@ -1,0 +1,179 @@
+//! The real binary against bad input: every mistake gets one clear line naming the value and
+//! a non-zero exit code; never a panic or a backtrace.
+
+mod common;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn perfwatch() -> Command {
+    let mut c = Command::cargo_bin("perfwatch").unwrap();
+    c.env_remove("RUST_BACKTRACE")
+        .timeout(std::time::Duration::from_secs(20));
+    c
+}
+
+/// Usage errors, caught while parsing the command line: exit code 2.
+#[test]
+fn bad_values_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-C", "1-a"], "'a' is not a CPU number"),
+        (&["-C", "3-1"], "range '3-1' goes backwards"),
+        (&["-C", ""], "invalid CPU list ''"),
+        (&["-C", "0,,1"], "empty item"),
+        (&["-C", "99999"], "above the kernel's limit"),
+        (&["-p", "abc"], "'abc' is not a process or thread id"),
+        (&["-p", "-5"], "'-5'"),
+        (&["-t", "0"], "'0' is not a valid process or thread id"),
+        (&["-m", "3"], "'3' is 3 pages, which is not a power of two"),
+        (&["-m", "0"], "'0' must be at least one page"),
+        (&["-m", "12Q"], "'12Q' is not a page count"),
+        (&["-m", "4194304"], "larger than the limit"),
+        (&["-F", "0"], "'0' must be greater than zero"),
+        (&["-F", "abc"], "'abc' is not a positive whole number"),
+        (&["-F", "-5"], "'-5'"),
+        (&["-c", "0"], "'0' must be greater than zero"),
+        (&["--duration", "0"], "'0' must be a positive duration"),
+        (&["--duration", "soon"], "'soon' is not a duration"),
+        (&["--plain", "--json"], "cannot be used with"),
+        (&["-p", "1", "-t", "1"], "cannot be used with"),
+        (&["-F", "10", "-c", "10"], "cannot be used with"),
+        (&["--no-such-flag"], "unexpected argument '--no-such-flag'"),
+    ];
+    for (args, msg) in cases {
+        perfwatch()
+            .args(*args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(*msg).and(predicate::str::contains("panicked").not()))
+            .stdout(predicate::str::is_empty());
+    }
+}
+
+/// Errors found when starting: exit code 1, one line beginning `perfwatch: error:`.
+#[test]
+fn bad_targets_and_events_fail_at_start() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--plain", "-e", "cylces"], "unknown event 'cylces'"),
+        (
+            &["--plain", "-e", "nosuchsys:nosuchtp"],
+            "no tracepoint 'nosuchsys:nosuchtp'",
+        ),
+        (
+            &["--plain", "-e", "dummy", "-C", "4000"],
+            "CPU 4000 is not online",
+        ),
+        (
+            &["--plain", "-e", "dummy", "-p", "2147483646"],
+            "no such process: '2147483646'",
+        ),
+        (
+            &["--plain", "-e", "dummy", "-t", "2147483646"],
+            "no such process: '2147483646'",
+        ),
+        (
+            &["--plain", "-e", "dummy", "--", "no-such-command-xyz"],
+            "cannot run 'no-such-command-xyz': command not found",
+        ),
+    ];
+    for (args, msg) in cases {
+        let out = perfwatch()
+            .args(*args)
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(msg), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(stderr.starts_with("perfwatch: error: "), "{stderr}");
+    }
+}
+
+#[test]
+fn a_command_that_cannot_be_executed_is_named() {
+    common::perf_allowed();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("not-executable");
+    std::fs::write(&p, "#!/bin/sh\n").unwrap();
+    let out = perfwatch()
+        .args(["--plain", "-e", "dummy", "--"])
+        .arg(&p)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot run '{}'", p.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+}
+
+/// Without privileges, system-wide monitoring is refused with perf's kind of explanation.
+#[test]
+fn permission_errors_explain_paranoid_and_how_to_fix() {
+    // Only meaningful where we can drop to an unprivileged user and the sysctl forbids
+    // CPU-wide events for them.
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || paranoid < 1 {
+        eprintln!("SKIPPING permission test: needs root to drop privileges and paranoid >= 1");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["--plain", "-e", "dummy"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("kernel.perf_event_paranoid is {paranoid}")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("CAP_PERFMON")
+            && stderr.contains("sudo sysctl kernel.perf_event_paranoid=0"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn frequency_above_the_kernel_limit_is_clamped_and_said() {
+    if !common::perf_allowed() {
+        return;
+    }
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    perfwatch()
+        .args([
+            "--plain",
+            "-e",
+            "cpu-clock",
+            "-F",
+            &(max + 1).to_string(),
+            "--duration",
+            "0.2",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!("using {max} Hz")));
+}
+
+#[test]
+fn help_documents_exit_codes_and_permissions() {
+    perfwatch().arg("--help").assert().success().stdout(
+        predicate::str::contains("EXIT STATUS")
+            .and(predicate::str::contains("perf_event_paranoid")),
+    );
+}

@@ -1,0 +1,420 @@
+//! Against the real kernel: children that fork a known number of times must yield exactly
+//! that many fork and exit records, with the right pids, in every target mode.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+
+use assert_cmd::cargo::cargo_bin;
+use serde_json::Value;
+
+/// Forks `n` subshells that exit at once (dash forks once per `( ... ) &`, without exec),
+/// then one child that execs `sleep`.
+fn forker_script(n: usize, pidfile: Option<&std::path::Path>) -> String {
+    let write_pid = pidfile
+        .map(|p| format!("echo $$ > '{}'; ", p.display()))
+        .unwrap_or_default();
+    format!(
+        "{write_pid}i=0; while [ $i -lt {n} ]; do (exit 0) & i=$((i+1)); done; wait; /bin/sleep 0 & wait"
+    )
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// Children of `parent` seen forking, exiting, and exec'ing.
+struct Family {
+    forked: BTreeSet<u64>,
+    exited: BTreeSet<u64>,
+    fork_records: usize,
+    exit_records: usize,
+    execs: BTreeMap<u64, String>,
+}
+
+fn family(lines: &[Value], parent: u64) -> Family {
+    let mut f = Family {
+        forked: BTreeSet::new(),
+        exited: BTreeSet::new(),
+        fork_records: 0,
+        exit_records: 0,
+        execs: BTreeMap::new(),
+    };
+    for v in lines {
+        match v["type"].as_str() {
+            // Processes only: pid == tid.
+            Some("fork") if v["ppid"] == parent && v["pid"] == v["tid"] => {
+                f.fork_records += 1;
+                f.forked.insert(v["pid"].as_u64().unwrap());
+            }
+            _ => {}
+        }
+    }
+    for v in lines {
+        let pid = v["pid"].as_u64().unwrap_or(0);
+        match v["type"].as_str() {
+            Some("exit") if f.forked.contains(&pid) && v["pid"] == v["tid"] => {
+                f.exit_records += 1;
+                f.exited.insert(pid);
+            }
+            Some("comm") if f.forked.contains(&pid) && v["exec"] == true => {
+                f.execs
+                    .insert(pid, v["comm"].as_str().unwrap_or("").to_string());
+            }
+            _ => {}
+        }
+    }
+    f
+}
+
+fn check_family(f: &Family, n: usize) {
+    assert_eq!(f.fork_records, n + 1, "fork records");
+    assert_eq!(f.forked.len(), n + 1, "distinct forked pids");
+    assert_eq!(f.exit_records, n + 1, "exit records");
+    assert_eq!(f.exited, f.forked, "every forked child exited");
+    assert_eq!(
+        f.execs.values().filter(|c| *c == "sleep").count(),
+        1,
+        "one exec of sleep: {:?}",
+        f.execs
+    );
+}
+
+#[test]
+fn command_mode_sees_every_fork_exit_and_exec() {
+    require_perf!();
+    let n = 200;
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args([
+            "--json",
+            "-e",
+            "dummy",
+            "--",
+            "sh",
+            "-c",
+            &forker_script(n, None),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let lines = json_lines(&out.stdout);
+    // The command itself: the first exec'ing comm record is sh's.
+    let sh = lines
+        .iter()
+        .find(|v| v["type"] == "comm" && v["comm"] == "sh")
+        .and_then(|v| v["pid"].as_u64())
+        .expect("comm record of the command");
+    check_family(&family(&lines, sh), n);
+    assert!(stderr.contains("lost by the kernel: 0 records"), "{stderr}");
+    assert!(stderr.contains(&format!("fork {}", n + 1)), "{stderr}");
+}
+
+#[test]
+fn system_wide_sees_every_fork_exit_and_exec() {
+    require_perf!();
+    let n = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args([
+            "--json",
+            "-a",
+            "-e",
+            "dummy",
+            "--",
+            "sh",
+            "-c",
+            &forker_script(n, Some(&pidfile)),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let sh: u64 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let lines = json_lines(&out.stdout);
+    check_family(&family(&lines, sh), n);
+    // Global time order across CPUs.
+    let times: Vec<u64> = lines
+        .iter()
+        .map(|v| v["sample_time"].as_u64().unwrap())
+        .collect();
+    let inversions = times.windows(2).filter(|w| w[1] < w[0]).count();
+    assert_eq!(inversions, 0, "lines out of time order");
+}
+
+#[test]
+fn pid_mode_follows_a_running_process_and_stops_when_it_exits() {
+    require_perf!();
+    let n = 50;
+    // The process waits on a FIFO (without forking), so that perfwatch is surely attached
+    // before the first fork.
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    let script = format!("read x < '{}'; {}", go.display(), forker_script(n, None));
+    let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let pid = target.id();
+    let mon = Command::new(cargo_bin("perfwatch"))
+        .args(["--json", "-e", "dummy", "-p", &pid.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Give perfwatch time to open its events, then let the target go.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(&go, "go\n").unwrap();
+    target.wait().unwrap();
+    let out = mon.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(
+        stderr.contains("every monitored task has exited"),
+        "{stderr}"
+    );
+    check_family(&family(&json_lines(&out.stdout), pid as u64), n);
+}
+
+#[test]
+fn plain_lines_have_the_python_binding_shape() {
+    require_perf!();
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args([
+            "--plain",
+            "-e",
+            "dummy",
+            "--",
+            "sh",
+            "-c",
+            "(exit 0) & wait",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let fork = text
+        .lines()
+        .find(|l| l.contains("type: fork"))
+        .expect("a fork line");
+    // cpu: N, pid: N, tid: N { type: fork, pid: N, ppid: N, tid: N, ptid: N, time: N}
+    let shape: String = fork
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect();
+    let shape = shape
+        .split('9')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("9");
+    assert_eq!(
+        shape,
+        "cpu: 9, pid: 9, tid: 9 { type: fork, pid: 9, ppid: 9, tid: 9, ptid: 9, time: 9}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("{ type: exit, pid: ")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("{ type: mmap, pid: ") && l.contains("filename: /")),
+        "{text}"
+    );
+}
+
+#[test]
+fn command_exit_status_is_passed_through() {
+    require_perf!();
+    let st = Command::new(cargo_bin("perfwatch"))
+        .args(["--plain", "-e", "dummy", "--", "sh", "-c", "exit 7"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(7));
+    let st = Command::new(cargo_bin("perfwatch"))
+        .args(["--plain", "-e", "dummy", "--", "sh", "-c", "kill -TERM $$"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(128 + 15));
+}
+
+/// True when this machine has a hardware cycles counter.
+fn hardware_cycles() -> bool {
+    let mut attr = perf_event_open_sys::bindings::perf_event_attr {
+        type_: perf_event_open_sys::bindings::PERF_TYPE_HARDWARE,
+        size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
+        config: perf_event_open_sys::bindings::PERF_COUNT_HW_CPU_CYCLES as u64,
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    // SAFETY: a valid attr; the fd is closed at once.
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
+    if fd >= 0 {
+        unsafe { libc::close(fd) };
+    }
+    fd >= 0
+}
+
+#[test]
+fn cycles_falls_back_to_a_software_clock_when_there_is_no_pmu() {
+    require_perf!();
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args(["--json", "-e", "cycles", "-F", "500", "--duration", "0.5"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    if hardware_cycles() {
+        assert!(!stderr.contains("not supported"), "{stderr}");
+    } else {
+        assert_eq!(
+            stderr.matches("cycles not supported").count(),
+            1,
+            "said once: {stderr}"
+        );
+        assert!(stderr.contains("using cpu-clock"), "{stderr}");
+    }
+    // Samples arrive either way, each with a CPU, a period and an ip.
+    let samples: Vec<Value> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|v| v["type"] == "sample")
+        .collect();
+    assert!(!samples.is_empty(), "{stderr}");
+    assert!(
+        samples
+            .iter()
+            .all(|s| s["sample_period"].as_u64().unwrap() > 0)
+    );
+}
+
+#[test]
+fn task_target_falls_back_to_task_clock() {
+    require_perf!();
+    if hardware_cycles() {
+        return;
+    }
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args(["--plain", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cycles not supported (ENOENT), using task-clock")
+            || stderr.contains("using task-clock"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_with_zero() {
+    require_perf!();
+    // `perfwatch --plain | head -3`, with a load that keeps records coming.
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "( {} --plain -e cpu-clock -F 2000 -- sh -c 'while :; do (exit 0); done'; echo \"rc=$?\" >&2 ) | head -3",
+                cargo_bin("perfwatch").display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    assert!(stderr.contains("rc=0"), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+}
+
+#[test]
+fn sigint_and_sigterm_stop_cleanly_with_a_summary() {
+    require_perf!();
+    for (sig, code) in [(libc::SIGINT, 0), (libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let child = Command::new(cargo_bin("perfwatch"))
+            .args(["--plain", "-e", "dummy"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "signal {sig}: {stderr}");
+        assert!(stderr.contains("records in"), "signal {sig}: {stderr}");
+        assert!(
+            stderr.contains("lost by the kernel"),
+            "signal {sig}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn cpu_list_restricts_the_cpus() {
+    require_perf!();
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args([
+            "--json",
+            "-C",
+            "0",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "1000",
+            "--duration",
+            "0.5",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let lines = json_lines(&out.stdout);
+    assert!(!lines.is_empty());
+    assert!(lines.iter().all(|v| v["sample_cpu"] == 0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cpu 0:") && !stderr.contains("cpu 1:"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn context_switch_records_with_switch() {
+    require_perf!();
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args([
+            "--json",
+            "--switch",
+            "-e",
+            "dummy",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.05; sleep 0.05",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let lines = json_lines(&out.stdout);
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["type"] == "context_switch" && v["switch_out"] == true)
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["type"] == "context_switch" && v["switch_out"] == false)
+    );
+}
