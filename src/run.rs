@@ -13,7 +13,7 @@ use crate::signals::{StopSignals, exit_code_for};
 /// Batches the channel between readers and the frontend holds.
 const CHANNEL_BATCHES: usize = 1024;
 /// Events the time-ordering window may hold.
-const MAX_REORDER: usize = 1 << 20;
+const MAX_REORDER: usize = 1 << 18;
 
 /// Translate the command line into a monitor configuration.
 pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
