@@ -10,8 +10,10 @@ use crate::perf::events::{DEFAULT_FREQ, Sampling, parse_event};
 use crate::plain::{self, Format, PlainOptions, StopReason};
 use crate::signals::{StopSignals, exit_code_for};
 
-/// Batches the channel between readers and the frontend holds.
-const CHANNEL_BATCHES: usize = 1024;
+/// Batches the channel between readers and the frontend holds, per CPU. Small on purpose: a
+/// stalled consumer (a paused terminal, a slow pipe) should make the readers wait and the
+/// kernel rings take the strain (and count it as LOST), not grow perfwatch's memory.
+const CHANNEL_BATCHES_PER_CPU: usize = 8;
 /// Events the time-ordering window may hold.
 const MAX_REORDER: usize = 1 << 18;
 
@@ -43,7 +45,11 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         cpus: cli.cpu.as_ref().map(|c| c.0.clone()),
         mmap_pages: cli.mmap_pages.0,
         context_switch: cli.switch,
-        channel_capacity: CHANNEL_BATCHES,
+        channel_capacity: 64
+            + CHANNEL_BATCHES_PER_CPU
+                * crate::perf::cpus::online_cpus()
+                    .map(|c| c.len())
+                    .unwrap_or(1),
         workload,
     })
 }

@@ -19,6 +19,9 @@ pub struct CpuStats {
     pub records: [AtomicU64; RecordType::COUNT],
     /// Records the kernel dropped because the ring was full (sum of LOST records).
     pub lost: AtomicU64,
+    /// The same losses as the events' PERF_FORMAT_LOST counts report them: current even
+    /// when the kernel has not yet had room to write the LOST record.
+    pub lost_by_read: AtomicU64,
     /// Samples the PMU side dropped (sum of LOST_SAMPLES records).
     pub lost_samples: AtomicU64,
     /// Records of a type perfwatch does not know: counted and skipped.
@@ -65,7 +68,9 @@ impl CpuStats {
         CpuSnapshot {
             cpu: self.cpu,
             records: std::array::from_fn(|i| self.records[i].load(Relaxed)),
-            lost: self.lost.load(Relaxed),
+            // Whichever source knows more: LOST records lag, read counts may not cover
+            // inherited events.
+            lost: self.lost.load(Relaxed).max(self.lost_by_read.load(Relaxed)),
             lost_samples: self.lost_samples.load(Relaxed),
             unknown: self.unknown.load(Relaxed),
             malformed: self.malformed.load(Relaxed),

@@ -418,3 +418,57 @@ fn context_switch_records_with_switch() {
             .any(|v| v["type"] == "context_switch" && v["switch_out"] == false)
     );
 }
+
+#[test]
+fn an_overflowing_ring_is_accounted_as_lost() {
+    require_perf!();
+    // A one-page ring and a consumer that does not read for two seconds: the readers wait on
+    // the full channel, the kernel ring overflows, and LOST records say how much.
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("out.json");
+    let err_file = dir.path().join("err.txt");
+    let cmd = format!(
+        "{} --json -a -m 1 -e dummy -- sh -c '{}' 2>'{}' | (sleep 2; cat > '{}')",
+        cargo_bin("perfwatch").display(),
+        forker_script(3000, None),
+        err_file.display(),
+        out_file.display()
+    );
+    assert!(
+        Command::new("sh")
+            .args(["-c", &cmd])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stderr = std::fs::read_to_string(&err_file).unwrap();
+    let lines = json_lines(&std::fs::read(&out_file).unwrap());
+    let lost_in_records: u64 = lines
+        .iter()
+        .filter(|v| v["type"] == "lost")
+        .map(|v| v["lost"].as_u64().unwrap())
+        .sum();
+    let summary_lost: u64 = stderr
+        .split("lost by the kernel: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {stderr}"));
+    assert!(
+        summary_lost > 0,
+        "expected an overflow with a one-page ring: {stderr}"
+    );
+    // LOST records lag (the kernel writes one only when the ring has room again and another
+    // record follows); the summary also counts what the events' PERF_FORMAT_LOST reports.
+    assert!(
+        lost_in_records <= summary_lost,
+        "records {lost_in_records} > summary {summary_lost}"
+    );
+    // No fork goes unaccounted: each one was either seen or counted as lost.
+    let forks = lines.iter().filter(|v| v["type"] == "fork").count() as u64;
+    assert!(forks <= 3001, "{forks}");
+    assert!(
+        forks + summary_lost >= 3001,
+        "forks seen {forks} + lost {summary_lost} < 3001"
+    );
+}

@@ -254,6 +254,9 @@ pub struct AttrOptions {
     pub exclude_kernel: bool,
     /// Wake the reader when this many bytes are waiting.
     pub wakeup_watermark: u32,
+    /// Ask for PERF_FORMAT_LOST (Linux 6.0+), so that `read()` tells how many records the
+    /// kernel dropped for this event, including those no LOST record has reported yet.
+    pub read_lost: bool,
 }
 
 /// Build the perf_event_attr for `spec`.
@@ -283,6 +286,9 @@ pub fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
+    if o.read_lost {
+        a.read_format = sys::PERF_FORMAT_LOST as u64;
+    }
     a.set_watermark(1);
     a.wakeup_watermark = o.wakeup_watermark.max(1);
     if o.side_band {
@@ -343,6 +349,7 @@ mod tests {
             enable_on_exec: false,
             exclude_kernel: false,
             wakeup_watermark: 4096,
+            read_lost: true,
         };
         let a = build_attr(&EventSpec::cpu_clock(), &o);
         assert_eq!(a.sample_type, DEFAULT_SAMPLE_TYPE);

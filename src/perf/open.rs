@@ -304,7 +304,9 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
         // Wake at a quarter full: bursts are read early, quiet CPUs are read on the poll
         // timeout.
         wakeup_watermark: (data_bytes / 4).clamp(1, u32::MAX as usize) as u32,
+        read_lost: true,
     };
+    let mut read_lost = true;
 
     let mut event = cfg.event.clone();
     let mut fallback = None;
@@ -313,8 +315,9 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
     for &cpu in &cfg.cpus {
         let mut fds: Vec<OwnedFd> = Vec::with_capacity(tasks.len());
         for (i, &task) in tasks.iter().enumerate() {
-            let opts = AttrOptions {
+            let mut opts = AttrOptions {
                 side_band: i == 0,
+                read_lost,
                 ..base_opts
             };
             let res = loop {
@@ -334,6 +337,11 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
                             reason: errno_name(&e),
                         });
                         event = to;
+                    }
+                    // Kernels before 6.0 do not know PERF_FORMAT_LOST.
+                    Err(e) if read_lost && e.raw_os_error() == Some(libc::EINVAL) => {
+                        read_lost = false;
+                        opts.read_lost = false;
                     }
                     other => break other,
                 }
@@ -400,6 +408,7 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
             })?;
         rings.push(CpuRing {
             cpu,
+            read_lost,
             fds,
             ring,
             layout,

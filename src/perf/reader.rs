@@ -35,6 +35,8 @@ pub struct Batch {
 /// were redirected into it with PERF_EVENT_IOC_SET_OUTPUT).
 pub struct CpuRing {
     pub cpu: u32,
+    /// The fds were opened with PERF_FORMAT_LOST: `read()` gives `{ value, lost }`.
+    pub read_lost: bool,
     pub fds: Vec<OwnedFd>,
     pub ring: RingBuffer,
     pub layout: SampleLayout,
@@ -117,6 +119,29 @@ pub fn drain_ring(
     }
 }
 
+/// Records the kernel dropped for this ring's events, as `read()` with PERF_FORMAT_LOST
+/// reports them. Unlike LOST records, which the kernel writes only when the ring has room
+/// again and something else is written, this count is current. (For inherited events it
+/// covers the parent task's event only, so it is a lower bound there.)
+pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
+    if !ring.read_lost {
+        return None;
+    }
+    let mut total = 0;
+    for fd in &ring.fds {
+        let mut v = [0u64; 2];
+        // SAFETY: reading at most 16 bytes into a buffer of 16 bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 16) };
+        if n == 16 {
+            total += v[1];
+        }
+    }
+    Some(total)
+}
+
+/// How often a reader reads its events' lost counts.
+const LOST_READ_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Start the reader thread of one CPU.
 pub fn spawn(
     ring: CpuRing,
@@ -148,6 +173,7 @@ fn run(
         })
         .collect();
     let mut capacity = 256;
+    let mut last_lost_read = std::time::Instant::now();
     loop {
         // Decide before draining, so that the last drain sees everything written before stop.
         let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty();
@@ -166,6 +192,12 @@ fn run(
             // Nobody is listening any more (or we gave up at shutdown).
             my.dropped.fetch_add(n, Ordering::Relaxed);
             break;
+        }
+        if stopping || last_lost_read.elapsed() >= LOST_READ_INTERVAL {
+            if let Some(n) = lost_by_read(&ring) {
+                my.lost_by_read.fetch_max(n, Ordering::Relaxed);
+            }
+            last_lost_read = std::time::Instant::now();
         }
         if stopping {
             break;
