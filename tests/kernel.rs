@@ -472,3 +472,68 @@ fn an_overflowing_ring_is_accounted_as_lost() {
         "forks seen {forks} + lost {summary_lost} < 3001"
     );
 }
+
+#[test]
+fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
+    require_perf!();
+    // Four threads exist before perfwatch attaches; each forks and execs a child once let go.
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    let py = format!(
+        "import os, threading\n\
+         gate = threading.Event()\n\
+         def work():\n    gate.wait()\n    pid = os.fork()\n    if pid == 0:\n        os.execv('/bin/sleep', ['sleep', '0'])\n    os.waitpid(pid, 0)\n\
+         ts = [threading.Thread(target=work) for _ in range(4)]\n\
+         [t.start() for t in ts]\n\
+         open('{}').read()\n\
+         gate.set()\n\
+         [t.join() for t in ts]\n",
+        go.display()
+    );
+    let mut target = Command::new("python3").args(["-c", &py]).spawn().unwrap();
+    let pid = target.id();
+    // Wait until the four threads exist.
+    for _ in 0..100 {
+        if std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            >= 5
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mon = Command::new(cargo_bin("perfwatch"))
+        .args(["--json", "-e", "dummy", "-p", &pid.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(&go, "go\n").unwrap();
+    target.wait().unwrap();
+    let out = mon.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines = json_lines(&out.stdout);
+    let children: BTreeSet<u64> = lines
+        .iter()
+        .filter(|v| v["type"] == "fork" && v["ppid"] == pid as u64 && v["pid"] != pid as u64)
+        .map(|v| v["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(children.len(), 4, "a fork from each thread: {stderr}");
+    let execs = lines
+        .iter()
+        .filter(|v| v["type"] == "comm" && v["exec"] == true && v["comm"] == "sleep")
+        .count();
+    assert_eq!(execs, 4, "{stderr}");
+    let thread_exits = lines
+        .iter()
+        .filter(|v| v["type"] == "exit" && v["pid"] == pid as u64)
+        .count();
+    assert_eq!(
+        thread_exits, 5,
+        "four threads and the main thread exit: {stderr}"
+    );
+}

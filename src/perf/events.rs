@@ -242,7 +242,7 @@ pub const DEFAULT_FREQ: u64 = 1000;
 #[derive(Clone, Copy, Debug)]
 pub struct AttrOptions {
     pub sampling: Sampling,
-    /// Side-band records (task, comm, mmap). Only the first event of a CPU needs them.
+    /// Side-band records (task, comm, mmap).
     pub side_band: bool,
     /// Context-switch records (`--switch`).
     pub context_switch: bool,

@@ -254,7 +254,7 @@ fn raise_nofile() -> u64 {
 }
 
 /// Open the events of `cfg`: for each CPU, one fd per task (or one for the whole CPU), the
-/// first with side-band records and the ring, the others redirected into it.
+/// first owning the ring, the others redirected into it.
 pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
     let tasks: Vec<i32> = match &cfg.target {
         Target::System => vec![-1],
@@ -314,9 +314,11 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
     let mut rings = Vec::with_capacity(cfg.cpus.len());
     for &cpu in &cfg.cpus {
         let mut fds: Vec<OwnedFd> = Vec::with_capacity(tasks.len());
-        for (i, &task) in tasks.iter().enumerate() {
+        let mut ring: Option<RingBuffer> = None;
+        for &task in &tasks {
+            // Every fd gets side-band records: a task's fork/exit/exec/mmap is reported only
+            // to the events of its own context, so a thread without them would be blind.
             let mut opts = AttrOptions {
-                side_band: i == 0,
                 read_lost,
                 ..base_opts
             };
@@ -369,20 +371,26 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
                     ));
                 }
             };
-            if let Some(first) = fds.first() {
-                // SAFETY: both fds are perf events on the same CPU.
-                if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), first.as_raw_fd()) } != 0 {
-                    return Err(OpenError::Other {
-                        event: event.name.clone(),
-                        cpu,
-                        task: format!(" (redirecting thread {task})"),
-                        err: io::Error::last_os_error(),
-                    });
+            match &ring {
+                // The ring must be mapped before other events can be redirected into it
+                // (the kernel refuses SET_OUTPUT to an unmapped event with EINVAL).
+                None => ring = Some(map_ring(fd.as_fd(), cfg.mmap_pages)?),
+                Some(_) => {
+                    let first = fds.first().map(|f| f.as_raw_fd()).unwrap_or(-1);
+                    // SAFETY: both fds are perf events on the same CPU.
+                    if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), first) } != 0 {
+                        return Err(OpenError::Other {
+                            event: event.name.clone(),
+                            cpu,
+                            task: format!(" (redirecting thread {task})"),
+                            err: io::Error::last_os_error(),
+                        });
+                    }
                 }
             }
             fds.push(fd);
         }
-        let Some(first) = fds.first() else {
+        let Some(ring) = ring else {
             // Every thread exited while we were opening.
             let pid = match &cfg.target {
                 Target::Pids(p) => p.first().copied().unwrap_or(0),
@@ -390,15 +398,6 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
             };
             return Err(OpenError::NoSuchProcess(pid));
         };
-        let ring =
-            RingBuffer::map(first.as_fd(), cfg.mmap_pages).map_err(|err| OpenError::Mmap {
-                pages: cfg.mmap_pages,
-                kib: data_bytes / 1024,
-                mlock_kb: std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_else(|_| "unknown".into()),
-                err,
-            })?;
         let layout =
             SampleLayout::new(DEFAULT_SAMPLE_TYPE, true).map_err(|_| OpenError::Other {
                 event: event.name.clone(),
@@ -418,6 +417,17 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
         rings,
         event,
         fallback,
+    })
+}
+
+fn map_ring(fd: std::os::fd::BorrowedFd<'_>, pages: usize) -> Result<RingBuffer, OpenError> {
+    RingBuffer::map(fd, pages).map_err(|err| OpenError::Mmap {
+        pages,
+        kib: pages * page_size() / 1024,
+        mlock_kb: std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+        err,
     })
 }
 
