@@ -177,3 +177,33 @@ fn help_documents_exit_codes_and_permissions() {
             .and(predicate::str::contains("perf_event_paranoid")),
     );
 }
+
+/// EMFILE: with room to raise the soft limit perfwatch does so and runs; without, it says how.
+#[test]
+fn too_many_open_files_raises_the_limit_or_explains() {
+    if !common::perf_allowed() {
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let run = |lim: &str| {
+        std::process::Command::new("prlimit")
+            .arg(format!("--nofile={lim}"))
+            .arg(&bin)
+            .args(["--plain", "-e", "dummy", "-d", "0.2"])
+            .output()
+            .unwrap()
+    };
+    let out = run("4:4");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("too many open files") && stderr.contains("ulimit -n, now 4"),
+        "{stderr}"
+    );
+    let out = run("4:4096");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -196,6 +196,7 @@ fn unsupported_errno(e: &io::Error) -> bool {
 }
 
 fn open_one(attr: &mut pe::bindings::perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    let mut raised = false;
     loop {
         // SAFETY: attr is a valid, initialised perf_event_attr.
         let fd = unsafe {
@@ -212,8 +213,18 @@ fn open_one(attr: &mut pe::bindings::perf_event_attr, pid: i32, cpu: i32) -> io:
             return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
         }
         let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // Out of fds: raise the soft limit to the hard one and try again, once.
+            Some(libc::EMFILE) if !raised => {
+                raised = true;
+                let before = current_nofile();
+                if raise_nofile() > before {
+                    continue;
+                }
+                return Err(err);
+            }
+            _ => return Err(err),
         }
     }
 }
@@ -230,6 +241,16 @@ fn threads_of(pid: u32) -> Result<Vec<u32>, OpenError> {
     }
     tids.sort_unstable();
     Ok(tids)
+}
+
+fn current_nofile() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit into a struct we own.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    r.rlim_cur
 }
 
 /// Raise RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
