@@ -1,0 +1,619 @@
+//! The script stage between the monitor's channel and a frontend.
+//!
+//! ```text
+//!  monitor rx ─► pump ──(queue of WORK_BATCHES)──► Python worker ─┐
+//!                 │  └─ bypass when the queue is full ─┐          │
+//!                 └──────────── in-order release ◄─────┴──────────┘─► frontend rx
+//! ```
+//!
+//! The pump is plain Rust and never waits for Python, so the per-CPU readers never wait for a
+//! script. Each batch takes one of two paths:
+//!
+//! - **through the script**: queued for the worker, which runs the filters and `on_event`
+//!   over it and hands it back, minus the events a filter dropped;
+//! - **around it**: when the worker's queue is full (the script cannot keep up), the batch is
+//!   passed on unfiltered and its events are counted as dropped (`Stats::add_dropped`). In
+//!   this stage "dropped" means *not seen by the script*: the events still reach the log and
+//!   `--plain`, but no filter or `on_event` ran on them.
+//!
+//! The pump releases batches in the order they arrived, so the frontend sees each CPU's
+//! events in order. A batch that stays with the worker longer than the stall limit (a handler
+//! that blocks or loops) is given up on so that the rest keep flowing; if the worker hands it
+//! back later it is passed on at once (the frontend's reorder window counts such events as
+//! late), and if it never does, its events are counted as dropped when the stage ends.
+//! Empty batches, which only carry a CPU's clock and end marker, never wait for Python.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use crossbeam_channel::{
+    Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError, bounded, never, select,
+};
+use pyo3::prelude::*;
+
+use super::module::PaneSink;
+use crate::pane::PaneMsg;
+use crate::perf::reader::Batch;
+use crate::stats::Stats;
+
+/// How long [`ScriptHandle::stop`] waits for a handler that is still in the call it was in
+/// when the stop came, after interrupting it.
+const STUCK_AT_STOP: Duration = Duration::from_millis(500);
+
+/// A batch for the worker, with its place in the order of arrival.
+pub type Work = (u64, Batch);
+
+/// Tunables of the stage; [`StageOptions::default`] is what the binary uses.
+#[derive(Clone, Debug)]
+pub struct StageOptions {
+    /// How often `on_tick()` is called.
+    pub tick: Duration,
+    /// Batches queued for the worker before new ones go around the script.
+    pub work_batches: usize,
+    /// Batches the output channel holds (the frontend's back-pressure).
+    pub out_batches: usize,
+    /// How long a batch may stay with the worker before the batches behind it are released.
+    pub stall: Duration,
+    /// The same once the monitor is stopping; the worker is then also interrupted.
+    pub stall_stopping: Duration,
+    /// Pane messages queued before more are dropped.
+    pub pane_messages: usize,
+}
+
+impl Default for StageOptions {
+    fn default() -> StageOptions {
+        StageOptions {
+            tick: Duration::from_secs(1),
+            work_batches: 64,
+            out_batches: 1024,
+            stall: Duration::from_secs(1),
+            stall_stopping: Duration::from_millis(200),
+            pane_messages: 4096,
+        }
+    }
+}
+
+/// State shared by the pump, the worker and the handle.
+pub struct Shared {
+    stop: AtomicBool,
+    /// Set once perfwatch has had to interrupt the script's code: it is stopping.
+    interrupted: AtomicBool,
+    /// Milliseconds since `epoch` at which the worker entered Python; 0 when idle.
+    pub busy_since: AtomicU64,
+    /// The worker's Python thread id (`threading.get_ident()`), for interrupting it.
+    pub py_thread: AtomicU64,
+    last_interrupt: AtomicU64,
+    epoch: Instant,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            interrupted: AtomicBool::new(false),
+            busy_since: AtomicU64::new(0),
+            py_thread: AtomicU64::new(0),
+            last_interrupt: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// The stage is stopping, or perfwatch has interrupted the script because it is.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.interrupted.load(Ordering::Acquire)
+    }
+
+    /// The pump must keep running until the handle stops it.
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub fn mark_busy(&self) {
+        self.busy_since.store(self.now_ms(), Ordering::Release);
+    }
+
+    pub fn mark_idle(&self) {
+        self.busy_since.store(0, Ordering::Release);
+    }
+
+    /// How long the worker has been in Python, if it is.
+    fn busy_for(&self) -> Option<Duration> {
+        match self.busy_since.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(Duration::from_millis(self.now_ms().saturating_sub(t))),
+        }
+    }
+
+    /// Raise KeyboardInterrupt in the worker's Python code, so that a handler that loops
+    /// forever returns. `PyThreadState_SetAsyncExc` needs the GIL, which a looping handler
+    /// gives up every few milliseconds, but which code stuck in C may hold for ever: ask from
+    /// a helper thread that nobody waits for. At most every 100 ms.
+    fn interrupt(&self) {
+        let now = self.now_ms();
+        let last = self.last_interrupt.load(Ordering::Acquire);
+        if last != 0 && now.saturating_sub(last) < 100 {
+            return;
+        }
+        self.last_interrupt.store(now, Ordering::Release);
+        self.interrupted.store(true, Ordering::Release);
+        let ident = self.py_thread.load(Ordering::Acquire);
+        if ident == 0 {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("perfwatch-script-interrupt".into())
+            .spawn(move || {
+                Python::attach(|_py| {
+                    // SAFETY: the GIL is held; the exception type is a valid static object.
+                    unsafe {
+                        pyo3::ffi::PyThreadState_SetAsyncExc(
+                            ident as _,
+                            pyo3::ffi::PyExc_KeyboardInterrupt,
+                        );
+                    }
+                })
+            });
+    }
+}
+
+/// Loaded scripts, waiting for the event stream.
+pub struct ScriptStage {
+    names: Arc<Vec<String>>,
+    shared: Arc<Shared>,
+    opts: StageOptions,
+    work_tx: Sender<Work>,
+    work_rx: Receiver<Work>,
+    results_rx: Receiver<(u64, Batch)>,
+    pane_rx: Receiver<PaneMsg>,
+    pane_dropped: Arc<AtomicU64>,
+    worker: JoinHandle<()>,
+    worker_done: Receiver<()>,
+}
+
+/// What the stage did, for the end-of-run report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageReport {
+    /// Events passed on without the script seeing them (its queue was full); also counted
+    /// in the monitor's dropped counter.
+    pub bypassed: u64,
+    /// Events the worker never handed back (a handler still busy at the end); counted as
+    /// dropped.
+    pub stuck_events: u64,
+    /// Pane messages lost because the frontend did not take them.
+    pub pane_dropped: u64,
+    /// The worker was still in Python when the wait ran out; perfwatch did not wait for it.
+    pub worker_stuck: bool,
+}
+
+/// The running stage.
+pub struct ScriptHandle {
+    shared: Arc<Shared>,
+    pump: Option<JoinHandle<PumpTotals>>,
+    worker: Option<JoinHandle<()>>,
+    worker_done: Receiver<()>,
+    pane_dropped: Arc<AtomicU64>,
+}
+
+/// The display name of each script: its file name, made unique with `#2`, `#3` if needed.
+pub fn script_names(paths: &[PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(paths.len());
+    for p in paths {
+        let base = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string());
+        let mut name = base.clone();
+        let mut k = 2;
+        while names.contains(&name) {
+            name = format!("{base}#{k}");
+            k += 1;
+        }
+        names.push(name);
+    }
+    names
+}
+
+impl ScriptStage {
+    /// Start the interpreter on its own thread, load every script in order and call their
+    /// `trace_begin()`. Errors (syntax, import, a script with no handler, a failing
+    /// `trace_begin`) come back here with the Python traceback, before any frontend starts.
+    pub fn load(paths: &[PathBuf], opts: StageOptions) -> Result<ScriptStage> {
+        let names = Arc::new(script_names(paths));
+        let shared = Arc::new(Shared::new());
+        let (pane_tx, pane_rx) = bounded(opts.pane_messages.max(1));
+        let pane_dropped = Arc::new(AtomicU64::new(0));
+        let sink = Arc::new(PaneSink {
+            tx: pane_tx,
+            names: names.clone(),
+            current: Arc::new(AtomicUsize::new(0)),
+            dropped: pane_dropped.clone(),
+        });
+        let (work_tx, work_rx) = bounded::<Work>(opts.work_batches.max(1));
+        let (results_tx, results_rx) = bounded(opts.work_batches.max(1) + 1);
+        let (loaded_tx, loaded_rx) = bounded(1);
+        let (done_tx, worker_done) = bounded::<()>(1);
+        let worker = {
+            let (paths, names, shared, tick, work_rx) = (
+                paths.to_vec(),
+                names.clone(),
+                shared.clone(),
+                opts.tick,
+                work_rx.clone(),
+            );
+            std::thread::Builder::new()
+                .name("perfwatch-python".into())
+                .spawn(move || {
+                    super::worker::run(super::worker::WorkerArgs {
+                        paths,
+                        names,
+                        sink,
+                        shared,
+                        tick,
+                        loaded: loaded_tx,
+                        work: work_rx,
+                        results: results_tx,
+                    });
+                    drop(done_tx);
+                })
+                .context("cannot start the Python thread")?
+        };
+        match loaded_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = worker.join();
+                return Err(anyhow!(e));
+            }
+            Err(_) => {
+                let _ = worker.join();
+                return Err(anyhow!("the Python interpreter failed to start"));
+            }
+        }
+        Ok(ScriptStage {
+            names,
+            shared,
+            opts,
+            work_tx,
+            work_rx,
+            results_rx,
+            pane_rx,
+            pane_dropped,
+            worker,
+            worker_done,
+        })
+    }
+
+    /// The scripts' display names, in order (pane titles).
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Put the stage in front of a frontend: read `input` (the monitor's channel), return the
+    /// filtered stream and the pane messages. Drops are counted in `stats`.
+    pub fn start(
+        self,
+        input: Receiver<Batch>,
+        stats: Arc<Stats>,
+    ) -> Result<(Receiver<Batch>, Receiver<PaneMsg>, ScriptHandle)> {
+        let (out_tx, out_rx) = bounded(self.opts.out_batches.max(1));
+        let pump = Pump {
+            input,
+            work_tx: self.work_tx,
+            work_rx: self.work_rx,
+            results: self.results_rx,
+            out: out_tx,
+            stats,
+            shared: self.shared.clone(),
+            opts: self.opts,
+            slots: VecDeque::new(),
+            abandoned: HashMap::new(),
+            seq: 0,
+            totals: PumpTotals::default(),
+            draining: false,
+        };
+        let pump = std::thread::Builder::new()
+            .name("perfwatch-script-pump".into())
+            .spawn(move || pump.run())
+            .context("cannot start the script stage")?;
+        Ok((
+            out_rx,
+            self.pane_rx,
+            ScriptHandle {
+                shared: self.shared,
+                pump: Some(pump),
+                worker: Some(self.worker),
+                worker_done: self.worker_done,
+                pane_dropped: self.pane_dropped,
+            },
+        ))
+    }
+}
+
+impl ScriptHandle {
+    /// Stop the stage: interrupt a busy handler, let the worker run `trace_end()`, and wait
+    /// for it at most `wait`; a worker still stuck after that is left behind (the process is
+    /// about to exit), so that quitting is always prompt.
+    pub fn stop(mut self, wait: Duration) -> StageReport {
+        self.shared.stop.store(true, Ordering::Release);
+        if self.shared.busy_for().is_some() {
+            self.shared.interrupt();
+        }
+        let totals = self
+            .pump
+            .take()
+            .and_then(|p| p.join().ok())
+            .unwrap_or_default();
+        let started = Instant::now();
+        let deadline = started + wait;
+        let busy_at_stop = self.shared.busy_since.load(Ordering::Acquire);
+        let mut finished = false;
+        while !finished {
+            // Still in the very call that was running at the stop, after an interrupt: it
+            // is stuck outside Python's reach (in C, or a sleep). Do not wait for trace_end.
+            if busy_at_stop != 0
+                && self.shared.busy_since.load(Ordering::Acquire) == busy_at_stop
+                && started.elapsed() >= STUCK_AT_STOP
+            {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .worker_done
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Err(RecvTimeoutError::Disconnected) => finished = true,
+                _ if left.is_zero() => break,
+                _ => {
+                    if self.shared.busy_for().is_some() {
+                        self.shared.interrupt();
+                    }
+                }
+            }
+        }
+        if finished {
+            if let Some(w) = self.worker.take() {
+                let _ = w.join();
+            }
+        }
+        StageReport {
+            bypassed: totals.bypassed,
+            stuck_events: totals.stuck,
+            pane_dropped: self.pane_dropped.load(Ordering::Relaxed),
+            worker_stuck: !finished,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PumpTotals {
+    bypassed: u64,
+    stuck: u64,
+}
+
+enum Slot {
+    Ready(Batch),
+    Script {
+        seq: u64,
+        since: Instant,
+        cpu: u32,
+        n: u64,
+    },
+}
+
+struct Pump {
+    input: Receiver<Batch>,
+    work_tx: Sender<Work>,
+    /// A second handle on the worker's queue, to take back what a stuck worker has not
+    /// started on.
+    work_rx: Receiver<Work>,
+    results: Receiver<(u64, Batch)>,
+    out: Sender<Batch>,
+    stats: Arc<Stats>,
+    shared: Arc<Shared>,
+    opts: StageOptions,
+    /// Batches in arrival order, waiting to be released.
+    slots: VecDeque<Slot>,
+    /// Batches given up on while the worker had them: seq → (cpu, events).
+    abandoned: HashMap<u64, (u32, u64)>,
+    seq: u64,
+    totals: PumpTotals,
+    /// The monitor is stopping (a reader sent its last batch).
+    draining: bool,
+}
+
+impl Pump {
+    fn run(mut self) -> PumpTotals {
+        let mut input_open = true;
+        let mut results_open = true;
+        loop {
+            let input = if input_open { &self.input } else { &never() };
+            let results = if results_open {
+                &self.results
+            } else {
+                &never()
+            };
+            select! {
+                recv(input) -> m => match m {
+                    Ok(b) => self.admit(b),
+                    Err(_) => input_open = false,
+                },
+                recv(results) -> r => match r {
+                    Ok((seq, b)) => self.complete(seq, b),
+                    Err(_) => results_open = false,
+                },
+                default(Duration::from_millis(20)) => {}
+            }
+            if !results_open {
+                // The worker is gone: nothing it held will come back.
+                self.give_up_all();
+            }
+            self.release();
+            if self.shared.stop_requested() || (!input_open && self.slots.is_empty()) {
+                break;
+            }
+        }
+        // Whatever the worker still holds will not be shown: count it.
+        for (cpu, n) in std::mem::take(&mut self.abandoned).into_values() {
+            self.stats.add_dropped(cpu, n);
+            self.totals.stuck += n;
+        }
+        for s in std::mem::take(&mut self.slots) {
+            match s {
+                Slot::Ready(b) => self.forward(b),
+                Slot::Script { cpu, n, .. } => {
+                    self.stats.add_dropped(cpu, n);
+                    self.totals.stuck += n;
+                }
+            }
+        }
+        self.totals
+    }
+
+    fn admit(&mut self, mut batch: Batch) {
+        if batch.end {
+            self.draining = true;
+        }
+        if batch.events.is_empty() {
+            self.slots.push_back(Slot::Ready(batch));
+            return;
+        }
+        // The end marker travels on its own, so that a batch given up on cannot hold back
+        // the frontend's "this CPU is done".
+        let end_marker = batch.end.then(|| Batch {
+            cpu: batch.cpu,
+            events: Vec::new(),
+            now: batch.now,
+            end: true,
+        });
+        batch.end = false;
+        let (cpu, n) = (batch.cpu, batch.events.len() as u64);
+        self.seq += 1;
+        // A worker stuck in one call gets nothing more to hold hostage.
+        let sent = if self.worker_stuck() {
+            Err(TrySendError::Full((self.seq, batch)))
+        } else {
+            self.work_tx.try_send((self.seq, batch))
+        };
+        match sent {
+            Ok(()) => self.slots.push_back(Slot::Script {
+                seq: self.seq,
+                since: Instant::now(),
+                cpu,
+                n,
+            }),
+            Err(TrySendError::Full((_, b)) | TrySendError::Disconnected((_, b))) => {
+                self.stats.add_dropped(cpu, n);
+                self.totals.bypassed += n;
+                self.slots.push_back(Slot::Ready(b));
+            }
+        }
+        if let Some(m) = end_marker {
+            self.slots.push_back(Slot::Ready(m));
+        }
+    }
+
+    fn stall(&self) -> Duration {
+        if self.draining {
+            self.opts.stall_stopping
+        } else {
+            self.opts.stall
+        }
+    }
+
+    /// The worker has been in one Python call stretch for longer than the stall limit.
+    fn worker_stuck(&self) -> bool {
+        self.shared.busy_for().is_some_and(|b| b >= self.stall())
+    }
+
+    /// Take back the batches the worker has not started on, and pass them on unfiltered.
+    fn reclaim_queued(&mut self) {
+        while let Ok((seq, b)) = self.work_rx.try_recv() {
+            self.stats.add_dropped(b.cpu, b.events.len() as u64);
+            self.totals.bypassed += b.events.len() as u64;
+            self.complete(seq, b);
+        }
+    }
+
+    fn complete(&mut self, seq: u64, batch: Batch) {
+        if self.abandoned.remove(&seq).is_some() {
+            self.forward(batch);
+            return;
+        }
+        for s in self.slots.iter_mut() {
+            if matches!(s, Slot::Script { seq: q, .. } if *q == seq) {
+                *s = Slot::Ready(batch);
+                return;
+            }
+        }
+    }
+
+    fn give_up_all(&mut self) {
+        for s in self.slots.iter_mut() {
+            if let Slot::Script { cpu, n, .. } = *s {
+                self.stats.add_dropped(cpu, n);
+                self.totals.stuck += n;
+                *s = Slot::Ready(Batch {
+                    cpu,
+                    ..Default::default()
+                });
+            }
+        }
+    }
+
+    /// Pass on every batch at the front that is ready; give up on a front batch the worker
+    /// has held too long when others wait behind it (or the monitor is stopping).
+    fn release(&mut self) {
+        let stall = self.stall();
+        while let Some(front) = self.slots.front() {
+            match front {
+                Slot::Ready(_) => {
+                    if let Some(Slot::Ready(b)) = self.slots.pop_front() {
+                        self.forward(b);
+                    }
+                }
+                Slot::Script { seq, since, cpu, n } => {
+                    // Give up only on a worker stuck in one call (or far behind): a slow
+                    // but moving script keeps its order.
+                    let held = since.elapsed();
+                    let stuck = self.worker_stuck();
+                    if held < stall
+                        || !(stuck || held >= stall * 5)
+                        || (self.slots.len() == 1 && !self.draining)
+                    {
+                        break;
+                    }
+                    let (seq, cpu, n) = (*seq, *cpu, *n);
+                    if self.draining {
+                        self.shared.interrupt();
+                    }
+                    self.abandoned.insert(seq, (cpu, n));
+                    self.slots.pop_front();
+                    self.reclaim_queued();
+                }
+            }
+        }
+    }
+
+    /// Send to the frontend, waiting while it is busy, but not past a stop.
+    fn forward(&self, mut b: Batch) {
+        loop {
+            match self.out.send_timeout(b, Duration::from_millis(50)) {
+                Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
+                Err(SendTimeoutError::Timeout(back)) => {
+                    if self.shared.stop_requested() {
+                        return;
+                    }
+                    b = back;
+                }
+            }
+        }
+    }
+}
