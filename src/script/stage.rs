@@ -37,6 +37,8 @@ use crossbeam_channel::{
 use pyo3::prelude::*;
 
 use super::module::PaneSink;
+use crate::event::Event;
+use crate::merge::{MAX_WAIT_NS, Reorder};
 use crate::pane::PaneMsg;
 use crate::perf::reader::Batch;
 use crate::stats::Stats;
@@ -45,8 +47,8 @@ use crate::stats::Stats;
 /// when the stop came, after interrupting it.
 const STUCK_AT_STOP: Duration = Duration::from_millis(500);
 
-/// A batch for the worker, with its place in the order of arrival.
-pub type Work = (u64, Batch);
+/// Events for the worker (in time order, from any CPU), with their place in the order.
+pub type Work = (u64, Vec<Event>);
 
 /// Tunables of the stage; [`StageOptions::default`] is what the binary uses.
 #[derive(Clone, Debug)]
@@ -63,6 +65,8 @@ pub struct StageOptions {
     pub stall_stopping: Duration,
     /// Pane messages queued before more are dropped.
     pub pane_messages: usize,
+    /// Events the time-ordering window holds at most.
+    pub reorder_events: usize,
 }
 
 impl Default for StageOptions {
@@ -74,6 +78,7 @@ impl Default for StageOptions {
             stall: Duration::from_secs(1),
             stall_stopping: Duration::from_millis(200),
             pane_messages: 4096,
+            reorder_events: 1 << 20,
         }
     }
 }
@@ -172,7 +177,7 @@ pub struct ScriptStage {
     opts: StageOptions,
     work_tx: Sender<Work>,
     work_rx: Receiver<Work>,
-    results_rx: Receiver<(u64, Batch)>,
+    results_rx: Receiver<Work>,
     pane_rx: Receiver<PaneMsg>,
     pane_dropped: Arc<AtomicU64>,
     worker: JoinHandle<()>,
@@ -304,37 +309,50 @@ impl ScriptStage {
         stats: Arc<Stats>,
     ) -> Result<(Receiver<Batch>, Receiver<PaneMsg>, ScriptHandle)> {
         let (out_tx, out_rx) = bounded(self.opts.out_batches.max(1));
-        let pump = Pump {
-            input,
-            work_tx: self.work_tx,
-            work_rx: self.work_rx,
-            results: self.results_rx,
-            out: out_tx,
-            stats,
+        let handle = ScriptHandle {
             shared: self.shared.clone(),
-            opts: self.opts,
-            slots: VecDeque::new(),
-            abandoned: HashMap::new(),
-            seq: 0,
-            totals: PumpTotals::default(),
-            draining: false,
+            pump: None,
+            worker: None,
+            worker_done: self.worker_done.clone(),
+            pane_dropped: self.pane_dropped.clone(),
         };
+        let pane_rx = self.pane_rx.clone();
+        let worker = self.worker;
+        let pump = Pump::new(
+            PumpParts {
+                work_tx: self.work_tx,
+                work_rx: self.work_rx,
+                results: self.results_rx,
+                shared: self.shared,
+                opts: self.opts,
+            },
+            input,
+            out_tx,
+            stats,
+        );
         let pump = std::thread::Builder::new()
             .name("perfwatch-script-pump".into())
             .spawn(move || pump.run())
             .context("cannot start the script stage")?;
         Ok((
             out_rx,
-            self.pane_rx,
+            pane_rx,
             ScriptHandle {
-                shared: self.shared,
                 pump: Some(pump),
-                worker: Some(self.worker),
-                worker_done: self.worker_done,
-                pane_dropped: self.pane_dropped,
+                worker: Some(worker),
+                ..handle
             },
         ))
     }
+}
+
+/// What the pump takes over from the loaded stage.
+struct PumpParts {
+    work_tx: Sender<Work>,
+    work_rx: Receiver<Work>,
+    results: Receiver<Work>,
+    shared: Arc<Shared>,
+    opts: StageOptions,
 }
 
 impl ScriptHandle {
@@ -399,13 +417,36 @@ struct PumpTotals {
 }
 
 enum Slot {
-    Ready(Batch),
+    /// Events ready for the frontend, in time order.
+    Ready(Vec<Event>),
+    /// A CPU's clock or end marker for the frontend.
+    Clock(Batch),
+    /// Events the worker has.
     Script {
         seq: u64,
         since: Instant,
-        cpu: u32,
-        n: u64,
+        counts: Vec<(u32, u64)>,
     },
+}
+
+/// Events per CPU, for the dropped counters.
+fn per_cpu(events: &[Event]) -> Vec<(u32, u64)> {
+    let mut v: Vec<(u32, u64)> = Vec::new();
+    for e in events {
+        match v.iter_mut().find(|(c, _)| *c == e.cpu) {
+            Some((_, n)) => *n += 1,
+            None => v.push((e.cpu, 1)),
+        }
+    }
+    v
+}
+
+#[derive(Clone, Copy)]
+struct CpuClock {
+    cpu: u32,
+    now: u64,
+    sent: u64,
+    ended: bool,
 }
 
 struct Pump {
@@ -414,22 +455,62 @@ struct Pump {
     /// A second handle on the worker's queue, to take back what a stuck worker has not
     /// started on.
     work_rx: Receiver<Work>,
-    results: Receiver<(u64, Batch)>,
+    results: Receiver<Work>,
     out: Sender<Batch>,
     stats: Arc<Stats>,
     shared: Arc<Shared>,
     opts: StageOptions,
-    /// Batches in arrival order, waiting to be released.
+    /// Puts the CPUs' streams in time order before the script sees them, as perf script
+    /// does: a script that follows a fork into an exec needs the fork first.
+    reorder: Reorder,
+    clocks: Vec<CpuClock>,
+    /// Work in arrival order, waiting to be released.
     slots: VecDeque<Slot>,
-    /// Batches given up on while the worker had them: seq → (cpu, events).
-    abandoned: HashMap<u64, (u32, u64)>,
+    /// Work given up on while the worker had it: seq → events per CPU.
+    abandoned: HashMap<u64, Vec<(u32, u64)>>,
     seq: u64,
     totals: PumpTotals,
     /// The monitor is stopping (a reader sent its last batch).
     draining: bool,
+    ended: bool,
 }
 
 impl Pump {
+    fn new(
+        stage: PumpParts,
+        input: Receiver<Batch>,
+        out: Sender<Batch>,
+        stats: Arc<Stats>,
+    ) -> Pump {
+        let cpus: Vec<u32> = stats.cpus().iter().map(|c| c.cpu).collect();
+        Pump {
+            input,
+            work_tx: stage.work_tx,
+            work_rx: stage.work_rx,
+            results: stage.results,
+            out,
+            reorder: Reorder::new(&cpus, stage.opts.reorder_events),
+            clocks: cpus
+                .iter()
+                .map(|&cpu| CpuClock {
+                    cpu,
+                    now: 0,
+                    sent: 0,
+                    ended: false,
+                })
+                .collect(),
+            stats,
+            shared: stage.shared,
+            opts: stage.opts,
+            slots: VecDeque::new(),
+            abandoned: HashMap::new(),
+            seq: 0,
+            totals: PumpTotals::default(),
+            draining: false,
+            ended: false,
+        }
+    }
+
     fn run(mut self) -> PumpTotals {
         let mut input_open = true;
         let mut results_open = true;
@@ -442,11 +523,20 @@ impl Pump {
             };
             select! {
                 recv(input) -> m => match m {
-                    Ok(b) => self.admit(b),
-                    Err(_) => input_open = false,
+                    Ok(b) => {
+                        self.take(b);
+                        for b in self.input.try_iter().take(64).collect::<Vec<_>>() {
+                            self.take(b);
+                        }
+                        self.order();
+                    }
+                    Err(_) => {
+                        input_open = false;
+                        self.finish_input();
+                    }
                 },
                 recv(results) -> r => match r {
-                    Ok((seq, b)) => self.complete(seq, b),
+                    Ok((seq, events)) => self.complete(seq, events),
                     Err(_) => results_open = false,
                 },
                 default(Duration::from_millis(20)) => {}
@@ -461,62 +551,135 @@ impl Pump {
             }
         }
         // Whatever the worker still holds will not be shown: count it.
-        for (cpu, n) in std::mem::take(&mut self.abandoned).into_values() {
-            self.stats.add_dropped(cpu, n);
-            self.totals.stuck += n;
+        for counts in std::mem::take(&mut self.abandoned).into_values() {
+            self.count_stuck(&counts);
         }
         for s in std::mem::take(&mut self.slots) {
             match s {
-                Slot::Ready(b) => self.forward(b),
-                Slot::Script { cpu, n, .. } => {
-                    self.stats.add_dropped(cpu, n);
-                    self.totals.stuck += n;
-                }
+                Slot::Ready(events) => self.forward_events(events),
+                Slot::Clock(b) => self.forward(b),
+                Slot::Script { counts, .. } => self.count_stuck(&counts),
             }
         }
         self.totals
     }
 
-    fn admit(&mut self, mut batch: Batch) {
-        if batch.end {
-            self.draining = true;
+    fn count_stuck(&mut self, counts: &[(u32, u64)]) {
+        for &(cpu, n) in counts {
+            self.stats.add_dropped(cpu, n);
+            self.totals.stuck += n;
         }
-        if batch.events.is_empty() {
-            self.slots.push_back(Slot::Ready(batch));
+    }
+
+    fn take(&mut self, b: Batch) {
+        match self.clocks.iter_mut().find(|c| c.cpu == b.cpu) {
+            Some(c) => {
+                c.now = c.now.max(b.now);
+                c.ended |= b.end;
+            }
+            None => self.clocks.push(CpuClock {
+                cpu: b.cpu,
+                now: b.now,
+                sent: 0,
+                ended: b.end,
+            }),
+        }
+        self.draining |= b.end;
+        self.reorder.push(b);
+    }
+
+    /// The clock every CPU can be given once the events up to the reorder window's
+    /// watermark have been admitted: the same rule as [`Reorder`]'s.
+    fn safe_clock(&self) -> u64 {
+        let live = self.clocks.iter().filter(|c| !c.ended);
+        let (min, max) = live.fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c.now), hi.max(c.now)));
+        if min == u64::MAX {
+            return u64::MAX;
+        }
+        min.max(max.saturating_sub(MAX_WAIT_NS))
+    }
+
+    /// Admit the events that can no longer be overtaken, then every CPU's clock.
+    fn order(&mut self) {
+        let mut events = Vec::new();
+        self.reorder.pop_ready(|e| events.push(e));
+        if self.reorder.all_ended() {
+            self.reorder.flush(|e| events.push(e));
+        }
+        self.admit(events);
+        let safe = self.safe_clock();
+        let all_ended = self.reorder.all_ended();
+        for i in 0..self.clocks.len() {
+            let c = self.clocks[i];
+            let now = c.now.min(safe);
+            if now > c.sent {
+                self.clocks[i].sent = now;
+                self.slots.push_back(Slot::Clock(Batch {
+                    cpu: c.cpu,
+                    events: Vec::new(),
+                    now,
+                    end: false,
+                }));
+            }
+        }
+        if all_ended && !self.ended {
+            self.end_markers();
+        }
+    }
+
+    /// The input closed without every reader's last batch: flush, and end every CPU.
+    fn finish_input(&mut self) {
+        let mut events = Vec::new();
+        self.reorder.flush(|e| events.push(e));
+        self.admit(events);
+        if !self.ended {
+            self.end_markers();
+        }
+    }
+
+    /// The frontend learns that CPUs ended only once all their events are admitted. The
+    /// markers travel on their own, so that work given up on cannot hold them back.
+    fn end_markers(&mut self) {
+        self.ended = true;
+        for c in &self.clocks {
+            self.slots.push_back(Slot::Clock(Batch {
+                cpu: c.cpu,
+                events: Vec::new(),
+                now: c.now,
+                end: true,
+            }));
+        }
+    }
+
+    fn admit(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
             return;
         }
-        // The end marker travels on its own, so that a batch given up on cannot hold back
-        // the frontend's "this CPU is done".
-        let end_marker = batch.end.then(|| Batch {
-            cpu: batch.cpu,
-            events: Vec::new(),
-            now: batch.now,
-            end: true,
-        });
-        batch.end = false;
-        let (cpu, n) = (batch.cpu, batch.events.len() as u64);
         self.seq += 1;
+        let counts = per_cpu(&events);
         // A worker stuck in one call gets nothing more to hold hostage.
         let sent = if self.worker_stuck() {
-            Err(TrySendError::Full((self.seq, batch)))
+            Err(TrySendError::Full((self.seq, events)))
         } else {
-            self.work_tx.try_send((self.seq, batch))
+            self.work_tx.try_send((self.seq, events))
         };
         match sent {
             Ok(()) => self.slots.push_back(Slot::Script {
                 seq: self.seq,
                 since: Instant::now(),
-                cpu,
-                n,
+                counts,
             }),
-            Err(TrySendError::Full((_, b)) | TrySendError::Disconnected((_, b))) => {
-                self.stats.add_dropped(cpu, n);
-                self.totals.bypassed += n;
-                self.slots.push_back(Slot::Ready(b));
+            Err(TrySendError::Full((_, events)) | TrySendError::Disconnected((_, events))) => {
+                self.bypass(&events);
+                self.slots.push_back(Slot::Ready(events));
             }
         }
-        if let Some(m) = end_marker {
-            self.slots.push_back(Slot::Ready(m));
+    }
+
+    fn bypass(&mut self, events: &[Event]) {
+        for (cpu, n) in per_cpu(events) {
+            self.stats.add_dropped(cpu, n);
+            self.totals.bypassed += n;
         }
     }
 
@@ -533,72 +696,96 @@ impl Pump {
         self.shared.busy_for().is_some_and(|b| b >= self.stall())
     }
 
-    /// Take back the batches the worker has not started on, and pass them on unfiltered.
+    /// Take back the work the worker has not started on, and pass it on unfiltered.
     fn reclaim_queued(&mut self) {
-        while let Ok((seq, b)) = self.work_rx.try_recv() {
-            self.stats.add_dropped(b.cpu, b.events.len() as u64);
-            self.totals.bypassed += b.events.len() as u64;
-            self.complete(seq, b);
+        while let Ok((seq, events)) = self.work_rx.try_recv() {
+            self.bypass(&events);
+            self.complete(seq, events);
         }
     }
 
-    fn complete(&mut self, seq: u64, batch: Batch) {
+    fn complete(&mut self, seq: u64, events: Vec<Event>) {
         if self.abandoned.remove(&seq).is_some() {
-            self.forward(batch);
+            self.forward_events(events);
             return;
         }
         for s in self.slots.iter_mut() {
             if matches!(s, Slot::Script { seq: q, .. } if *q == seq) {
-                *s = Slot::Ready(batch);
+                *s = Slot::Ready(events);
                 return;
             }
         }
     }
 
     fn give_up_all(&mut self) {
+        let mut lost = Vec::new();
         for s in self.slots.iter_mut() {
-            if let Slot::Script { cpu, n, .. } = *s {
-                self.stats.add_dropped(cpu, n);
-                self.totals.stuck += n;
-                *s = Slot::Ready(Batch {
-                    cpu,
-                    ..Default::default()
-                });
+            if let Slot::Script { counts, .. } = s {
+                lost.push(std::mem::take(counts));
+                *s = Slot::Ready(Vec::new());
             }
+        }
+        for counts in lost {
+            self.count_stuck(&counts);
         }
     }
 
-    /// Pass on every batch at the front that is ready; give up on a front batch the worker
-    /// has held too long when others wait behind it (or the monitor is stopping).
+    /// Pass on everything at the front that is ready; give up on work the worker has held
+    /// too long (stuck in one call) when more waits behind it, or when stopping.
     fn release(&mut self) {
         let stall = self.stall();
         while let Some(front) = self.slots.front() {
             match front {
-                Slot::Ready(_) => {
-                    if let Some(Slot::Ready(b)) = self.slots.pop_front() {
-                        self.forward(b);
-                    }
-                }
-                Slot::Script { seq, since, cpu, n } => {
+                Slot::Ready(_) | Slot::Clock(_) => match self.slots.pop_front() {
+                    Some(Slot::Ready(events)) => self.forward_events(events),
+                    Some(Slot::Clock(b)) => self.forward(b),
+                    _ => {}
+                },
+                Slot::Script { since, .. } => {
                     // Give up only on a worker stuck in one call (or far behind): a slow
                     // but moving script keeps its order.
                     let held = since.elapsed();
-                    let stuck = self.worker_stuck();
                     if held < stall
-                        || !(stuck || held >= stall * 5)
+                        || !(self.worker_stuck() || held >= stall * 5)
                         || (self.slots.len() == 1 && !self.draining)
                     {
                         break;
                     }
-                    let (seq, cpu, n) = (*seq, *cpu, *n);
                     if self.draining {
                         self.shared.interrupt();
                     }
-                    self.abandoned.insert(seq, (cpu, n));
-                    self.slots.pop_front();
+                    if let Some(Slot::Script { seq, counts, .. }) = self.slots.pop_front() {
+                        self.abandoned.insert(seq, counts);
+                    }
                     self.reclaim_queued();
                 }
             }
+        }
+    }
+
+    /// Send events to the frontend as one batch per run of the same CPU.
+    fn forward_events(&self, events: Vec<Event>) {
+        let mut run: Vec<Event> = Vec::new();
+        for e in events {
+            if run.last().is_some_and(|l| l.cpu != e.cpu) {
+                let cpu = run[0].cpu;
+                self.forward(Batch {
+                    cpu,
+                    events: std::mem::take(&mut run),
+                    now: 0,
+                    end: false,
+                });
+            }
+            run.push(e);
+        }
+        if let Some(first) = run.first() {
+            let cpu = first.cpu;
+            self.forward(Batch {
+                cpu,
+                events: run,
+                now: 0,
+                end: false,
+            });
         }
     }
 

@@ -18,9 +18,8 @@ use pyo3::types::{PyList, PyModule, PyString};
 use super::module::{self, PaneSink, PaneWriter, tasks};
 use super::pyevent::PyEvent;
 use super::stage::{Shared, Work};
-use crate::event::EventKind;
+use crate::event::{Event, EventKind};
 use crate::pane::PaneMsg;
-use crate::perf::reader::Batch;
 
 /// A handler that fails this many times is switched off.
 pub const MAX_FAILURES: u32 = 10;
@@ -106,7 +105,7 @@ pub struct WorkerArgs {
     /// Where the outcome of loading goes (with the traceback on failure).
     pub loaded: Sender<Result<(), String>>,
     pub work: Receiver<Work>,
-    pub results: Sender<(u64, Batch)>,
+    pub results: Sender<Work>,
 }
 
 /// Run on the worker thread: load, report, then serve batches until the pump goes away or
@@ -279,7 +278,7 @@ impl Worker {
         Ok(())
     }
 
-    fn serve(&mut self, work: Receiver<Work>, results: Sender<(u64, Batch)>) {
+    fn serve(&mut self, work: Receiver<Work>, results: Sender<Work>) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
             if self.shared.stopping() {
@@ -287,13 +286,13 @@ impl Worker {
             }
             let wait = next_tick.saturating_duration_since(Instant::now());
             match work.recv_timeout(wait) {
-                Ok((seq, mut batch)) => {
-                    if self.per_event && !batch.events.is_empty() {
+                Ok((seq, mut events)) => {
+                    if self.per_event && !events.is_empty() {
                         self.shared.mark_busy();
-                        Python::attach(|py| self.process(py, &mut batch));
+                        Python::attach(|py| self.process(py, &mut events));
                         self.shared.mark_idle();
                     }
-                    if results.send((seq, batch)).is_err() {
+                    if results.send((seq, events)).is_err() {
                         break;
                     }
                 }
@@ -310,8 +309,8 @@ impl Worker {
     }
 
     /// Run the filters, then `on_event`, over one batch, keeping the events that passed.
-    fn process(&mut self, py: Python<'_>, batch: &mut Batch) {
-        let events = std::mem::take(&mut batch.events);
+    fn process(&mut self, py: Python<'_>, batch: &mut Vec<Event>) {
+        let events = std::mem::take(batch);
         let mut kept = Vec::with_capacity(events.len());
         let mut it = events.into_iter();
         for ev in it.by_ref() {
@@ -370,7 +369,7 @@ impl Worker {
             }
         }
         kept.extend(it);
-        batch.events = kept;
+        *batch = kept;
     }
 
     fn on_tick(&mut self, py: Python<'_>) {
