@@ -94,6 +94,10 @@ pub struct Shared {
     pub py_thread: AtomicU64,
     last_interrupt: AtomicU64,
     epoch: Instant,
+    /// The monitor's counters, once the stage is started.
+    stats: std::sync::OnceLock<Arc<Stats>>,
+    /// Events the worker passed on without running the script (it was stopping).
+    unseen: AtomicU64,
 }
 
 impl Shared {
@@ -105,6 +109,8 @@ impl Shared {
             py_thread: AtomicU64::new(0),
             last_interrupt: AtomicU64::new(0),
             epoch: Instant::now(),
+            stats: std::sync::OnceLock::new(),
+            unseen: AtomicU64::new(0),
         }
     }
 
@@ -128,6 +134,20 @@ impl Shared {
 
     pub fn mark_idle(&self) {
         self.busy_since.store(0, Ordering::Release);
+    }
+
+    /// Count events passed on without the script seeing them, as dropped.
+    pub fn count_unseen(&self, events: &[Event]) {
+        if events.is_empty() {
+            return;
+        }
+        self.unseen
+            .fetch_add(events.len() as u64, Ordering::Relaxed);
+        if let Some(stats) = self.stats.get() {
+            for (cpu, n) in per_cpu(events) {
+                stats.add_dropped(cpu, n);
+            }
+        }
     }
 
     /// How long the worker has been in Python, if it is.
@@ -309,6 +329,7 @@ impl ScriptStage {
         stats: Arc<Stats>,
     ) -> Result<(Receiver<Batch>, Receiver<PaneMsg>, ScriptHandle)> {
         let (out_tx, out_rx) = bounded(self.opts.out_batches.max(1));
+        let _ = self.shared.stats.set(stats.clone());
         let handle = ScriptHandle {
             shared: self.shared.clone(),
             pump: None,
@@ -402,7 +423,7 @@ impl ScriptHandle {
             }
         }
         StageReport {
-            bypassed: totals.bypassed,
+            bypassed: totals.bypassed + self.shared.unseen.load(Ordering::Relaxed),
             stuck_events: totals.stuck,
             pane_dropped: self.pane_dropped.load(Ordering::Relaxed),
             worker_stuck: !finished,
@@ -745,14 +766,18 @@ impl Pump {
                     // Give up only on a worker stuck in one call (or far behind): a slow
                     // but moving script keeps its order.
                     let held = since.elapsed();
-                    if held < stall
-                        || !(self.worker_stuck() || held >= stall * 5)
+                    let stuck = self.worker_stuck();
+                    if self.draining && stuck {
+                        // Stopping: interrupt the handler; it then hands its work back
+                        // (the rest unfiltered) in time to keep its place.
+                        self.shared.interrupt();
+                    }
+                    let grace = if self.draining { 3 } else { 1 };
+                    if held < stall * grace
+                        || !(stuck || held >= stall * 5)
                         || (self.slots.len() == 1 && !self.draining)
                     {
                         break;
-                    }
-                    if self.draining {
-                        self.shared.interrupt();
                     }
                     if let Some(Slot::Script { seq, counts, .. }) = self.slots.pop_front() {
                         self.abandoned.insert(seq, counts);
@@ -802,5 +827,175 @@ impl Pump {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, TaskRecord};
+
+    fn fork(cpu: u32, time: u64, pid: u32) -> Event {
+        Event {
+            cpu,
+            pid: 1,
+            tid: 1,
+            time,
+            id: 0,
+            kind: EventKind::Fork(TaskRecord {
+                pid,
+                ppid: 1,
+                tid: pid,
+                ptid: 1,
+                time,
+            }),
+        }
+    }
+
+    fn script(body: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.py");
+        std::fs::write(&p, body).unwrap();
+        (d, p)
+    }
+
+    /// Run batches through a stage; returns the events the frontend got, the pane messages
+    /// and the report.
+    fn through(
+        body: &str,
+        opts: StageOptions,
+        opts_linger: Duration,
+        batches: Vec<Batch>,
+    ) -> (Vec<Event>, Vec<PaneMsg>, StageReport, Arc<Stats>) {
+        // One interpreter per process, with one sys.stdout: one stage at a time.
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let (_d, p) = script(body);
+        let stage = ScriptStage::load(&[p], opts).unwrap();
+        let stats = Arc::new(Stats::new(&[0, 1]));
+        let (tx, rx) = bounded(1024);
+        let (out, pane, handle) = stage.start(rx, stats.clone()).unwrap();
+        for b in batches {
+            tx.send(b).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(opts_linger);
+        for cpu in [0, 1] {
+            tx.send(Batch {
+                cpu,
+                events: Vec::new(),
+                now: u64::MAX / 2,
+                end: true,
+            })
+            .unwrap();
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        let mut ended = 0;
+        while ended < 2 {
+            let b = out.recv_timeout(Duration::from_secs(10)).unwrap();
+            ended += b.end as usize;
+            got.extend(b.events);
+        }
+        let report = handle.stop(Duration::from_secs(2));
+        (got, pane.try_iter().collect(), report, stats)
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn filter_keeps_time_order_across_cpus_and_pane_messages_follow() {
+        let body = "\
+import perfwatch
+seen = []
+def trace_begin():
+    print('begin')
+def filter(event):
+    seen.append(event.pid)
+    return event.pid % 2 == 0
+def on_tick():
+    return ['seen ' + ','.join(map(str, seen))]
+def trace_end():
+    print('end', len(seen))
+";
+        let batches = vec![
+            Batch {
+                cpu: 0,
+                events: vec![
+                    fork(0, 10 * MS, 10),
+                    fork(0, 30 * MS, 11),
+                    fork(0, 50 * MS, 12),
+                ],
+                now: 100 * MS,
+                end: false,
+            },
+            Batch {
+                cpu: 1,
+                events: vec![fork(1, 20 * MS, 20), fork(1, 40 * MS, 21)],
+                now: 100 * MS,
+                end: false,
+            },
+        ];
+        let opts = StageOptions {
+            tick: Duration::from_millis(100),
+            ..Default::default()
+        };
+        let (got, pane, report, _) = through(body, opts, Duration::from_millis(250), batches);
+        let pids: Vec<u32> = got.iter().map(|e| e.subject_pid()).collect();
+        assert_eq!(pids, vec![10, 20, 12]);
+        assert_eq!(report, StageReport::default());
+        let t = |s: &str| PaneMsg::Text {
+            script: "t.py".into(),
+            text: s.into(),
+            is_error: false,
+        };
+        assert_eq!(pane.first(), Some(&t("begin")));
+        assert_eq!(pane.last(), Some(&t("end 5")));
+        // The script saw the events in time order, whatever CPU they came from.
+        assert!(
+            pane.iter()
+                .any(|m| matches!(m, PaneMsg::Lines { script, lines }
+                if script == "t.py" && lines == &vec!["seen 10,20,11,21,12".to_string()])),
+            "{pane:?}"
+        );
+    }
+
+    #[test]
+    fn a_script_that_cannot_keep_up_is_bypassed_and_counted() {
+        let body = "import time\ndef on_event(event):\n    time.sleep(0.05)\n";
+        // CPU 1 is quiet but up to date, so each of CPU 0's batches is released on arrival.
+        let mut batches = vec![Batch {
+            cpu: 1,
+            events: Vec::new(),
+            now: u64::MAX / 4,
+            end: false,
+        }];
+        batches.extend((0..20u64).map(|i| Batch {
+            cpu: 0,
+            events: vec![fork(0, (i + 1) * 20 * MS, i as u32 + 100)],
+            now: (i + 2) * 20 * MS,
+            end: false,
+        }));
+        let opts = StageOptions {
+            work_batches: 2,
+            ..Default::default()
+        };
+        let (got, _pane, report, stats) = through(body, opts, Duration::ZERO, batches);
+        // Nothing is lost: every event reaches the frontend, in order...
+        let pids: Vec<u32> = got.iter().map(|e| e.subject_pid()).collect();
+        assert_eq!(pids, (100..120).collect::<Vec<_>>());
+        // ...and what the script did not see is counted as dropped.
+        assert!(report.bypassed >= 10, "{report:?}");
+        assert_eq!(report.stuck_events, 0, "{report:?}");
+        assert_eq!(
+            stats.snapshot().dropped,
+            report.bypassed + report.stuck_events
+        );
+    }
+
+    #[test]
+    fn script_names_are_unique() {
+        let names = script_names(&["a/x.py".into(), "b/x.py".into(), "y.py".into()]);
+        assert_eq!(names, vec!["x.py", "x.py#2", "y.py"]);
     }
 }

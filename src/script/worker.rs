@@ -227,6 +227,11 @@ fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Scr
             .and_then(|s| s.getattr("path"))
             .and_then(|p| p.call_method1("insert", (0, dir.display().to_string())));
     }
+    // A fresh module: from_code would run the code in an existing one of the same name.
+    let _ = py
+        .import("sys")
+        .and_then(|s| s.getattr("modules"))
+        .and_then(|m| m.call_method1("pop", (module_name.to_str().unwrap_or(""), py.None())));
     let m = PyModule::from_code(py, &source, &file_name, &module_name).map_err(|e| {
         format!(
             "script '{shown}' failed to load:\n{}",
@@ -316,6 +321,7 @@ impl Worker {
         for ev in it.by_ref() {
             if self.shared.stopping() {
                 // Stopping: what is left passes unfiltered rather than waiting for Python.
+                self.shared.count_unseen(std::slice::from_ref(&ev));
                 kept.push(ev);
                 break;
             }
@@ -368,7 +374,9 @@ impl Worker {
                 }
             }
         }
-        kept.extend(it);
+        let rest: Vec<Event> = it.collect();
+        self.shared.count_unseen(&rest);
+        kept.extend(rest);
         *batch = kept;
     }
 
