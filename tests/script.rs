@@ -470,3 +470,22 @@ fn example_scripts_summarise_a_known_workload() {
         "{hist}"
     );
 }
+
+#[test]
+fn runs_in_a_clean_environment_like_sudos() {
+    require_perf!();
+    // sudo clears LD_LIBRARY_PATH and most of the environment: the binary must still find
+    // the libpython it was built against (build.rs gives it an rpath) and its stdlib.
+    let d = tempfile::tempdir().unwrap();
+    let s = script(
+        d.path(),
+        "env.py",
+        "import sys, json\ndef trace_begin():\n    print('PY', sys.version_info[:2], json.dumps([1]))\n",
+    );
+    let r = run(perfwatch()
+        .env_clear()
+        .args(["--plain", "-e", "dummy", "-d", "0.2", "--script"])
+        .arg(&s));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("[env.py] PY (3, "), "{}", r.stderr);
+}

@@ -99,6 +99,49 @@ impl Scripts {
         }
     }
 
+    /// Put the scripts in front of `rx` (for the TUI): returns the stream the frontend reads,
+    /// the scripts' pane messages (None without scripts), and the handle to stop them with.
+    #[allow(clippy::type_complexity)]
+    pub fn attach(
+        self,
+        rx: crossbeam_channel::Receiver<crate::perf::reader::Batch>,
+        stats: std::sync::Arc<crate::stats::Stats>,
+    ) -> Result<(
+        crossbeam_channel::Receiver<crate::perf::reader::Batch>,
+        Option<crossbeam_channel::Receiver<crate::pane::PaneMsg>>,
+        ScriptsHandle,
+    )> {
+        #[cfg(feature = "python")]
+        if let Some(stage) = self.stage {
+            let (out, pane, handle) = stage.start(rx, stats)?;
+            return Ok((
+                out,
+                Some(pane),
+                ScriptsHandle {
+                    handle: Some(handle),
+                },
+            ));
+        }
+        let _ = stats;
+        Ok((
+            rx,
+            None,
+            ScriptsHandle {
+                #[cfg(feature = "python")]
+                handle: None,
+            },
+        ))
+    }
+
+    /// The scripts' names in order (pane titles).
+    pub fn names(&self) -> Vec<String> {
+        #[cfg(feature = "python")]
+        if let Some(s) = &self.stage {
+            return s.names().to_vec();
+        }
+        Vec::new()
+    }
+
     /// For `--plain`/`--json`: put the scripts in front of `rx`; their pane goes to stderr or
     /// `output`. Returns the stream the frontend reads.
     pub fn attach_plain(
@@ -132,6 +175,56 @@ impl Scripts {
     }
 }
 
+/// The scripts of a TUI run, attached to the stream.
+pub struct ScriptsHandle {
+    #[cfg(feature = "python")]
+    handle: Option<ScriptHandle>,
+}
+
+impl ScriptsHandle {
+    /// Stop the scripts (bounded wait: call it when the TUI quits) and return what the user
+    /// should be told after the terminal is restored.
+    pub fn finish(self) -> Vec<String> {
+        #[cfg(feature = "python")]
+        if let Some(handle) = self.handle {
+            return notes(&handle.stop(STOP_WAIT));
+        }
+        Vec::new()
+    }
+}
+
+#[cfg(feature = "python")]
+fn notes(r: &StageReport) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.bypassed > 0 {
+        notes.push(format!(
+            "the scripts did not see {} events (they could not keep up; shown unfiltered, \
+                     counted as dropped)",
+            r.bypassed
+        ));
+    }
+    if r.stuck_events > 0 {
+        notes.push(format!(
+            "{} events were still with a busy script at exit (counted as dropped)",
+            r.stuck_events
+        ));
+    }
+    if r.pane_dropped > 0 {
+        notes.push(format!(
+            "{} script output messages were dropped",
+            r.pane_dropped
+        ));
+    }
+    if r.worker_stuck {
+        notes.push(
+            "a script was still busy after perfwatch stopped (stuck where an interrupt \
+                     cannot reach it, or in a slow trace_end); perfwatch did not wait for it"
+                .to_string(),
+        );
+    }
+    notes
+}
+
 impl RunningScripts {
     /// Stop the scripts (bounded wait) and say what the user should know: events the scripts
     /// did not see, a script left running.
@@ -140,34 +233,7 @@ impl RunningScripts {
         if let Some((handle, printer)) = self.handle {
             let r = handle.stop(STOP_WAIT);
             printer.finish();
-            let mut notes = Vec::new();
-            if r.bypassed > 0 {
-                notes.push(format!(
-                    "the scripts did not see {} events (they could not keep up; shown unfiltered, \
-                     counted as dropped)",
-                    r.bypassed
-                ));
-            }
-            if r.stuck_events > 0 {
-                notes.push(format!(
-                    "{} events were still with a busy script at exit (counted as dropped)",
-                    r.stuck_events
-                ));
-            }
-            if r.pane_dropped > 0 {
-                notes.push(format!(
-                    "{} script output messages were dropped",
-                    r.pane_dropped
-                ));
-            }
-            if r.worker_stuck {
-                notes.push(
-                    "a script was still busy after perfwatch stopped (stuck where an interrupt \
-                     cannot reach it, or in a slow trace_end); perfwatch did not wait for it"
-                        .to_string(),
-                );
-            }
-            return notes;
+            return notes(&r);
         }
         Vec::new()
     }

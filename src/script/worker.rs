@@ -184,6 +184,8 @@ fn load_all(
         let sys = py.import("sys")?;
         sys.setattr("stdout", Py::new(py, PaneWriter::new(sink.clone(), false))?)?;
         sys.setattr("stderr", Py::new(py, PaneWriter::new(sink.clone(), true))?)?;
+        // The terminal's input belongs to the TUI: input() raises instead of eating keys.
+        sys.setattr("stdin", py.None())?;
         let argv: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         sys.setattr("argv", argv)?;
         Ok(())
