@@ -89,6 +89,21 @@ pub struct Cli {
     #[arg(long = "json")]
     pub json: bool,
 
+    /// Run this Python script on every event (repeatable; scripts run in the order given). It
+    /// may define trace_begin(), trace_end(), filter(event), on_event(event), on_tick().
+    #[arg(long = "script", value_name = "FILE.py")]
+    pub script: Vec<std::path::PathBuf>,
+
+    /// Run scripts that other users could have written (as root, perfwatch refuses a script
+    /// not owned by root or the sudo user, or writable by group or others).
+    #[arg(long = "force-script", requires = "script")]
+    pub force_script: bool,
+
+    /// With --plain/--json: write the scripts' on_tick() lines and print() output to FILE
+    /// instead of stderr.
+    #[arg(long = "script-output", value_name = "FILE", requires = "script")]
+    pub script_output: Option<std::path::PathBuf>,
+
     /// Command to run and watch (from its exec, with its children); perfwatch stops when it
     /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, conflicts_with_all = ["pid", "tid"])]

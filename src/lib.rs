@@ -13,6 +13,7 @@ pub mod pane;
 pub mod perf;
 pub mod plain;
 pub mod run;
+pub mod script;
 pub mod signals;
 pub mod stats;
 pub mod text;

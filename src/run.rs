@@ -67,6 +67,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Format::Plain
     };
     let cfg = monitor_config(&cli)?;
+    let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
     for note in &mon.info.notes {
@@ -80,9 +81,17 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let rx = mon.rx.clone();
-    let reason = plain::run(&mut mon, &rx, opts, &signals, &mut out)?;
+    let (rx, scripts) = scripts.attach_plain(
+        mon.rx.clone(),
+        mon.stats.clone(),
+        cli.script_output.as_deref(),
+    )?;
+    let reason = plain::run(&mut mon, &rx, opts, &signals, &mut out);
     drop(out);
+    for note in scripts.finish() {
+        eprintln!("perfwatch: {note}");
+    }
+    let reason = reason?;
     finish(&mut mon, reason)
 }
 

@@ -1,0 +1,212 @@
+//! The `event` object a script's handlers receive, shaped like perf's Python binding.
+//!
+//! One object is made per event, so it must be cheap: it holds the Rust [`Event`] and computes
+//! attributes only when they are read. The common `sample_*` fields and `type` are real
+//! getters (fast); the per-type members (`pid`, `ppid`, `comm`, `filename`, ...) go through
+//! `__getattr__`, which Python only calls when the normal lookup fails, and raise
+//! `AttributeError` for a type that has no such member, as perf's binding does.
+
+use pyo3::exceptions::PyAttributeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::event::{Event, EventKind};
+
+/// One member value.
+pub enum Value {
+    Int(i64),
+    UInt(u64),
+    Bool(bool),
+    Str(String),
+}
+
+impl<'py> IntoPyObject<'py> for Value {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = std::convert::Infallible;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(match self {
+            Value::Int(v) => v.into_pyobject(py)?.into_any(),
+            Value::UInt(v) => v.into_pyobject(py)?.into_any(),
+            Value::Bool(v) => v.into_pyobject(py)?.to_owned().into_any(),
+            Value::Str(v) => v.into_pyobject(py)?.into_any(),
+        })
+    }
+}
+
+/// Text from the monitored system, as Python `str`: undecodable bytes become U+FFFD. Not
+/// escaped: a script compares names exactly; whatever it shows is escaped on the way out.
+fn text(b: &[u8]) -> Value {
+    Value::Str(String::from_utf8_lossy(b).into_owned())
+}
+
+/// The per-type member names of an event, in `str(event)` order.
+pub fn member_names(kind: &EventKind) -> &'static [&'static str] {
+    match kind {
+        EventKind::Sample { .. } => &["ip", "period"],
+        EventKind::Fork(_) | EventKind::Exit(_) => &["pid", "ppid", "tid", "ptid", "time"],
+        EventKind::Comm { .. } => &["pid", "tid", "comm", "exec"],
+        EventKind::Mmap(m) if m.mmap2.is_some() => &[
+            "pid",
+            "tid",
+            "start",
+            "len",
+            "pgoff",
+            "filename",
+            "maj",
+            "min",
+            "ino",
+            "ino_generation",
+            "prot",
+            "flags",
+        ],
+        EventKind::Mmap(_) => &["pid", "tid", "start", "len", "pgoff", "filename"],
+        EventKind::Lost { .. } => &["id", "lost"],
+        EventKind::LostSamples { .. } => &["lost"],
+        EventKind::Throttle { .. } => &["time", "id", "stream_id"],
+        EventKind::Switch { .. } => &["switch_out", "preempt", "next_prev_pid", "next_prev_tid"],
+    }
+}
+
+/// The value of a per-type member, if this event has it.
+pub fn member(ev: &Event, name: &str) -> Option<Value> {
+    use Value::*;
+    Some(match (&ev.kind, name) {
+        (EventKind::Sample { ip, .. }, "ip") => UInt(*ip),
+        (EventKind::Sample { period, .. }, "period") => UInt(*period),
+        (EventKind::Fork(t) | EventKind::Exit(t), _) => match name {
+            "pid" => UInt(t.pid.into()),
+            "ppid" => UInt(t.ppid.into()),
+            "tid" => UInt(t.tid.into()),
+            "ptid" => UInt(t.ptid.into()),
+            "time" => UInt(t.time),
+            _ => return None,
+        },
+        (EventKind::Comm { pid, .. }, "pid") => UInt((*pid).into()),
+        (EventKind::Comm { tid, .. }, "tid") => UInt((*tid).into()),
+        (EventKind::Comm { comm, .. }, "comm") => text(comm),
+        (EventKind::Comm { exec, .. }, "exec") => Bool(*exec),
+        (EventKind::Mmap(m), _) => match (name, m.mmap2) {
+            ("pid", _) => UInt(m.pid.into()),
+            ("tid", _) => UInt(m.tid.into()),
+            ("start", _) => UInt(m.start),
+            ("len", _) => UInt(m.len),
+            ("pgoff", _) => UInt(m.pgoff),
+            ("filename", _) => text(&m.filename),
+            ("maj", Some(x)) => UInt(x.maj.into()),
+            ("min", Some(x)) => UInt(x.min.into()),
+            ("ino", Some(x)) => UInt(x.ino),
+            ("ino_generation", Some(x)) => UInt(x.ino_generation),
+            ("prot", Some(x)) => UInt(x.prot.into()),
+            ("flags", Some(x)) => UInt(x.flags.into()),
+            _ => return None,
+        },
+        (EventKind::Lost { id, .. }, "id") => UInt(*id),
+        (EventKind::Lost { lost, .. } | EventKind::LostSamples { lost }, "lost") => UInt(*lost),
+        (EventKind::Throttle { time, .. }, "time") => UInt(*time),
+        (EventKind::Throttle { id, .. }, "id") => UInt(*id),
+        (EventKind::Throttle { stream_id, .. }, "stream_id") => UInt(*stream_id),
+        (EventKind::Switch { out, .. }, "switch_out") => Bool(*out),
+        (EventKind::Switch { preempt, .. }, "preempt") => Bool(*preempt),
+        (EventKind::Switch { next_prev, .. }, "next_prev_pid") => {
+            Int(next_prev.map_or(-1, |(p, _)| p as i32 as i64))
+        }
+        (EventKind::Switch { next_prev, .. }, "next_prev_tid") => {
+            Int(next_prev.map_or(-1, |(_, t)| t as i32 as i64))
+        }
+        _ => return None,
+    })
+}
+
+/// A live event, as a script's handlers see it.
+#[pyclass(name = "Event", module = "perfwatch", frozen)]
+pub struct PyEvent {
+    pub ev: Event,
+}
+
+#[pymethods]
+impl PyEvent {
+    /// "fork", "exit", "comm", "mmap", "sample", "lost", "lost_samples", "throttle",
+    /// "unthrottle", "context_switch".
+    #[getter(r#type)]
+    fn type_(&self) -> &'static str {
+        self.ev.record_type().name()
+    }
+    #[getter]
+    fn sample_cpu(&self) -> u32 {
+        self.ev.cpu
+    }
+    /// -1 when the kernel did not know (as in perf's binding).
+    #[getter]
+    fn sample_pid(&self) -> i32 {
+        self.ev.pid as i32
+    }
+    #[getter]
+    fn sample_tid(&self) -> i32 {
+        self.ev.tid as i32
+    }
+    /// CLOCK_MONOTONIC nanoseconds.
+    #[getter]
+    fn sample_time(&self) -> u64 {
+        self.ev.time
+    }
+    #[getter]
+    fn sample_id(&self) -> u64 {
+        self.ev.id
+    }
+    /// The sample's period; 0 for records that are not samples.
+    #[getter]
+    fn sample_period(&self) -> u64 {
+        match self.ev.kind {
+            EventKind::Sample { period, .. } => period,
+            _ => 0,
+        }
+    }
+    /// The sample's instruction pointer; 0 for records that are not samples.
+    #[getter]
+    fn sample_ip(&self) -> u64 {
+        match self.ev.kind {
+            EventKind::Sample { ip, .. } => ip,
+            _ => 0,
+        }
+    }
+
+    fn __getattr__(&self, name: &str) -> PyResult<Value> {
+        member(&self.ev, name).ok_or_else(|| {
+            PyAttributeError::new_err(format!(
+                "'{}' event has no attribute '{name}'",
+                self.ev.record_type().name()
+            ))
+        })
+    }
+
+    /// Every field of the event as a dict: `type`, the `sample_*` fields and the members of
+    /// its type.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("type", self.type_())?;
+        d.set_item("sample_cpu", self.sample_cpu())?;
+        d.set_item("sample_pid", self.sample_pid())?;
+        d.set_item("sample_tid", self.sample_tid())?;
+        d.set_item("sample_time", self.sample_time())?;
+        d.set_item("sample_id", self.sample_id())?;
+        d.set_item("sample_period", self.sample_period())?;
+        d.set_item("sample_ip", self.sample_ip())?;
+        for name in member_names(&self.ev.kind) {
+            if let Some(v) = member(&self.ev, name) {
+                d.set_item(*name, v)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// The `{ type: ... }` part of the `--plain` line.
+    fn __str__(&self) -> String {
+        self.ev.body().to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<perfwatch.Event {}>", self.ev)
+    }
+}

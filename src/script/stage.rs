@@ -1,0 +1,1001 @@
+//! The script stage between the monitor's channel and a frontend.
+//!
+//! ```text
+//!  monitor rx ─► pump ──(queue of WORK_BATCHES)──► Python worker ─┐
+//!                 │  └─ bypass when the queue is full ─┐          │
+//!                 └──────────── in-order release ◄─────┴──────────┘─► frontend rx
+//! ```
+//!
+//! The pump is plain Rust and never waits for Python, so the per-CPU readers never wait for a
+//! script. Each batch takes one of two paths:
+//!
+//! - **through the script**: queued for the worker, which runs the filters and `on_event`
+//!   over it and hands it back, minus the events a filter dropped;
+//! - **around it**: when the worker's queue is full (the script cannot keep up), the batch is
+//!   passed on unfiltered and its events are counted as dropped (`Stats::add_dropped`). In
+//!   this stage "dropped" means *not seen by the script*: the events still reach the log and
+//!   `--plain`, but no filter or `on_event` ran on them.
+//!
+//! The pump releases batches in the order they arrived, so the frontend sees each CPU's
+//! events in order. A batch that stays with the worker longer than the stall limit (a handler
+//! that blocks or loops) is given up on so that the rest keep flowing; if the worker hands it
+//! back later it is passed on at once (the frontend's reorder window counts such events as
+//! late), and if it never does, its events are counted as dropped when the stage ends.
+//! Empty batches, which only carry a CPU's clock and end marker, never wait for Python.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use crossbeam_channel::{
+    Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError, bounded, never, select,
+};
+use pyo3::prelude::*;
+
+use super::module::PaneSink;
+use crate::event::Event;
+use crate::merge::{MAX_WAIT_NS, Reorder};
+use crate::pane::PaneMsg;
+use crate::perf::reader::Batch;
+use crate::stats::Stats;
+
+/// How long [`ScriptHandle::stop`] waits for a handler that is still in the call it was in
+/// when the stop came, after interrupting it.
+const STUCK_AT_STOP: Duration = Duration::from_millis(500);
+
+/// Events for the worker (in time order, from any CPU), with their place in the order.
+pub type Work = (u64, Vec<Event>);
+
+/// Tunables of the stage; [`StageOptions::default`] is what the binary uses.
+#[derive(Clone, Debug)]
+pub struct StageOptions {
+    /// How often `on_tick()` is called.
+    pub tick: Duration,
+    /// Batches queued for the worker before new ones go around the script.
+    pub work_batches: usize,
+    /// Batches the output channel holds (the frontend's back-pressure).
+    pub out_batches: usize,
+    /// How long a batch may stay with the worker before the batches behind it are released.
+    pub stall: Duration,
+    /// The same once the monitor is stopping; the worker is then also interrupted.
+    pub stall_stopping: Duration,
+    /// Pane messages queued before more are dropped.
+    pub pane_messages: usize,
+    /// Events the time-ordering window holds at most.
+    pub reorder_events: usize,
+}
+
+impl Default for StageOptions {
+    fn default() -> StageOptions {
+        StageOptions {
+            tick: Duration::from_secs(1),
+            work_batches: 64,
+            out_batches: 1024,
+            stall: Duration::from_secs(1),
+            stall_stopping: Duration::from_millis(200),
+            pane_messages: 4096,
+            reorder_events: 1 << 20,
+        }
+    }
+}
+
+/// State shared by the pump, the worker and the handle.
+pub struct Shared {
+    stop: AtomicBool,
+    /// Set once perfwatch has had to interrupt the script's code: it is stopping.
+    interrupted: AtomicBool,
+    /// Milliseconds since `epoch` at which the worker entered Python; 0 when idle.
+    pub busy_since: AtomicU64,
+    /// The worker's Python thread id (`threading.get_ident()`), for interrupting it.
+    pub py_thread: AtomicU64,
+    last_interrupt: AtomicU64,
+    epoch: Instant,
+    /// The monitor's counters, once the stage is started.
+    stats: std::sync::OnceLock<Arc<Stats>>,
+    /// Events the worker passed on without running the script (it was stopping).
+    unseen: AtomicU64,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            interrupted: AtomicBool::new(false),
+            busy_since: AtomicU64::new(0),
+            py_thread: AtomicU64::new(0),
+            last_interrupt: AtomicU64::new(0),
+            epoch: Instant::now(),
+            stats: std::sync::OnceLock::new(),
+            unseen: AtomicU64::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// The stage is stopping, or perfwatch has interrupted the script because it is.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.interrupted.load(Ordering::Acquire)
+    }
+
+    /// The pump must keep running until the handle stops it.
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub fn mark_busy(&self) {
+        self.busy_since.store(self.now_ms(), Ordering::Release);
+    }
+
+    pub fn mark_idle(&self) {
+        self.busy_since.store(0, Ordering::Release);
+    }
+
+    /// Count events passed on without the script seeing them, as dropped.
+    pub fn count_unseen(&self, events: &[Event]) {
+        if events.is_empty() {
+            return;
+        }
+        self.unseen
+            .fetch_add(events.len() as u64, Ordering::Relaxed);
+        if let Some(stats) = self.stats.get() {
+            for (cpu, n) in per_cpu(events) {
+                stats.add_dropped(cpu, n);
+            }
+        }
+    }
+
+    /// How long the worker has been in Python, if it is.
+    fn busy_for(&self) -> Option<Duration> {
+        match self.busy_since.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(Duration::from_millis(self.now_ms().saturating_sub(t))),
+        }
+    }
+
+    /// Raise KeyboardInterrupt in the worker's Python code, so that a handler that loops
+    /// forever returns. `PyThreadState_SetAsyncExc` needs the GIL, which a looping handler
+    /// gives up every few milliseconds, but which code stuck in C may hold for ever: ask from
+    /// a helper thread that nobody waits for. At most every 100 ms.
+    fn interrupt(&self) {
+        let now = self.now_ms();
+        let last = self.last_interrupt.load(Ordering::Acquire);
+        if last != 0 && now.saturating_sub(last) < 100 {
+            return;
+        }
+        self.last_interrupt.store(now, Ordering::Release);
+        self.interrupted.store(true, Ordering::Release);
+        let ident = self.py_thread.load(Ordering::Acquire);
+        if ident == 0 {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("perfwatch-script-interrupt".into())
+            .spawn(move || {
+                Python::attach(|_py| {
+                    // SAFETY: the GIL is held; the exception type is a valid static object.
+                    unsafe {
+                        pyo3::ffi::PyThreadState_SetAsyncExc(
+                            ident as _,
+                            pyo3::ffi::PyExc_KeyboardInterrupt,
+                        );
+                    }
+                })
+            });
+    }
+}
+
+/// Loaded scripts, waiting for the event stream.
+pub struct ScriptStage {
+    names: Arc<Vec<String>>,
+    shared: Arc<Shared>,
+    opts: StageOptions,
+    work_tx: Sender<Work>,
+    work_rx: Receiver<Work>,
+    results_rx: Receiver<Work>,
+    pane_rx: Receiver<PaneMsg>,
+    pane_dropped: Arc<AtomicU64>,
+    worker: JoinHandle<()>,
+    worker_done: Receiver<()>,
+}
+
+/// What the stage did, for the end-of-run report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageReport {
+    /// Events passed on without the script seeing them (its queue was full); also counted
+    /// in the monitor's dropped counter.
+    pub bypassed: u64,
+    /// Events the worker never handed back (a handler still busy at the end); counted as
+    /// dropped.
+    pub stuck_events: u64,
+    /// Pane messages lost because the frontend did not take them.
+    pub pane_dropped: u64,
+    /// The worker was still in Python when the wait ran out; perfwatch did not wait for it.
+    pub worker_stuck: bool,
+}
+
+/// The running stage.
+pub struct ScriptHandle {
+    shared: Arc<Shared>,
+    pump: Option<JoinHandle<PumpTotals>>,
+    worker: Option<JoinHandle<()>>,
+    worker_done: Receiver<()>,
+    pane_dropped: Arc<AtomicU64>,
+}
+
+/// The display name of each script: its file name, made unique with `#2`, `#3` if needed.
+pub fn script_names(paths: &[PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(paths.len());
+    for p in paths {
+        let base = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string());
+        let mut name = base.clone();
+        let mut k = 2;
+        while names.contains(&name) {
+            name = format!("{base}#{k}");
+            k += 1;
+        }
+        names.push(name);
+    }
+    names
+}
+
+impl ScriptStage {
+    /// Start the interpreter on its own thread, load every script in order and call their
+    /// `trace_begin()`. Errors (syntax, import, a script with no handler, a failing
+    /// `trace_begin`) come back here with the Python traceback, before any frontend starts.
+    pub fn load(paths: &[PathBuf], opts: StageOptions) -> Result<ScriptStage> {
+        let names = Arc::new(script_names(paths));
+        let shared = Arc::new(Shared::new());
+        let (pane_tx, pane_rx) = bounded(opts.pane_messages.max(1));
+        let pane_dropped = Arc::new(AtomicU64::new(0));
+        let sink = Arc::new(PaneSink {
+            tx: pane_tx,
+            names: names.clone(),
+            current: Arc::new(AtomicUsize::new(0)),
+            dropped: pane_dropped.clone(),
+        });
+        let (work_tx, work_rx) = bounded::<Work>(opts.work_batches.max(1));
+        let (results_tx, results_rx) = bounded(opts.work_batches.max(1) + 1);
+        let (loaded_tx, loaded_rx) = bounded(1);
+        let (done_tx, worker_done) = bounded::<()>(1);
+        let worker = {
+            let (paths, names, shared, tick, work_rx) = (
+                paths.to_vec(),
+                names.clone(),
+                shared.clone(),
+                opts.tick,
+                work_rx.clone(),
+            );
+            std::thread::Builder::new()
+                .name("perfwatch-python".into())
+                .spawn(move || {
+                    super::worker::run(super::worker::WorkerArgs {
+                        paths,
+                        names,
+                        sink,
+                        shared,
+                        tick,
+                        loaded: loaded_tx,
+                        work: work_rx,
+                        results: results_tx,
+                    });
+                    drop(done_tx);
+                })
+                .context("cannot start the Python thread")?
+        };
+        match loaded_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = worker.join();
+                return Err(anyhow!(e));
+            }
+            Err(_) => {
+                let _ = worker.join();
+                return Err(anyhow!("the Python interpreter failed to start"));
+            }
+        }
+        Ok(ScriptStage {
+            names,
+            shared,
+            opts,
+            work_tx,
+            work_rx,
+            results_rx,
+            pane_rx,
+            pane_dropped,
+            worker,
+            worker_done,
+        })
+    }
+
+    /// The scripts' display names, in order (pane titles).
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Put the stage in front of a frontend: read `input` (the monitor's channel), return the
+    /// filtered stream and the pane messages. Drops are counted in `stats`.
+    pub fn start(
+        self,
+        input: Receiver<Batch>,
+        stats: Arc<Stats>,
+    ) -> Result<(Receiver<Batch>, Receiver<PaneMsg>, ScriptHandle)> {
+        let (out_tx, out_rx) = bounded(self.opts.out_batches.max(1));
+        let _ = self.shared.stats.set(stats.clone());
+        let handle = ScriptHandle {
+            shared: self.shared.clone(),
+            pump: None,
+            worker: None,
+            worker_done: self.worker_done.clone(),
+            pane_dropped: self.pane_dropped.clone(),
+        };
+        let pane_rx = self.pane_rx.clone();
+        let worker = self.worker;
+        let pump = Pump::new(
+            PumpParts {
+                work_tx: self.work_tx,
+                work_rx: self.work_rx,
+                results: self.results_rx,
+                shared: self.shared,
+                opts: self.opts,
+            },
+            input,
+            out_tx,
+            stats,
+        );
+        let pump = std::thread::Builder::new()
+            .name("perfwatch-script-pump".into())
+            .spawn(move || pump.run())
+            .context("cannot start the script stage")?;
+        Ok((
+            out_rx,
+            pane_rx,
+            ScriptHandle {
+                pump: Some(pump),
+                worker: Some(worker),
+                ..handle
+            },
+        ))
+    }
+}
+
+/// What the pump takes over from the loaded stage.
+struct PumpParts {
+    work_tx: Sender<Work>,
+    work_rx: Receiver<Work>,
+    results: Receiver<Work>,
+    shared: Arc<Shared>,
+    opts: StageOptions,
+}
+
+impl ScriptHandle {
+    /// Stop the stage: interrupt a busy handler, let the worker run `trace_end()`, and wait
+    /// for it at most `wait`; a worker still stuck after that is left behind (the process is
+    /// about to exit), so that quitting is always prompt.
+    pub fn stop(mut self, wait: Duration) -> StageReport {
+        self.shared.stop.store(true, Ordering::Release);
+        if self.shared.busy_for().is_some() {
+            self.shared.interrupt();
+        }
+        let totals = self
+            .pump
+            .take()
+            .and_then(|p| p.join().ok())
+            .unwrap_or_default();
+        let started = Instant::now();
+        let deadline = started + wait;
+        let busy_at_stop = self.shared.busy_since.load(Ordering::Acquire);
+        let mut finished = false;
+        while !finished {
+            // Still in the very call that was running at the stop, after an interrupt: it
+            // is stuck outside Python's reach (in C, or a sleep). Do not wait for trace_end.
+            if busy_at_stop != 0
+                && self.shared.busy_since.load(Ordering::Acquire) == busy_at_stop
+                && started.elapsed() >= STUCK_AT_STOP
+            {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .worker_done
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Err(RecvTimeoutError::Disconnected) => finished = true,
+                _ if left.is_zero() => break,
+                _ => {
+                    if self.shared.busy_for().is_some() {
+                        self.shared.interrupt();
+                    }
+                }
+            }
+        }
+        if finished {
+            if let Some(w) = self.worker.take() {
+                let _ = w.join();
+            }
+        }
+        StageReport {
+            bypassed: totals.bypassed + self.shared.unseen.load(Ordering::Relaxed),
+            stuck_events: totals.stuck,
+            pane_dropped: self.pane_dropped.load(Ordering::Relaxed),
+            worker_stuck: !finished,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PumpTotals {
+    bypassed: u64,
+    stuck: u64,
+}
+
+enum Slot {
+    /// Events ready for the frontend, in time order.
+    Ready(Vec<Event>),
+    /// A CPU's clock or end marker for the frontend.
+    Clock(Batch),
+    /// Events the worker has.
+    Script {
+        seq: u64,
+        since: Instant,
+        counts: Vec<(u32, u64)>,
+    },
+}
+
+/// Events per CPU, for the dropped counters.
+fn per_cpu(events: &[Event]) -> Vec<(u32, u64)> {
+    let mut v: Vec<(u32, u64)> = Vec::new();
+    for e in events {
+        match v.iter_mut().find(|(c, _)| *c == e.cpu) {
+            Some((_, n)) => *n += 1,
+            None => v.push((e.cpu, 1)),
+        }
+    }
+    v
+}
+
+#[derive(Clone, Copy)]
+struct CpuClock {
+    cpu: u32,
+    now: u64,
+    sent: u64,
+    ended: bool,
+}
+
+struct Pump {
+    input: Receiver<Batch>,
+    work_tx: Sender<Work>,
+    /// A second handle on the worker's queue, to take back what a stuck worker has not
+    /// started on.
+    work_rx: Receiver<Work>,
+    results: Receiver<Work>,
+    out: Sender<Batch>,
+    stats: Arc<Stats>,
+    shared: Arc<Shared>,
+    opts: StageOptions,
+    /// Puts the CPUs' streams in time order before the script sees them, as perf script
+    /// does: a script that follows a fork into an exec needs the fork first.
+    reorder: Reorder,
+    clocks: Vec<CpuClock>,
+    /// Work in arrival order, waiting to be released.
+    slots: VecDeque<Slot>,
+    /// Work given up on while the worker had it: seq → events per CPU.
+    abandoned: HashMap<u64, Vec<(u32, u64)>>,
+    seq: u64,
+    totals: PumpTotals,
+    /// The monitor is stopping (a reader sent its last batch).
+    draining: bool,
+    ended: bool,
+}
+
+impl Pump {
+    fn new(
+        stage: PumpParts,
+        input: Receiver<Batch>,
+        out: Sender<Batch>,
+        stats: Arc<Stats>,
+    ) -> Pump {
+        let cpus: Vec<u32> = stats.cpus().iter().map(|c| c.cpu).collect();
+        Pump {
+            input,
+            work_tx: stage.work_tx,
+            work_rx: stage.work_rx,
+            results: stage.results,
+            out,
+            reorder: Reorder::new(&cpus, stage.opts.reorder_events),
+            clocks: cpus
+                .iter()
+                .map(|&cpu| CpuClock {
+                    cpu,
+                    now: 0,
+                    sent: 0,
+                    ended: false,
+                })
+                .collect(),
+            stats,
+            shared: stage.shared,
+            opts: stage.opts,
+            slots: VecDeque::new(),
+            abandoned: HashMap::new(),
+            seq: 0,
+            totals: PumpTotals::default(),
+            draining: false,
+            ended: false,
+        }
+    }
+
+    fn run(mut self) -> PumpTotals {
+        let mut input_open = true;
+        let mut results_open = true;
+        loop {
+            let input = if input_open { &self.input } else { &never() };
+            let results = if results_open {
+                &self.results
+            } else {
+                &never()
+            };
+            select! {
+                recv(input) -> m => match m {
+                    Ok(b) => {
+                        self.take(b);
+                        for b in self.input.try_iter().take(64).collect::<Vec<_>>() {
+                            self.take(b);
+                        }
+                        self.order();
+                    }
+                    Err(_) => {
+                        input_open = false;
+                        self.finish_input();
+                    }
+                },
+                recv(results) -> r => match r {
+                    Ok((seq, events)) => self.complete(seq, events),
+                    Err(_) => results_open = false,
+                },
+                default(Duration::from_millis(20)) => {}
+            }
+            if !results_open {
+                // The worker is gone: nothing it held will come back.
+                self.give_up_all();
+            }
+            self.release();
+            if self.shared.stop_requested() || (!input_open && self.slots.is_empty()) {
+                break;
+            }
+        }
+        // Whatever the worker still holds will not be shown: count it.
+        for counts in std::mem::take(&mut self.abandoned).into_values() {
+            self.count_stuck(&counts);
+        }
+        for s in std::mem::take(&mut self.slots) {
+            match s {
+                Slot::Ready(events) => self.forward_events(events),
+                Slot::Clock(b) => self.forward(b),
+                Slot::Script { counts, .. } => self.count_stuck(&counts),
+            }
+        }
+        self.totals
+    }
+
+    fn count_stuck(&mut self, counts: &[(u32, u64)]) {
+        for &(cpu, n) in counts {
+            self.stats.add_dropped(cpu, n);
+            self.totals.stuck += n;
+        }
+    }
+
+    fn take(&mut self, b: Batch) {
+        match self.clocks.iter_mut().find(|c| c.cpu == b.cpu) {
+            Some(c) => {
+                c.now = c.now.max(b.now);
+                c.ended |= b.end;
+            }
+            None => self.clocks.push(CpuClock {
+                cpu: b.cpu,
+                now: b.now,
+                sent: 0,
+                ended: b.end,
+            }),
+        }
+        self.draining |= b.end;
+        self.reorder.push(b);
+    }
+
+    /// The clock every CPU can be given once the events up to the reorder window's
+    /// watermark have been admitted: the same rule as [`Reorder`]'s.
+    fn safe_clock(&self) -> u64 {
+        let live = self.clocks.iter().filter(|c| !c.ended);
+        let (min, max) = live.fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c.now), hi.max(c.now)));
+        if min == u64::MAX {
+            return u64::MAX;
+        }
+        min.max(max.saturating_sub(MAX_WAIT_NS))
+    }
+
+    /// Admit the events that can no longer be overtaken, then every CPU's clock.
+    fn order(&mut self) {
+        let mut events = Vec::new();
+        self.reorder.pop_ready(|e| events.push(e));
+        if self.reorder.all_ended() {
+            self.reorder.flush(|e| events.push(e));
+        }
+        self.admit(events);
+        let safe = self.safe_clock();
+        let all_ended = self.reorder.all_ended();
+        for i in 0..self.clocks.len() {
+            let c = self.clocks[i];
+            let now = c.now.min(safe);
+            if now > c.sent {
+                self.clocks[i].sent = now;
+                self.slots.push_back(Slot::Clock(Batch {
+                    cpu: c.cpu,
+                    events: Vec::new(),
+                    now,
+                    end: false,
+                }));
+            }
+        }
+        if all_ended && !self.ended {
+            self.end_markers();
+        }
+    }
+
+    /// The input closed without every reader's last batch: flush, and end every CPU.
+    fn finish_input(&mut self) {
+        let mut events = Vec::new();
+        self.reorder.flush(|e| events.push(e));
+        self.admit(events);
+        if !self.ended {
+            self.end_markers();
+        }
+    }
+
+    /// The frontend learns that CPUs ended only once all their events are admitted. The
+    /// markers travel on their own, so that work given up on cannot hold them back.
+    fn end_markers(&mut self) {
+        self.ended = true;
+        for c in &self.clocks {
+            self.slots.push_back(Slot::Clock(Batch {
+                cpu: c.cpu,
+                events: Vec::new(),
+                now: c.now,
+                end: true,
+            }));
+        }
+    }
+
+    fn admit(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        self.seq += 1;
+        let counts = per_cpu(&events);
+        // A worker stuck in one call gets nothing more to hold hostage.
+        let sent = if self.worker_stuck() {
+            Err(TrySendError::Full((self.seq, events)))
+        } else {
+            self.work_tx.try_send((self.seq, events))
+        };
+        match sent {
+            Ok(()) => self.slots.push_back(Slot::Script {
+                seq: self.seq,
+                since: Instant::now(),
+                counts,
+            }),
+            Err(TrySendError::Full((_, events)) | TrySendError::Disconnected((_, events))) => {
+                self.bypass(&events);
+                self.slots.push_back(Slot::Ready(events));
+            }
+        }
+    }
+
+    fn bypass(&mut self, events: &[Event]) {
+        for (cpu, n) in per_cpu(events) {
+            self.stats.add_dropped(cpu, n);
+            self.totals.bypassed += n;
+        }
+    }
+
+    fn stall(&self) -> Duration {
+        if self.draining {
+            self.opts.stall_stopping
+        } else {
+            self.opts.stall
+        }
+    }
+
+    /// The worker has been in one Python call stretch for longer than the stall limit.
+    fn worker_stuck(&self) -> bool {
+        self.shared.busy_for().is_some_and(|b| b >= self.stall())
+    }
+
+    /// Take back the work the worker has not started on, and pass it on unfiltered.
+    fn reclaim_queued(&mut self) {
+        while let Ok((seq, events)) = self.work_rx.try_recv() {
+            self.bypass(&events);
+            self.complete(seq, events);
+        }
+    }
+
+    fn complete(&mut self, seq: u64, events: Vec<Event>) {
+        if self.abandoned.remove(&seq).is_some() {
+            self.forward_events(events);
+            return;
+        }
+        for s in self.slots.iter_mut() {
+            if matches!(s, Slot::Script { seq: q, .. } if *q == seq) {
+                *s = Slot::Ready(events);
+                return;
+            }
+        }
+    }
+
+    fn give_up_all(&mut self) {
+        let mut lost = Vec::new();
+        for s in self.slots.iter_mut() {
+            if let Slot::Script { counts, .. } = s {
+                lost.push(std::mem::take(counts));
+                *s = Slot::Ready(Vec::new());
+            }
+        }
+        for counts in lost {
+            self.count_stuck(&counts);
+        }
+    }
+
+    /// Pass on everything at the front that is ready; give up on work the worker has held
+    /// too long (stuck in one call) when more waits behind it, or when stopping.
+    fn release(&mut self) {
+        let stall = self.stall();
+        while let Some(front) = self.slots.front() {
+            match front {
+                Slot::Ready(_) | Slot::Clock(_) => match self.slots.pop_front() {
+                    Some(Slot::Ready(events)) => self.forward_events(events),
+                    Some(Slot::Clock(b)) => self.forward(b),
+                    _ => {}
+                },
+                Slot::Script { since, .. } => {
+                    // Give up only on a worker stuck in one call (or far behind): a slow
+                    // but moving script keeps its order.
+                    let held = since.elapsed();
+                    let stuck = self.worker_stuck();
+                    if self.draining && stuck {
+                        // Stopping: interrupt the handler; it then hands its work back
+                        // (the rest unfiltered) in time to keep its place.
+                        self.shared.interrupt();
+                    }
+                    let grace = if self.draining { 3 } else { 1 };
+                    if held < stall * grace
+                        || !(stuck || held >= stall * 5)
+                        || (self.slots.len() == 1 && !self.draining)
+                    {
+                        break;
+                    }
+                    if let Some(Slot::Script { seq, counts, .. }) = self.slots.pop_front() {
+                        self.abandoned.insert(seq, counts);
+                    }
+                    self.reclaim_queued();
+                }
+            }
+        }
+    }
+
+    /// Send events to the frontend as one batch per run of the same CPU.
+    fn forward_events(&self, events: Vec<Event>) {
+        let mut run: Vec<Event> = Vec::new();
+        for e in events {
+            if run.last().is_some_and(|l| l.cpu != e.cpu) {
+                let cpu = run[0].cpu;
+                self.forward(Batch {
+                    cpu,
+                    events: std::mem::take(&mut run),
+                    now: 0,
+                    end: false,
+                });
+            }
+            run.push(e);
+        }
+        if let Some(first) = run.first() {
+            let cpu = first.cpu;
+            self.forward(Batch {
+                cpu,
+                events: run,
+                now: 0,
+                end: false,
+            });
+        }
+    }
+
+    /// Send to the frontend, waiting while it is busy, but not past a stop.
+    fn forward(&self, mut b: Batch) {
+        loop {
+            match self.out.send_timeout(b, Duration::from_millis(50)) {
+                Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
+                Err(SendTimeoutError::Timeout(back)) => {
+                    if self.shared.stop_requested() {
+                        return;
+                    }
+                    b = back;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, TaskRecord};
+
+    fn fork(cpu: u32, time: u64, pid: u32) -> Event {
+        Event {
+            cpu,
+            pid: 1,
+            tid: 1,
+            time,
+            id: 0,
+            kind: EventKind::Fork(TaskRecord {
+                pid,
+                ppid: 1,
+                tid: pid,
+                ptid: 1,
+                time,
+            }),
+        }
+    }
+
+    fn script(body: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.py");
+        std::fs::write(&p, body).unwrap();
+        (d, p)
+    }
+
+    /// Run batches through a stage; returns the events the frontend got, the pane messages
+    /// and the report.
+    fn through(
+        body: &str,
+        opts: StageOptions,
+        opts_linger: Duration,
+        batches: Vec<Batch>,
+    ) -> (Vec<Event>, Vec<PaneMsg>, StageReport, Arc<Stats>) {
+        // One interpreter per process, with one sys.stdout: one stage at a time.
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let (_d, p) = script(body);
+        let stage = ScriptStage::load(&[p], opts).unwrap();
+        let stats = Arc::new(Stats::new(&[0, 1]));
+        let (tx, rx) = bounded(1024);
+        let (out, pane, handle) = stage.start(rx, stats.clone()).unwrap();
+        for b in batches {
+            tx.send(b).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(opts_linger);
+        for cpu in [0, 1] {
+            tx.send(Batch {
+                cpu,
+                events: Vec::new(),
+                now: u64::MAX / 2,
+                end: true,
+            })
+            .unwrap();
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        let mut ended = 0;
+        while ended < 2 {
+            let b = out.recv_timeout(Duration::from_secs(10)).unwrap();
+            ended += b.end as usize;
+            got.extend(b.events);
+        }
+        let report = handle.stop(Duration::from_secs(2));
+        (got, pane.try_iter().collect(), report, stats)
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn filter_keeps_time_order_across_cpus_and_pane_messages_follow() {
+        let body = "\
+import perfwatch
+seen = []
+def trace_begin():
+    print('begin')
+def filter(event):
+    seen.append(event.pid)
+    return event.pid % 2 == 0
+def on_tick():
+    return ['seen ' + ','.join(map(str, seen))]
+def trace_end():
+    print('end', len(seen))
+";
+        let batches = vec![
+            Batch {
+                cpu: 0,
+                events: vec![
+                    fork(0, 10 * MS, 10),
+                    fork(0, 30 * MS, 11),
+                    fork(0, 50 * MS, 12),
+                ],
+                now: 100 * MS,
+                end: false,
+            },
+            Batch {
+                cpu: 1,
+                events: vec![fork(1, 20 * MS, 20), fork(1, 40 * MS, 21)],
+                now: 100 * MS,
+                end: false,
+            },
+        ];
+        let opts = StageOptions {
+            tick: Duration::from_millis(100),
+            ..Default::default()
+        };
+        let (got, pane, report, _) = through(body, opts, Duration::from_millis(250), batches);
+        let pids: Vec<u32> = got.iter().map(|e| e.subject_pid()).collect();
+        assert_eq!(pids, vec![10, 20, 12]);
+        assert_eq!(report, StageReport::default());
+        let t = |s: &str| PaneMsg::Text {
+            script: "t.py".into(),
+            text: s.into(),
+            is_error: false,
+        };
+        assert_eq!(pane.first(), Some(&t("begin")));
+        assert_eq!(pane.last(), Some(&t("end 5")));
+        // The script saw the events in time order, whatever CPU they came from.
+        assert!(
+            pane.iter()
+                .any(|m| matches!(m, PaneMsg::Lines { script, lines }
+                if script == "t.py" && lines == &vec!["seen 10,20,11,21,12".to_string()])),
+            "{pane:?}"
+        );
+    }
+
+    #[test]
+    fn a_script_that_cannot_keep_up_is_bypassed_and_counted() {
+        let body = "import time\ndef on_event(event):\n    time.sleep(0.05)\n";
+        // CPU 1 is quiet but up to date, so each of CPU 0's batches is released on arrival.
+        let mut batches = vec![Batch {
+            cpu: 1,
+            events: Vec::new(),
+            now: u64::MAX / 4,
+            end: false,
+        }];
+        batches.extend((0..20u64).map(|i| Batch {
+            cpu: 0,
+            events: vec![fork(0, (i + 1) * 20 * MS, i as u32 + 100)],
+            now: (i + 2) * 20 * MS,
+            end: false,
+        }));
+        let opts = StageOptions {
+            work_batches: 2,
+            ..Default::default()
+        };
+        let (got, _pane, report, stats) = through(body, opts, Duration::ZERO, batches);
+        // Nothing is lost: every event reaches the frontend, in order...
+        let pids: Vec<u32> = got.iter().map(|e| e.subject_pid()).collect();
+        assert_eq!(pids, (100..120).collect::<Vec<_>>());
+        // ...and what the script did not see is counted as dropped.
+        assert!(report.bypassed >= 10, "{report:?}");
+        assert_eq!(report.stuck_events, 0, "{report:?}");
+        assert_eq!(
+            stats.snapshot().dropped,
+            report.bypassed + report.stuck_events
+        );
+    }
+
+    #[test]
+    fn script_names_are_unique() {
+        let names = script_names(&["a/x.py".into(), "b/x.py".into(), "y.py".into()]);
+        assert_eq!(names, vec!["x.py", "x.py#2", "y.py"]);
+    }
+}

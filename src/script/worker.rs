@@ -1,0 +1,478 @@
+//! The Python thread: loads the scripts, then runs their handlers over whole batches.
+//!
+//! It attaches to the interpreter once per batch (not per event), so that Python threads a
+//! script may start get the GIL between batches, and so that the per-event cost is one object
+//! and one call per handler.
+
+use std::ffi::CString;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyModule, PyString};
+
+use super::module::{self, PaneSink, PaneWriter, tasks};
+use super::pyevent::PyEvent;
+use super::stage::{Shared, Work};
+use crate::event::{Event, EventKind};
+use crate::pane::PaneMsg;
+
+/// A handler that fails this many times is switched off.
+pub const MAX_FAILURES: u32 = 10;
+
+/// The functions perfwatch calls, by the names a script defines them with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handler {
+    TraceBegin,
+    TraceEnd,
+    Filter,
+    OnEvent,
+    OnTick,
+}
+
+impl Handler {
+    pub const ALL: [Handler; 5] = [
+        Handler::TraceBegin,
+        Handler::TraceEnd,
+        Handler::Filter,
+        Handler::OnEvent,
+        Handler::OnTick,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Handler::TraceBegin => "trace_begin",
+            Handler::TraceEnd => "trace_end",
+            Handler::Filter => "filter",
+            Handler::OnEvent => "on_event",
+            Handler::OnTick => "on_tick",
+        }
+    }
+}
+
+/// One loaded script.
+struct Script {
+    name: String,
+    handlers: [Option<Py<PyAny>>; 5],
+    failures: [u32; 5],
+}
+
+impl Script {
+    fn get(&self, h: Handler) -> Option<&Py<PyAny>> {
+        self.handlers[h as usize].as_ref()
+    }
+}
+
+/// The Python text of an exception with its traceback (file, line), without the final newline.
+pub fn format_exception(py: Python<'_>, e: &PyErr) -> String {
+    let formatted = (|| -> PyResult<String> {
+        let lines = py.import("traceback")?.call_method1(
+            "format_exception",
+            (e.get_type(py), e.value(py), e.traceback(py)),
+        )?;
+        PyString::new(py, "")
+            .call_method1("join", (lines,))?
+            .extract::<String>()
+    })();
+    let mut s = formatted.unwrap_or_else(|_| e.to_string());
+    while s.ends_with('\n') {
+        s.pop();
+    }
+    s
+}
+
+/// Everything the worker owns.
+pub struct Worker {
+    scripts: Vec<Script>,
+    sink: Arc<PaneSink>,
+    shared: Arc<Shared>,
+    tick: Duration,
+    /// Set once any script has `filter` or `on_event`: otherwise batches need no Python.
+    per_event: bool,
+}
+
+/// What the worker thread starts with.
+pub struct WorkerArgs {
+    pub paths: Vec<std::path::PathBuf>,
+    pub names: Arc<Vec<String>>,
+    pub sink: Arc<PaneSink>,
+    pub shared: Arc<Shared>,
+    pub tick: Duration,
+    /// Where the outcome of loading goes (with the traceback on failure).
+    pub loaded: Sender<Result<(), String>>,
+    pub work: Receiver<Work>,
+    pub results: Sender<Work>,
+}
+
+/// Run on the worker thread: load, report, then serve batches until the pump goes away or
+/// the stage is stopped.
+pub fn run(args: WorkerArgs) {
+    let WorkerArgs {
+        paths,
+        names,
+        sink,
+        shared,
+        tick,
+        loaded,
+        work,
+        results,
+    } = args;
+    let scripts = Python::attach(|py| load_all(py, &paths, &names, &sink, &shared));
+    let scripts = match scripts {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
+    let per_event = scripts
+        .iter()
+        .any(|s| s.get(Handler::Filter).is_some() || s.get(Handler::OnEvent).is_some());
+    let mut w = Worker {
+        scripts,
+        sink,
+        shared,
+        tick,
+        per_event,
+    };
+    if let Err(e) = Python::attach(|py| w.trace_begin(py)) {
+        let _ = loaded.send(Err(e));
+        return;
+    }
+    let _ = loaded.send(Ok(()));
+    drop(loaded);
+    w.serve(work, results);
+    w.shared.busy_since.store(0, Ordering::Release);
+    Python::attach(|py| {
+        // A KeyboardInterrupt aimed at a handler that has already returned must not hit
+        // trace_end.
+        // SAFETY: clearing (NULL) the async exception of this thread, with the GIL held.
+        unsafe {
+            pyo3::ffi::PyThreadState_SetAsyncExc(
+                pyo3::ffi::PyThread_get_thread_ident() as _,
+                std::ptr::null_mut(),
+            );
+        }
+        w.call_all(py, Handler::TraceEnd);
+        flush_std(py);
+    });
+}
+
+fn flush_std(py: Python<'_>) {
+    if let Ok(sys) = py.import("sys") {
+        for s in ["stdout", "stderr"] {
+            if let Ok(f) = sys.getattr(s) {
+                let _ = f.call_method0("flush");
+            }
+        }
+    }
+}
+
+fn load_all(
+    py: Python<'_>,
+    paths: &[std::path::PathBuf],
+    names: &[String],
+    sink: &Arc<PaneSink>,
+    shared: &Shared,
+) -> Result<Vec<Script>, String> {
+    let setup = || -> PyResult<()> {
+        module::install(py)?;
+        let sys = py.import("sys")?;
+        sys.setattr("stdout", Py::new(py, PaneWriter::new(sink.clone(), false))?)?;
+        sys.setattr("stderr", Py::new(py, PaneWriter::new(sink.clone(), true))?)?;
+        // The terminal's input belongs to the TUI: input() raises instead of eating keys.
+        sys.setattr("stdin", py.None())?;
+        let argv: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        sys.setattr("argv", argv)?;
+        Ok(())
+    };
+    setup().map_err(|e| {
+        format!(
+            "cannot set up the Python interpreter: {}",
+            format_exception(py, &e)
+        )
+    })?;
+    // SAFETY: reading this thread's identity; the GIL is held.
+    let ident = unsafe { pyo3::ffi::PyThread_get_thread_ident() };
+    shared.py_thread.store(ident as u64, Ordering::Release);
+
+    let mut scripts = Vec::with_capacity(paths.len());
+    for (i, (path, name)) in paths.iter().zip(names).enumerate() {
+        sink.current.store(i, Ordering::Relaxed);
+        scripts.push(load_one(py, i, path, name)?);
+    }
+    Ok(scripts)
+}
+
+fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Script, String> {
+    let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
+    let source = std::fs::read(path).map_err(|e| format!("cannot read script '{shown}': {e}"))?;
+    let source = CString::new(source)
+        .map_err(|_| format!("cannot load script '{shown}': it contains a NUL byte"))?;
+    let file_name = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("cannot load script '{shown}': its path contains a NUL byte"))?;
+    let stem: String = name
+        .trim_end_matches(".py")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let module_name = CString::new(format!("perfwatch_script_{index}_{stem}"))
+        .map_err(|_| format!("cannot load script '{shown}': bad name"))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // Let a script import helpers that sit next to it.
+        let _ = py
+            .import("sys")
+            .and_then(|s| s.getattr("path"))
+            .and_then(|p| p.call_method1("insert", (0, dir.display().to_string())));
+    }
+    // A fresh module: from_code would run the code in an existing one of the same name.
+    let _ = py
+        .import("sys")
+        .and_then(|s| s.getattr("modules"))
+        .and_then(|m| m.call_method1("pop", (module_name.to_str().unwrap_or(""), py.None())));
+    let m = PyModule::from_code(py, &source, &file_name, &module_name).map_err(|e| {
+        format!(
+            "script '{shown}' failed to load:\n{}",
+            format_exception(py, &e)
+        )
+    })?;
+    let mut handlers: [Option<Py<PyAny>>; 5] = Default::default();
+    for h in Handler::ALL {
+        match m.getattr_opt(h.name()) {
+            Ok(Some(f)) if f.is_callable() => handlers[h as usize] = Some(f.unbind()),
+            Ok(Some(_)) => {
+                return Err(format!(
+                    "script '{shown}': '{}' is defined but is not a function",
+                    h.name()
+                ));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("script '{shown}': {}", format_exception(py, &e))),
+        }
+    }
+    if handlers.iter().all(Option::is_none) {
+        return Err(format!(
+            "script '{shown}' defines none of trace_begin(), trace_end(), filter(event), \
+             on_event(event), on_tick(): there is nothing for perfwatch to call"
+        ));
+    }
+    Ok(Script {
+        name: name.to_string(),
+        handlers,
+        failures: [0; 5],
+    })
+}
+
+impl Worker {
+    fn trace_begin(&mut self, py: Python<'_>) -> Result<(), String> {
+        for (i, s) in self.scripts.iter().enumerate() {
+            if let Some(f) = s.get(Handler::TraceBegin) {
+                self.sink.current.store(i, Ordering::Relaxed);
+                if let Err(e) = f.call0(py) {
+                    return Err(format!(
+                        "trace_begin() of script '{}' failed:\n{}",
+                        s.name,
+                        format_exception(py, &e)
+                    ));
+                }
+            }
+        }
+        flush_std(py);
+        Ok(())
+    }
+
+    fn serve(&mut self, work: Receiver<Work>, results: Sender<Work>) {
+        let mut next_tick = Instant::now() + self.tick;
+        loop {
+            if self.shared.stopping() {
+                break;
+            }
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match work.recv_timeout(wait) {
+                Ok((seq, mut events)) => {
+                    if self.per_event && !events.is_empty() {
+                        self.shared.mark_busy();
+                        Python::attach(|py| self.process(py, &mut events));
+                        self.shared.mark_idle();
+                    }
+                    if results.send((seq, events)).is_err() {
+                        break;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if Instant::now() >= next_tick {
+                self.shared.mark_busy();
+                Python::attach(|py| self.on_tick(py));
+                self.shared.mark_idle();
+                next_tick = Instant::now() + self.tick;
+            }
+        }
+    }
+
+    /// Run the filters, then `on_event`, over one batch, keeping the events that passed.
+    fn process(&mut self, py: Python<'_>, batch: &mut Vec<Event>) {
+        let events = std::mem::take(batch);
+        let mut kept = Vec::with_capacity(events.len());
+        let mut it = events.into_iter();
+        for ev in it.by_ref() {
+            if self.shared.stopping() {
+                // Stopping: what is left passes unfiltered rather than waiting for Python.
+                self.shared.count_unseen(std::slice::from_ref(&ev));
+                kept.push(ev);
+                break;
+            }
+            let side_band = matches!(
+                ev.kind,
+                EventKind::Fork(_) | EventKind::Exit(_) | EventKind::Comm { .. }
+            );
+            if side_band {
+                if let Ok(mut t) = tasks().lock() {
+                    t.before(&ev);
+                }
+            }
+            let obj = match Bound::new(py, PyEvent { ev: ev.clone() }) {
+                Ok(o) => o,
+                Err(_) => {
+                    kept.push(ev);
+                    continue;
+                }
+            };
+            let mut keep = true;
+            for i in 0..self.scripts.len() {
+                let Some(f) = self.scripts[i].get(Handler::Filter) else {
+                    continue;
+                };
+                self.sink.current.store(i, Ordering::Relaxed);
+                match f.call1(py, (&obj,)).and_then(|r| r.is_truthy(py)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        keep = false;
+                        break;
+                    }
+                    Err(e) => self.fail(py, i, Handler::Filter, &e),
+                }
+            }
+            if keep {
+                for i in 0..self.scripts.len() {
+                    let Some(f) = self.scripts[i].get(Handler::OnEvent) else {
+                        continue;
+                    };
+                    self.sink.current.store(i, Ordering::Relaxed);
+                    if let Err(e) = f.call1(py, (&obj,)) {
+                        self.fail(py, i, Handler::OnEvent, &e);
+                    }
+                }
+                kept.push(ev);
+            }
+            if side_band {
+                if let (Some(ev), Ok(mut t)) = (kept.last(), tasks().lock()) {
+                    t.after(ev);
+                }
+            }
+        }
+        let rest: Vec<Event> = it.collect();
+        self.shared.count_unseen(&rest);
+        kept.extend(rest);
+        *batch = kept;
+    }
+
+    fn on_tick(&mut self, py: Python<'_>) {
+        for i in 0..self.scripts.len() {
+            let Some(f) = self.scripts[i].get(Handler::OnTick) else {
+                continue;
+            };
+            self.sink.current.store(i, Ordering::Relaxed);
+            let lines = f.call0(py).and_then(|r| tick_lines(r.bind(py)));
+            match lines {
+                Ok(Some(lines)) => self.sink.send(PaneMsg::Lines {
+                    script: self.scripts[i].name.clone(),
+                    lines,
+                }),
+                Ok(None) => {}
+                Err(e) => self.fail(py, i, Handler::OnTick, &e),
+            }
+        }
+        flush_std(py);
+    }
+
+    fn call_all(&mut self, py: Python<'_>, h: Handler) {
+        for i in 0..self.scripts.len() {
+            let Some(f) = self.scripts[i].get(h) else {
+                continue;
+            };
+            self.sink.current.store(i, Ordering::Relaxed);
+            if let Err(e) = f.call0(py) {
+                self.fail(py, i, h, &e);
+            }
+        }
+    }
+
+    /// Show a handler's exception in the script's pane; switch the handler off after
+    /// [`MAX_FAILURES`].
+    fn fail(&mut self, py: Python<'_>, i: usize, h: Handler, e: &PyErr) {
+        let tb = format_exception(py, e);
+        let s = &mut self.scripts[i];
+        s.failures[h as usize] += 1;
+        let n = s.failures[h as usize];
+        let interrupted = e.is_instance_of::<PyKeyboardInterrupt>(py) && self.shared.stopping();
+        let what = if interrupted {
+            format!("{}() interrupted: perfwatch is stopping", h.name())
+        } else if h == Handler::Filter {
+            format!(
+                "{}() raised an exception; the event passes unfiltered",
+                h.name()
+            )
+        } else {
+            format!("{}() raised an exception", h.name())
+        };
+        self.sink.send(PaneMsg::Text {
+            script: s.name.clone(),
+            text: format!("{what}\n{tb}"),
+            is_error: true,
+        });
+        if n >= MAX_FAILURES && s.handlers[h as usize].is_some() {
+            s.handlers[h as usize] = None;
+            self.sink.send(PaneMsg::Text {
+                script: s.name.clone(),
+                text: format!(
+                    "{}() failed {n} times; perfwatch has switched it off for the rest of the run",
+                    h.name()
+                ),
+                is_error: true,
+            });
+            self.per_event = self
+                .scripts
+                .iter()
+                .any(|s| s.get(Handler::Filter).is_some() || s.get(Handler::OnEvent).is_some());
+        }
+    }
+}
+
+/// What `on_tick()` returned, as pane lines: None keeps the pane as it is; a str is split into
+/// lines; any other iterable gives one line per item (`str()` of it).
+fn tick_lines(r: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+    if r.is_none() {
+        return Ok(None);
+    }
+    if let Ok(s) = r.cast::<PyString>() {
+        return Ok(Some(s.to_cow()?.lines().map(str::to_string).collect()));
+    }
+    if let Ok(l) = r.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|x| Ok(x.str()?.to_cow()?.into_owned()))
+            .collect::<PyResult<_>>()
+            .map(Some);
+    }
+    let mut lines = Vec::new();
+    for x in r.try_iter()? {
+        lines.push(x?.str()?.to_cow()?.into_owned());
+    }
+    Ok(Some(lines))
+}
