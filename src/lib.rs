@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod command;
 pub mod event;
+pub mod filter;
 pub mod merge;
 pub mod monitor;
 pub mod pane;
@@ -16,3 +17,4 @@ pub mod run;
 pub mod signals;
 pub mod stats;
 pub mod text;
+pub mod tui;

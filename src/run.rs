@@ -52,17 +52,31 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
 pub fn run(cli: Cli) -> Result<i32> {
     let format = if cli.json {
         Format::Json
-    } else if cli.plain || !std::io::stdout().is_terminal() {
-        Format::Plain
     } else {
-        eprintln!(
-            "perfwatch: the interactive view is not available in this build yet; printing --plain lines"
-        );
         Format::Plain
     };
+    // --- tui: the interactive view when stdout is a terminal and no line format was asked.
+    let interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    // --- end tui
     let cfg = monitor_config(&cli)?;
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
+    // --- tui
+    if interactive {
+        let rx = mon.rx.clone();
+        let opts = crate::tui::TuiOptions {
+            duration: cli.duration,
+            history: cli.history,
+            filter: cli.filter.clone(),
+        };
+        let reason = crate::tui::run(&mut mon, &rx, None, opts, &signals)?;
+        // The notes were shown in the status bar; repeat them on the normal screen.
+        for note in &mon.info.notes {
+            eprintln!("perfwatch: {note}");
+        }
+        return finish(&mut mon, reason);
+    }
+    // --- end tui
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
@@ -70,7 +84,13 @@ pub fn run(cli: Cli) -> Result<i32> {
         format,
         duration: cli.duration,
         max_reorder: MAX_REORDER,
-        filter: None,
+        // --- tui: --filter
+        filter: cli
+            .filter
+            .clone()
+            .filter(|f| !f.is_empty())
+            .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
+        // --- end tui
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
