@@ -153,8 +153,19 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
     let mut l1 = vec![
         Span::styled(" perfwatch", bold.fg(Color::Cyan)),
         sep.clone(),
-        Span::styled(app.cfg.event.clone(), bold),
     ];
+    // First, so that a narrow terminal never cuts it off.
+    if app.paused {
+        l1.push(Span::styled(
+            " PAUSED ",
+            Style::default()
+                .fg(Color::Black)
+                .bg(Color::Yellow)
+                .add_modifier(Modifier::BOLD),
+        ));
+        l1.push(sep.clone());
+    }
+    l1.push(Span::styled(app.cfg.event.clone(), bold));
     if let Some(fb) = &app.cfg.fallback {
         l1.push(Span::styled(
             format!(" ({fb})"),
@@ -169,16 +180,6 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
         sep.clone(),
         Span::raw(format!("{} rec/s", si(app.records_per_sec))),
     ]);
-    if app.paused {
-        l1.push(sep.clone());
-        l1.push(Span::styled(
-            " PAUSED ",
-            Style::default()
-                .fg(Color::Black)
-                .bg(Color::Yellow)
-                .add_modifier(Modifier::BOLD),
-        ));
-    }
     let t = &app.totals;
     let mut l2 = vec![Span::raw(format!(
         " {} records: ",
@@ -631,8 +632,11 @@ fn draw_help(f: &mut Frame, area: Rect) {
         Style::default().add_modifier(Modifier::BOLD),
     )));
     lines.extend(SYNTAX_HELP.lines().map(|l| Line::from(format!("  {l}"))));
-    let h = (lines.len() as u16 + 2).min(area.height);
     let w = 84.min(area.width);
+    // Lines longer than the box wrap: count the rows they take.
+    let inner = w.saturating_sub(2).max(1) as usize;
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    let h = (rows as u16 + 2).min(area.height);
     let r = Rect::new(
         area.x + (area.width - w) / 2,
         area.y + (area.height - h) / 2,
