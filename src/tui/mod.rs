@@ -75,7 +75,12 @@ impl TerminalGuard {
     pub fn enter() -> io::Result<TerminalGuard> {
         enable_raw_mode()?;
         let guard = TerminalGuard { active: true };
-        execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture)?;
+        execute!(
+            io::stdout(),
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+        )?;
         Ok(guard)
     }
 
@@ -180,8 +185,9 @@ pub fn run(
 
     install_panic_hook();
     let mut guard = TerminalGuard::enter()?;
+    // Not `Terminal::clear`: it asks the terminal for the cursor position, and a terminal
+    // that does not answer would stop perfwatch. The guard cleared the screen already.
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
-    term.clear()?;
     let (input, input_rx) = InputThread::spawn()?;
     let result = event_loop(
         mon,
