@@ -8,10 +8,10 @@
 use ratatui::Frame;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
-use ratatui::layout::{Alignment, Constraint, Direction, Layout, Rect};
+use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
 
 use super::app::{App, Pane, RateUnit, TaskEvent};
 use super::input::KEYS;
@@ -43,33 +43,26 @@ pub fn draw(f: &mut Frame, app: &App) {
     };
     let rest = area.height - 2 - (cpu_rows + 2) - footer;
     let middle = (rest * 2 / 5).max(5).min(rest.saturating_sub(4));
-    let chunks = Layout::default()
-        .direction(Direction::Vertical)
-        .constraints([
-            Constraint::Length(2),
-            Constraint::Length(cpu_rows + 2),
-            Constraint::Length(middle),
-            Constraint::Min(3),
-            Constraint::Length(footer),
-        ])
-        .split(area);
+    // Plain arithmetic rather than `Layout`: without ratatui's layout cache every split runs
+    // the constraint solver, which was most of a frame's cost.
+    let chunks = stack(
+        area,
+        &[
+            2,
+            cpu_rows + 2,
+            middle,
+            area.height - 2 - (cpu_rows + 2) - middle - footer,
+            footer,
+        ],
+    );
+    let mid = if app.scripts.is_empty() {
+        columns(chunks[2], &[chunks[2].width * 62 / 100])
+    } else {
+        let w = chunks[2].width;
+        columns(chunks[2], &[w * 46 / 100, w * 27 / 100])
+    };
     draw_status(f, chunks[0], app);
     draw_cpus(f, chunks[1], app);
-    let mid = if app.scripts.is_empty() {
-        Layout::default()
-            .direction(Direction::Horizontal)
-            .constraints([Constraint::Percentage(62), Constraint::Percentage(38)])
-            .split(chunks[2])
-    } else {
-        Layout::default()
-            .direction(Direction::Horizontal)
-            .constraints([
-                Constraint::Percentage(46),
-                Constraint::Percentage(27),
-                Constraint::Percentage(27),
-            ])
-            .split(chunks[2])
-    };
     draw_tasks(f, mid[0], app);
     draw_top(f, mid[1], app);
     if let Some(r) = mid.get(2) {
@@ -89,6 +82,38 @@ pub fn draw(f: &mut Frame, app: &App) {
     if app.show_help {
         draw_help(f, area);
     }
+}
+
+/// Split `area` into rows of the given heights (clipped to the area).
+fn stack(area: Rect, heights: &[u16]) -> Vec<Rect> {
+    let mut y = area.y;
+    let bottom = area.y + area.height;
+    heights
+        .iter()
+        .map(|&h| {
+            let h = h.min(bottom - y);
+            let r = Rect::new(area.x, y, area.width, h);
+            y += h;
+            r
+        })
+        .collect()
+}
+
+/// Split `area` into columns of the given widths, and a last one with the rest.
+fn columns(area: Rect, widths: &[u16]) -> Vec<Rect> {
+    let mut x = area.x;
+    let right = area.x + area.width;
+    let mut v: Vec<Rect> = widths
+        .iter()
+        .map(|&w| {
+            let w = w.min(right - x);
+            let r = Rect::new(x, area.y, w, area.height);
+            x += w;
+            r
+        })
+        .collect();
+    v.push(Rect::new(x, area.y, right - x, area.height));
+    v
 }
 
 fn draw_too_small(f: &mut Frame, area: Rect) {
@@ -295,15 +320,7 @@ fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
             }
         };
         let value = shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v));
-        let cols = Layout::default()
-            .direction(Direction::Horizontal)
-            .constraints([
-                Constraint::Length(7),
-                Constraint::Length(10),
-                Constraint::Length(22),
-                Constraint::Min(4),
-            ])
-            .split(row);
+        let cols = columns(row, &[7, 10, 22]);
         let style = if is_total {
             Style::default().add_modifier(Modifier::BOLD)
         } else {
@@ -391,6 +408,65 @@ fn scroll_note(back: usize, paused: bool) -> String {
     }
 }
 
+/// Column widths: the fixed ones as given (0 marks a flexible column), the flexible ones
+/// sharing what is left, with one blank between columns.
+fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
+    let gaps = spec.len().saturating_sub(1) as u16;
+    let fixed: u16 = spec.iter().sum();
+    let flex = spec.iter().filter(|w| **w == 0).count() as u16;
+    let rest = total.saturating_sub(fixed + gaps);
+    let mut left = rest;
+    let mut seen = 0;
+    spec.iter()
+        .map(|&w| {
+            if w > 0 {
+                return w;
+            }
+            seen += 1;
+            let share = if seen == flex {
+                left
+            } else {
+                rest / flex.max(1)
+            };
+            left -= share.min(left);
+            share
+        })
+        .collect()
+}
+
+/// A table drawn cell by cell into computed rectangles. ratatui's `Table` lays its columns
+/// out with the constraint solver on every frame, which cost more than everything else drawn.
+fn draw_grid<'a>(
+    f: &mut Frame,
+    block: Block<'a>,
+    area: Rect,
+    spec: &[u16],
+    header: &[&'static str],
+    rows: impl Iterator<Item = Vec<Span<'a>>>,
+) {
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let widths = grid_widths(inner.width, spec);
+    let head = Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
+    let header_cells = header.iter().map(|h| Span::styled(*h, head)).collect();
+    for (y, cells) in std::iter::once(header_cells)
+        .chain(rows)
+        .enumerate()
+        .take(inner.height as usize)
+    {
+        let mut x = inner.x;
+        let right = inner.x + inner.width;
+        for (cell, w) in cells.into_iter().zip(&widths) {
+            let w = (*w).min(right.saturating_sub(x));
+            if w == 0 {
+                break;
+            }
+            f.render_widget(cell, Rect::new(x, inner.y + y as u16, w, 1));
+            x = (x + w + 1).min(right);
+        }
+    }
+}
+
 fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     let rows_all = app.task_rows();
     let title = format!(
@@ -417,31 +493,23 @@ fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
         } else {
             r.pid.to_string()
         };
-        Row::new(vec![
-            Cell::from(rel(app, r.time)),
-            Cell::from(Span::styled(r.event.name(), Style::default().fg(color))),
-            Cell::from(pid),
-            Cell::from(parent),
-            Cell::from(r.comm.map_or_else(|| "?".to_string(), |c| c.display())),
-            Cell::from(r.lifetime.map(lifetime).unwrap_or_default()),
-        ])
+        vec![
+            Span::raw(rel(app, r.time)),
+            Span::styled(r.event.name(), Style::default().fg(color)),
+            Span::raw(pid),
+            Span::raw(parent),
+            Span::raw(r.comm.map_or_else(|| "?".to_string(), |c| c.display())),
+            Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
+        ]
     });
-    let header = Row::new(["time", "event", "pid", "ppid (parent)", "comm", "lived"])
-        .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    let table = Table::new(
+    draw_grid(
+        f,
+        block,
+        area,
+        &[8, 6, 11, 0, 0, 8],
+        &["time", "event", "pid", "ppid (parent)", "comm", "lived"],
         rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(6),
-            Constraint::Length(11),
-            Constraint::Min(14),
-            Constraint::Min(10),
-            Constraint::Length(8),
-        ],
-    )
-    .header(header)
-    .block(block);
-    f.render_widget(table, area);
+    );
 }
 
 fn draw_top(f: &mut Frame, area: Rect, app: &App) {
@@ -465,27 +533,21 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
             } else {
                 0.0
             };
-            Row::new(vec![
-                Cell::from(pid.to_string()),
-                Cell::from(comm),
-                Cell::from(n.to_string()),
-                Cell::from(format!("{share:5.1}%")),
-            ])
+            vec![
+                Span::raw(pid.to_string()),
+                Span::raw(comm),
+                Span::raw(format!("{n:>7}")),
+                Span::raw(format!("{share:5.1}%")),
+            ]
         });
-    let header = Row::new(["pid", "comm", "samples", "share"])
-        .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    let table = Table::new(
+    draw_grid(
+        f,
+        block,
+        area,
+        &[7, 0, 7, 6],
+        &["pid", "comm", "samples", "share"],
         rows,
-        [
-            Constraint::Length(7),
-            Constraint::Min(8),
-            Constraint::Length(7),
-            Constraint::Length(6),
-        ],
-    )
-    .header(header)
-    .block(block);
-    f.render_widget(table, area);
+    );
 }
 
 fn draw_script(f: &mut Frame, area: Rect, app: &App) {
@@ -676,6 +738,12 @@ mod tests {
         assert_eq!(window(5, 0, 10), (0, 5));
         assert_eq!(window(5, 99, 10), (0, 1));
         assert_eq!(window(0, 0, 10), (0, 0));
+    }
+
+    #[test]
+    fn grid_columns_share_the_rest() {
+        assert_eq!(grid_widths(40, &[8, 0, 0, 8]), vec![8, 10, 11, 8]);
+        assert_eq!(grid_widths(10, &[8, 0, 8]), vec![8, 0, 8]);
     }
 
     #[test]
