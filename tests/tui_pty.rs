@@ -210,31 +210,33 @@ fn tui_shows_children_filters_and_quits_cleanly() {
 }
 
 #[test]
-fn sigterm_restores_the_terminal() {
+fn stop_signals_restore_the_terminal() {
     require_perf!();
-    let mut s = Screen::spawn(&["-e", "dummy", "--", "sh", "-c", "sleep 30"]);
-    s.wait_for("the TUI", Duration::from_secs(20), |t| {
-        t.contains("Event log")
-    });
-    let pid = s.child.process_id().expect("pid") as libc::pid_t;
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        s.pump(Duration::from_millis(50));
-        if let Some(st) = s.child.try_wait().expect("try_wait") {
-            break st;
+    for (sig, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let mut s = Screen::spawn(&["-e", "dummy", "--", "sh", "-c", "sleep 30"]);
+        s.wait_for("the TUI", Duration::from_secs(20), |t| {
+            t.contains("Event log")
+        });
+        let pid = s.child.process_id().expect("pid") as libc::pid_t;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, sig) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            s.pump(Duration::from_millis(50));
+            if let Some(st) = s.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "perfwatch did not exit on signal {sig}"
+            );
+        };
+        let end = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < end {
+            s.pump(Duration::from_millis(50));
         }
-        assert!(
-            Instant::now() < deadline,
-            "perfwatch did not exit on SIGTERM"
-        );
-    };
-    let end = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < end {
-        s.pump(Duration::from_millis(50));
+        assert_eq!(status.exit_code(), code, "128 + signal {sig}");
+        assert!(!s.parser.screen().alternate_screen(), "signal {sig}");
+        assert!(String::from_utf8_lossy(&s.raw).contains("records in"));
     }
-    assert_eq!(status.exit_code(), 143, "128 + SIGTERM");
-    assert!(!s.parser.screen().alternate_screen());
-    assert!(String::from_utf8_lossy(&s.raw).contains("records in"));
 }

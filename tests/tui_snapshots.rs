@@ -53,7 +53,7 @@ fn comm(pid: u32, time: u64, name: &[u8]) -> Event {
 fn app() -> App {
     let mut app = App::new(AppConfig {
         event: "cpu-clock".into(),
-        fallback: Some("cycles not supported (ENOENT), using cpu-clock".into()),
+        fallback: Some("cycles not supported, using cpu-clock".into()),
         unit: RateUnit::Utilisation,
         target: "system-wide".into(),
         cpus: vec![0, 1],

@@ -82,7 +82,11 @@ impl AppConfig {
         };
         AppConfig {
             event: info.event.name.clone(),
-            fallback: info.fallback.as_ref().map(|f| f.to_string()),
+            // Short: the status bar has one line; the reason is in the notes printed at exit.
+            fallback: info
+                .fallback
+                .as_ref()
+                .map(|f| format!("{} not supported, using {}", f.requested, f.used)),
             unit,
             target: info.target.clone(),
             cpus: info.cpus.clone(),

@@ -148,10 +148,21 @@ impl InputThread {
     }
 }
 
+/// How long to wait for the input thread to see `stop`.
+const INPUT_JOIN: Duration = Duration::from_millis(500);
+
 impl Drop for InputThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
+        let Some(h) = self.handle.take() else { return };
+        // When the terminal hung up, crossterm can stay inside read() for good (spinning on
+        // the dead tty); never let that hold up the shutdown: wait a little, then leave it
+        // to end with the process.
+        let deadline = Instant::now() + INPUT_JOIN;
+        while !h.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if h.is_finished() {
             let _ = h.join();
         }
     }
@@ -233,6 +244,8 @@ fn event_loop(
     let ticker = tick(TICK);
     let no_panes = never();
     let pane_rx = pane_rx.unwrap_or(&no_panes);
+    let no_input = never();
+    let mut input_rx = input_rx;
     let start = Instant::now();
     app.on_tick(monotonic_ns());
     app.set_totals(mon.stats.snapshot());
@@ -249,8 +262,8 @@ fn event_loop(
                 }
                 Err(_) => return Ok(StopReason::TargetsGone),
             },
-            recv(input_rx) -> ev => {
-                if let Ok(ev) = ev {
+            recv(input_rx) -> ev => match ev {
+                Ok(ev) => {
                     match ev {
                         TermEvent::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
                         TermEvent::Mouse(m) => app.on_mouse(m),
@@ -259,6 +272,9 @@ fn event_loop(
                     }
                     redraw = true;
                 }
+                // The input thread ended (the terminal went away): stop selecting on it, or
+                // the loop would spin on the closed channel. SIGHUP stops the run.
+                Err(_) => input_rx = &no_input,
             },
             recv(pane_rx) -> msg => {
                 if let Ok(m) = msg {
@@ -288,7 +304,14 @@ fn event_loop(
             return Ok(StopReason::TargetsGone);
         }
         if redraw {
-            ui::render(term, app)?;
+            if let Err(e) = ui::render(term, app) {
+                // A terminal that hung up fails the write just before SIGHUP is seen.
+                std::thread::sleep(TICK);
+                if let Some(sig) = signals.pending() {
+                    return Ok(StopReason::Signal(sig));
+                }
+                return Err(e.into());
+            }
         }
     }
 }

@@ -197,13 +197,14 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
             Style::default().fg(Color::Yellow),
         ));
     }
+    // The target last: it can be long (a command line), the figures must stay visible.
     l1.extend([
-        sep.clone(),
-        Span::raw(app.cfg.target.clone()),
         sep.clone(),
         Span::raw(hms(app.elapsed_secs())),
         sep.clone(),
         Span::raw(format!("{} rec/s", si(app.records_per_sec))),
+        sep.clone(),
+        Span::raw(app.cfg.target.clone()),
     ]);
     let t = &app.totals;
     let mut l2 = vec![Span::raw(format!(
