@@ -28,7 +28,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("space", "pause / resume the view (counting continues)"),
     (
         "/",
-        "edit the filter: live preview, Enter apply, Esc cancel, Ctrl-U clear",
+        "filter: live preview; Enter apply, Esc cancel, Ctrl-U clear",
     ),
     ("Tab, Shift-Tab", "move focus between panes"),
     ("Up/Down, k/j", "scroll the focused pane by a line"),
