@@ -29,10 +29,7 @@ pub fn perf_allowed() -> bool {
         Ok(()) => true,
         Err(e) => {
             let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-            assert!(
-                !ci,
-                "CI=true but perf_event_open is refused ({e}): CI must run these tests for real, as root"
-            );
+            assert!(!ci, "CI=true but perf_event_open is refused ({e}): CI must run these tests for real, as root");
             eprintln!(
                 "\n!!!!!!!! SKIPPING: perf_event_open refused ({e}). Run as root or with \
                  kernel.perf_event_paranoid <= 0 to run this test. !!!!!!!!\n"
