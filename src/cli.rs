@@ -22,6 +22,17 @@ PERMISSIONS:
   Watching your own processes (-p, -t, -- COMMAND) needs kernel.perf_event_paranoid <= 2
   (kernel samples are left out above 1).
 
+FILTER (--filter EXPR, and / in the TUI):
+  type:fork,exit   record types (sample fork exit comm mmap lost lost_samples
+                   throttle unthrottle context_switch)
+  pid:123 tid:5-9  the task the record is about (numbers, ranges, lists)
+  ppid:1           the parent in fork/exit records
+  cpu:0-1          the CPU that wrote the record
+  comm:bash        task name: substring, or glob with * and ?
+  word             any other word: found anywhere in the line (no case)
+  !term            negates a term; all terms must match, e.g.
+                   --filter 'type:fork,exit,comm !comm:kworker*'
+
 EXIT STATUS:
   0    stopped normally (q, Ctrl-C/SIGINT, --duration, monitored tasks gone, closed pipe)
   1    an error (permission, unsupported event, failed start-up)
@@ -104,6 +115,15 @@ pub struct Cli {
     #[arg(long = "script-output", value_name = "FILE", requires = "script")]
     pub script_output: Option<std::path::PathBuf>,
 
+    /// Show only the records that match EXPR (the TUI's `/` filter language; see FILTER
+    /// below). Counters still count every record.
+    #[arg(long = "filter", value_name = "EXPR", value_parser = filter_expr)]
+    pub filter: Option<crate::filter::Filter>,
+
+    /// Records the TUI's event log keeps (older ones are forgotten, so memory stays bounded).
+    #[arg(long = "history", value_name = "N", default_value_t = crate::tui::app::DEFAULT_HISTORY, value_parser = history_len)]
+    pub history: usize,
+
     /// Command to run and watch (from its exec, with its children); perfwatch stops when it
     /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, conflicts_with_all = ["pid", "tid"])]
@@ -132,6 +152,22 @@ fn positive_u64(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a positive whole number"))?;
     if v == 0 {
         return Err(format!("'{s}' must be greater than zero"));
+    }
+    Ok(v)
+}
+
+fn filter_expr(s: &str) -> Result<crate::filter::Filter, String> {
+    crate::filter::Filter::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--history`: at least one entry, at most 10 million (about a gigabyte of events).
+fn history_len(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a positive whole number"))?;
+    if v == 0 || v > 10_000_000 {
+        return Err(format!("'{s}' must be between 1 and 10000000"));
     }
     Ok(v)
 }

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod command;
 pub mod event;
+pub mod filter;
 pub mod merge;
 pub mod monitor;
 pub mod pane;
@@ -17,3 +18,4 @@ pub mod script;
 pub mod signals;
 pub mod stats;
 pub mod text;
+pub mod tui;

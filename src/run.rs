@@ -56,20 +56,39 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
 
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
+    // The interactive view when stdout is a terminal and no line format was asked for.
+    let interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
     let format = if cli.json {
         Format::Json
-    } else if cli.plain || !std::io::stdout().is_terminal() {
-        Format::Plain
     } else {
-        eprintln!(
-            "perfwatch: the interactive view is not available in this build yet; printing --plain lines"
-        );
         Format::Plain
     };
     let cfg = monitor_config(&cli)?;
+    // Scripts load (and fail, with their traceback) before anything is opened or the TUI
+    // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
+
+    if interactive {
+        let (rx, pane_rx, scripts) = scripts.attach(mon.rx.clone(), mon.stats.clone())?;
+        let opts = crate::tui::TuiOptions {
+            duration: cli.duration,
+            history: cli.history,
+            filter: cli.filter.clone(),
+        };
+        let reason = crate::tui::run(&mut mon, &rx, pane_rx.as_ref(), opts, &signals);
+        // The terminal is restored now. The notes were in the status bar; repeat them on the
+        // normal screen with the script notes and the summary.
+        for note in &mon.info.notes {
+            eprintln!("perfwatch: {note}");
+        }
+        for note in scripts.finish() {
+            eprintln!("perfwatch: {note}");
+        }
+        return finish(&mut mon, reason?);
+    }
+
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
@@ -77,7 +96,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         format,
         duration: cli.duration,
         max_reorder: MAX_REORDER,
-        filter: None,
+        filter: cli
+            .filter
+            .clone()
+            .filter(|f| !f.is_empty())
+            .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -91,8 +114,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in scripts.finish() {
         eprintln!("perfwatch: {note}");
     }
-    let reason = reason?;
-    finish(&mut mon, reason)
+    finish(&mut mon, reason?)
 }
 
 /// Stop the command if perfwatch stopped first, join the readers, print the summary, and pick

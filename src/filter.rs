@@ -1,0 +1,582 @@
+//! The filter language shared by the TUI (`/`) and `--filter EXPR` in `--plain`/`--json`.
+//!
+//! One language in both places, so that a filter tried out live in the TUI can be pasted into a
+//! pipeline unchanged. An expression is a list of whitespace-separated terms, all ANDed:
+//!
+//! - `type:fork,exit` record types (any of the list), as `--plain` names them;
+//! - `pid:123`, `tid:5-9`, `ppid:1`, `cpu:0-1` numbers and ranges (any of the list);
+//!   `pid`/`tid` are the task the record is about (the forked, exited, renamed or mapping task;
+//!   the running task for samples), `ppid` the parent in fork/exit records;
+//! - `comm:bash` the name of the record's task: a substring, or a glob when it holds `*` or `?`
+//!   (case-insensitive, against the escaped name as it is displayed);
+//! - any other word matches anywhere in the `--plain` line, case-insensitively;
+//! - `!` before a term negates it.
+//!
+//! Names are only known from comm records and from `/proc` at start-up, so `comm:` needs a
+//! [`CommLookup`]: the TUI's task table, or a [`CommMap`] in plain mode.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::event::{Event, EventKind, RecordType};
+use crate::text::escape;
+
+/// The syntax, for `--help` and the TUI's help overlay.
+pub const SYNTAX_HELP: &str = "\
+Terms separated by spaces, all must match (AND):
+  type:fork,exit   record types (sample fork exit comm mmap lost lost_samples
+                   throttle unthrottle context_switch)
+  pid:123 tid:5-9  the task the record is about (numbers, ranges, lists)
+  ppid:1           the parent in fork/exit records
+  cpu:0-1          the CPU that wrote the record
+  comm:bash        task name: substring, or glob with * and ?
+  word             any other word: found anywhere in the line (no case)
+  !term            negates a term, e.g. !type:sample !comm:kworker*";
+
+/// A malformed filter: one line that names the offending term in quotes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FilterError(String);
+
+/// Where `comm:` finds the name of a pid.
+pub trait CommLookup {
+    /// The raw (unescaped) name of process `pid`, if known.
+    fn comm(&self, pid: u32) -> Option<&[u8]>;
+}
+
+/// No names known: `comm:` then matches comm records only.
+pub struct NoComms;
+
+impl CommLookup for NoComms {
+    fn comm(&self, _pid: u32) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// An inclusive range of ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Range(u32, u32);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Pattern {
+    /// Lower-case substring.
+    Substring(String),
+    /// Lower-case glob with `*` and `?`.
+    Glob(Vec<char>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Test {
+    Type([bool; RecordType::COUNT]),
+    Pid(Vec<Range>),
+    Tid(Vec<Range>),
+    Ppid(Vec<Range>),
+    Cpu(Vec<Range>),
+    Comm(Vec<Pattern>),
+    /// Lower-case ASCII bytes of a free word.
+    Word(Vec<u8>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Term {
+    negate: bool,
+    test: Test,
+}
+
+/// A parsed filter. The empty filter matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    terms: Vec<Term>,
+    source: String,
+    has_words: bool,
+}
+
+const KEYS: &str = "type, pid, tid, ppid, cpu, comm";
+
+fn err(msg: String) -> FilterError {
+    FilterError(msg)
+}
+
+fn parse_ranges(term: &str, key: &str, value: &str) -> Result<Vec<Range>, FilterError> {
+    let mut out = Vec::new();
+    for part in value.split(',') {
+        let bad = || {
+            err(format!(
+                "bad {key} '{part}' in '{term}': expected a number, a range such as 0-3, or a list"
+            ))
+        };
+        let num = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());
+        let r = match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(bad());
+                }
+                Range(a, b)
+            }
+            None => {
+                let v = num(part)?;
+                Range(v, v)
+            }
+        };
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn parse_term(raw: &str) -> Result<Term, FilterError> {
+    let (negate, body) = match raw.strip_prefix('!') {
+        Some(rest) => (true, rest),
+        None => (false, raw),
+    };
+    if body.is_empty() {
+        return Err(err(format!(
+            "'{raw}' negates nothing: write !TERM, e.g. !type:sample"
+        )));
+    }
+    if body.starts_with('!') {
+        return Err(err(format!("'{raw}': one '!' per term")));
+    }
+    let test = match body.split_once(':') {
+        Some((key, value)) if key.chars().all(|c| c.is_ascii_alphabetic()) && !key.is_empty() => {
+            let key_lc = key.to_ascii_lowercase();
+            if value.is_empty() {
+                return Err(err(format!("'{raw}' has no value after '{key}:'")));
+            }
+            match key_lc.as_str() {
+                "type" => {
+                    let mut set = [false; RecordType::COUNT];
+                    for name in value.split(',') {
+                        let t = RecordType::from_name(name).ok_or_else(|| {
+                            err(format!(
+                                "unknown record type '{name}' in '{raw}' (types: {})",
+                                RecordType::ALL.map(|t| t.name()).join(" ")
+                            ))
+                        })?;
+                        set[t.index()] = true;
+                    }
+                    Test::Type(set)
+                }
+                "pid" => Test::Pid(parse_ranges(raw, "pid", value)?),
+                "tid" => Test::Tid(parse_ranges(raw, "tid", value)?),
+                "ppid" => Test::Ppid(parse_ranges(raw, "ppid", value)?),
+                "cpu" => Test::Cpu(parse_ranges(raw, "cpu", value)?),
+                "comm" => Test::Comm(
+                    value
+                        .split(',')
+                        .map(|p| {
+                            let p = p.to_lowercase();
+                            if p.contains(['*', '?']) {
+                                Pattern::Glob(p.chars().collect())
+                            } else {
+                                Pattern::Substring(p)
+                            }
+                        })
+                        .collect(),
+                ),
+                _ => {
+                    return Err(err(format!(
+                        "unknown filter key '{key}' in '{raw}' (keys: {KEYS})"
+                    )));
+                }
+            }
+        }
+        _ => Test::Word(body.to_ascii_lowercase().into_bytes()),
+    };
+    Ok(Term { negate, test })
+}
+
+fn in_ranges(v: u32, ranges: &[Range]) -> bool {
+    ranges.iter().any(|r| r.0 <= v && v <= r.1)
+}
+
+/// `*` any run, `?` one character; both sides already lower-case.
+fn glob(p: &[char], s: &[char]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+fn contains_ci(hay: &[u8], needle_lc: &[u8]) -> bool {
+    needle_lc.is_empty()
+        || hay.windows(needle_lc.len()).any(|w| {
+            w.iter()
+                .zip(needle_lc)
+                .all(|(a, b)| a.to_ascii_lowercase() == *b)
+        })
+}
+
+impl Filter {
+    /// Parse an expression; the empty string (or only spaces) is the filter that keeps all.
+    pub fn parse(src: &str) -> Result<Filter, FilterError> {
+        let terms = src
+            .split_whitespace()
+            .map(parse_term)
+            .collect::<Result<Vec<_>, _>>()?;
+        let has_words = terms.iter().any(|t| matches!(t.test, Test::Word(_)));
+        Ok(Filter {
+            terms,
+            source: src.trim().to_string(),
+            has_words,
+        })
+    }
+
+    /// True for the filter that keeps everything.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// The expression as the user wrote it (trimmed).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Does `ev` pass? `comms` gives the names of tasks for `comm:` on non-comm records.
+    pub fn matches(&self, ev: &Event, comms: &dyn CommLookup) -> bool {
+        let mut line = String::new();
+        self.matches_with(ev, comms, &mut line)
+    }
+
+    /// As [`Filter::matches`], reusing `line` as the buffer for the formatted line (free words
+    /// need it), so that filtering many events allocates once.
+    pub fn matches_with(&self, ev: &Event, comms: &dyn CommLookup, line: &mut String) -> bool {
+        if self.has_words {
+            line.clear();
+            let _ = write!(line, "{ev}");
+        }
+        self.terms
+            .iter()
+            .all(|t| t.negate != term_matches(&t.test, ev, comms, line))
+    }
+}
+
+fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> bool {
+    match test {
+        Test::Type(set) => set[ev.record_type().index()],
+        Test::Pid(r) => in_ranges(ev.subject_pid(), r),
+        Test::Tid(r) => in_ranges(ev.subject_tid(), r),
+        Test::Ppid(r) => match &ev.kind {
+            EventKind::Fork(t) | EventKind::Exit(t) => in_ranges(t.ppid, r),
+            _ => false,
+        },
+        Test::Cpu(r) => in_ranges(ev.cpu, r),
+        Test::Comm(pats) => {
+            let comm = match &ev.kind {
+                EventKind::Comm { comm, .. } => Some(&comm[..]),
+                _ => comms.comm(ev.subject_pid()),
+            };
+            let Some(comm) = comm else { return false };
+            let shown = escape(comm).to_lowercase();
+            pats.iter().any(|p| match p {
+                Pattern::Substring(s) => shown.contains(s.as_str()),
+                Pattern::Glob(g) => {
+                    let s: Vec<char> = shown.chars().collect();
+                    glob(g, &s)
+                }
+            })
+        }
+        Test::Word(w) => contains_ci(line.as_bytes(), w),
+    }
+}
+
+/// Process names for `comm:` in `--plain`/`--json` mode: seeded from `/proc`, kept current by
+/// fork and comm records, and pruned by the exits of thread-group leaders so that it stays as
+/// small as the process table.
+#[derive(Debug, Default)]
+pub struct CommMap {
+    names: HashMap<u32, Box<[u8]>>,
+}
+
+impl CommLookup for CommMap {
+    fn comm(&self, pid: u32) -> Option<&[u8]> {
+        self.names.get(&pid).map(|b| &b[..])
+    }
+}
+
+impl CommMap {
+    /// Names of the processes that exist now.
+    pub fn from_proc() -> CommMap {
+        CommMap {
+            names: proc_comms().into_iter().collect(),
+        }
+    }
+
+    /// Learn from a record before it is matched (fork inherits the parent's name, comm renames).
+    pub fn observe(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::Fork(t) if t.pid != t.ppid => {
+                if let Some(parent) = self.names.get(&t.ppid).cloned() {
+                    self.names.insert(t.pid, parent);
+                }
+            }
+            EventKind::Comm { pid, tid, comm, .. } if pid == tid => {
+                self.names.insert(*pid, comm.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Forget a process after its leader's exit record was matched.
+    pub fn forget_exited(&mut self, ev: &Event) {
+        if let EventKind::Exit(t) = &ev.kind {
+            if t.pid == t.tid {
+                self.names.remove(&t.pid);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// `(pid, comm)` of every process in `/proc`; processes that vanish while reading are skipped.
+pub fn proc_comms() -> Vec<(u32, Box<[u8]>)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let mut comm = std::fs::read(e.path().join("comm")).ok()?;
+        if comm.last() == Some(&b'\n') {
+            comm.pop();
+        }
+        Some((pid, comm.into_boxed_slice()))
+    })
+    .collect()
+}
+
+/// The predicate `--filter` installs in `--plain`/`--json` mode.
+pub fn plain_predicate(filter: Filter) -> impl FnMut(&Event) -> bool {
+    let mut comms = CommMap::from_proc();
+    let mut line = String::new();
+    move |ev| {
+        comms.observe(ev);
+        let keep = filter.matches_with(ev, &comms, &mut line);
+        comms.forget_exited(ev);
+        keep
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::TaskRecord;
+
+    fn fork(pid: u32, ppid: u32) -> Event {
+        Event {
+            cpu: 1,
+            pid: ppid,
+            tid: ppid,
+            time: 5,
+            id: 0,
+            kind: EventKind::Fork(TaskRecord {
+                pid,
+                ppid,
+                tid: pid,
+                ptid: ppid,
+                time: 5,
+            }),
+        }
+    }
+
+    fn comm(pid: u32, name: &[u8]) -> Event {
+        Event {
+            cpu: 0,
+            pid,
+            tid: pid,
+            time: 6,
+            id: 0,
+            kind: EventKind::Comm {
+                pid,
+                tid: pid,
+                comm: name.into(),
+                exec: true,
+            },
+        }
+    }
+
+    fn sample(cpu: u32, pid: u32) -> Event {
+        Event {
+            cpu,
+            pid,
+            tid: pid,
+            time: 7,
+            id: 0,
+            kind: EventKind::Sample {
+                ip: 0xffff,
+                period: 1000,
+                misc: 0,
+            },
+        }
+    }
+
+    struct Names(Vec<(u32, &'static [u8])>);
+    impl CommLookup for Names {
+        fn comm(&self, pid: u32) -> Option<&[u8]> {
+            self.0.iter().find(|(p, _)| *p == pid).map(|(_, n)| *n)
+        }
+    }
+
+    fn m(f: &str, ev: &Event) -> bool {
+        Filter::parse(f)
+            .unwrap()
+            .matches(ev, &Names(vec![(42, b"bash"), (7, b"kworker/0:1")]))
+    }
+
+    #[test]
+    fn empty_filter_keeps_all() {
+        let f = Filter::parse("   ").unwrap();
+        assert!(f.is_empty());
+        assert!(f.matches(&sample(0, 1), &NoComms));
+    }
+
+    #[test]
+    fn types_and_negation() {
+        assert!(m("type:fork,exit", &fork(2, 1)));
+        assert!(!m("type:fork,exit", &sample(0, 1)));
+        assert!(m("!type:sample", &fork(2, 1)));
+        assert!(!m("!type:sample", &sample(0, 1)));
+        assert!(m("type:COMM", &comm(3, b"x")));
+        assert!(m(
+            "type:switch",
+            &Event {
+                kind: EventKind::Switch {
+                    out: true,
+                    preempt: false,
+                    next_prev: None
+                },
+                ..sample(0, 1)
+            }
+        ));
+    }
+
+    #[test]
+    fn ids_ranges_and_lists() {
+        assert!(m("pid:2", &fork(2, 1)), "pid is the forked task");
+        assert!(!m("pid:1", &fork(2, 1)));
+        assert!(m("ppid:1", &fork(2, 1)));
+        assert!(!m("ppid:1", &sample(0, 1)), "samples have no ppid");
+        assert!(m("tid:1-3", &fork(2, 1)));
+        assert!(m("cpu:0-1", &sample(1, 5)));
+        assert!(!m("cpu:0", &sample(1, 5)));
+        assert!(m("cpu:3,1", &sample(1, 5)));
+        assert!(m("pid:5 cpu:1", &sample(1, 5)));
+        assert!(!m("pid:5 cpu:0", &sample(1, 5)), "terms are ANDed");
+    }
+
+    #[test]
+    fn comm_substring_glob_and_lookup() {
+        assert!(m("comm:bas", &comm(3, b"bash")));
+        assert!(m("comm:BASH", &comm(3, b"bash")));
+        assert!(m("comm:b*h", &comm(3, b"bash")));
+        assert!(!m("comm:b*x", &comm(3, b"bash")));
+        assert!(m("comm:?ash", &comm(3, b"bash")));
+        assert!(m("comm:bash", &sample(0, 42)), "known from the lookup");
+        assert!(!m("comm:bash", &sample(0, 43)), "unknown pid");
+        assert!(m("comm:kworker*", &sample(0, 7)));
+        assert!(m("!comm:kworker*", &sample(0, 42)));
+        assert!(m("comm:zsh,bash", &sample(0, 42)));
+    }
+
+    #[test]
+    fn comm_matches_the_escaped_name() {
+        assert!(m("comm:\\x1b", &comm(3, b"\x1bevil")));
+    }
+
+    #[test]
+    fn free_words_match_the_plain_line() {
+        assert!(m("FORK", &fork(2, 1)));
+        assert!(m("0xffff", &sample(0, 1)));
+        assert!(m("period", &sample(0, 1)));
+        assert!(!m("mmap", &sample(0, 1)));
+        assert!(m("!mmap", &sample(0, 1)));
+    }
+
+    #[test]
+    fn errors_name_the_term() {
+        let e = |s: &str| Filter::parse(s).unwrap_err().to_string();
+        assert!(e("type:forks").contains("'forks'"), "{}", e("type:forks"));
+        assert!(e("pid:abc").contains("'pid:abc'"));
+        assert!(e("cpu:3-1").contains("'cpu:3-1'"));
+        assert!(e("pid:").contains("'pid:'"));
+        assert!(e("color:red").contains("'color'"));
+        assert!(e("!").contains("'!'"));
+        assert!(e("!!fork").contains("'!!fork'"));
+        for s in ["type:forks", "pid:1,,2", "bogus:1", "!"] {
+            assert!(!e(s).contains('\n'), "one line: {}", e(s));
+        }
+    }
+
+    #[test]
+    fn glob_edge_cases() {
+        let g = |p: &str, s: &str| {
+            glob(
+                &p.chars().collect::<Vec<_>>(),
+                &s.chars().collect::<Vec<_>>(),
+            )
+        };
+        assert!(g("*", ""));
+        assert!(g("a*", "a"));
+        assert!(g("*b*", "abc"));
+        assert!(!g("a?", "a"));
+        assert!(g("a*c*e", "abcde"));
+        assert!(!g("a*c*e", "abcd"));
+    }
+
+    #[test]
+    fn comm_map_follows_fork_comm_exit() {
+        let mut c = CommMap::default();
+        c.observe(&comm(10, b"sh"));
+        c.observe(&fork(11, 10));
+        assert_eq!(c.comm(11), Some(&b"sh"[..]));
+        c.observe(&comm(11, b"ls"));
+        assert_eq!(c.comm(11), Some(&b"ls"[..]));
+        let exit = Event {
+            kind: EventKind::Exit(TaskRecord {
+                pid: 11,
+                ppid: 10,
+                tid: 11,
+                ptid: 10,
+                time: 9,
+            }),
+            ..fork(11, 10)
+        };
+        c.forget_exited(&exit);
+        assert_eq!(c.comm(11), None);
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn plain_predicate_knows_names_from_comm_records() {
+        let mut p = plain_predicate(Filter::parse("comm:zz_unlikely_name").unwrap());
+        assert!(!p(&sample(0, 999_999)));
+        assert!(p(&comm(999_999, b"zz_unlikely_name")));
+        assert!(p(&sample(0, 999_999)));
+    }
+
+    #[test]
+    fn proc_has_init() {
+        assert!(proc_comms().iter().any(|(p, _)| *p == 1));
+    }
+}

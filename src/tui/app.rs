@@ -1,0 +1,1274 @@
+//! The TUI's state: plain data, updated by plain functions, drawn by [`super::ui`].
+//!
+//! Nothing here touches a terminal, a clock or the kernel: the loop hands in batches, keys and
+//! the monotonic time of each tick, so that tests can drive it with hand-made events and
+//! assert on rates, the task table, filtering, history bounds and scrolling.
+//!
+//! Ingest is the hot path (every record passes through it): it does no string formatting
+//! (unless a filter with free words is active), keeps names as fixed 16-byte arrays, and only
+//! appends to bounded rings. Text is formatted at draw time, for the visible rows only.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+
+use super::input::{Action, map_key};
+use crate::event::{Event, EventKind};
+use crate::filter::{CommLookup, Filter};
+use crate::merge::Reorder;
+use crate::monitor::MonitorInfo;
+use crate::pane::PaneMsg;
+use crate::perf::reader::Batch;
+use crate::stats::Totals;
+use crate::text::escape;
+
+/// Log entries kept by default (`--history`).
+pub const DEFAULT_HISTORY: usize = 10_000;
+/// Rows of the task stream kept.
+pub const TASK_ROWS: usize = 2_000;
+/// Tasks the table remembers at most (live ones first).
+pub const TASK_CAP: usize = 65_536;
+/// Seconds of per-CPU rate history (the sparklines).
+pub const RATE_SECONDS: usize = 60;
+/// How long an exited task's name is kept for late records that mention it.
+const EXITED_KEEP_NS: u64 = 10 * NS;
+/// How long after a second ends its rate is final: a reader sends a batch at least every
+/// poll timeout (100 ms), so records of a second arrive within this.
+const RATE_LAG_NS: u64 = 400_000_000;
+/// Lines and messages a script pane keeps.
+const PANE_LINES: usize = 1_000;
+const PANE_MESSAGES: usize = 200;
+/// Events the time-ordering window holds before it lets older ones out regardless.
+const REORDER_MAX: usize = 1 << 16;
+const NS: u64 = 1_000_000_000;
+
+/// What the per-CPU rate rows measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateUnit {
+    /// A software clock (cpu-clock, task-clock): the period is nanoseconds, so the sum of the
+    /// periods of non-idle samples per second is the CPU's busy share.
+    Utilisation,
+    /// A counting event (cycles, instructions, ...): the sum of periods per second.
+    Events,
+    /// No sampled event (`dummy`, tracepoints): records per second.
+    Records,
+}
+
+/// What the app shows about the monitor itself.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    /// The event in use.
+    pub event: String,
+    /// The fallback note ("cycles not supported, using cpu-clock").
+    pub fallback: Option<String>,
+    pub unit: RateUnit,
+    pub target: String,
+    pub cpus: Vec<u32>,
+    /// Log entries kept.
+    pub history: usize,
+    /// CLOCK_MONOTONIC ns when monitoring started.
+    pub start_ns: u64,
+}
+
+impl AppConfig {
+    pub fn from_info(info: &MonitorInfo, history: usize, start_ns: u64) -> AppConfig {
+        let unit = if info.event.is_clock() {
+            RateUnit::Utilisation
+        } else if info.event.is_dummy() || info.event.is_tracepoint() {
+            RateUnit::Records
+        } else {
+            RateUnit::Events
+        };
+        AppConfig {
+            event: info.event.name.clone(),
+            // Short: the status bar has one line; the reason is in the notes printed at exit.
+            fallback: info
+                .fallback
+                .as_ref()
+                .map(|f| format!("{} not supported, using {}", f.requested, f.used)),
+            unit,
+            target: info.target.clone(),
+            cpus: info.cpus.clone(),
+            history,
+            start_ns,
+        }
+    }
+}
+
+/// A task name as the kernel keeps it (at most 16 bytes), stored without allocating.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Comm {
+    buf: [u8; 16],
+    len: u8,
+}
+
+impl Comm {
+    pub fn new(b: &[u8]) -> Comm {
+        let b = crate::text::until_nul(b);
+        let n = b.len().min(16);
+        let mut buf = [0; 16];
+        buf[..n].copy_from_slice(&b[..n]);
+        Comm { buf, len: n as u8 }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+
+    /// The escaped, displayable name.
+    pub fn display(&self) -> String {
+        escape(self.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", crate::text::Untrusted(self.as_bytes()))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    /// Known when the fork was seen.
+    ppid: Option<u32>,
+    comm: Option<Comm>,
+    fork_time: Option<u64>,
+    exit_time: Option<u64>,
+}
+
+/// Tasks by tid: their names (for the task stream, top tasks and `comm:`), and fork times
+/// (for lifetimes). Bounded: exited tasks are forgotten after a while, and at [`TASK_CAP`].
+#[derive(Debug, Default)]
+pub struct TaskTable {
+    tasks: HashMap<u32, Task>,
+}
+
+impl CommLookup for TaskTable {
+    fn comm(&self, pid: u32) -> Option<&[u8]> {
+        self.tasks
+            .get(&pid)
+            .and_then(|t| t.comm.as_ref())
+            .map(Comm::as_bytes)
+    }
+}
+
+impl TaskTable {
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The name of a task, if known.
+    pub fn name(&self, tid: u32) -> Option<Comm> {
+        self.tasks.get(&tid).and_then(|t| t.comm)
+    }
+
+    /// Learn a task that existed before perfwatch started.
+    pub fn seed(&mut self, pid: u32, comm: &[u8]) {
+        self.tasks.insert(
+            pid,
+            Task {
+                ppid: None,
+                comm: Some(Comm::new(comm)),
+                fork_time: None,
+                exit_time: None,
+            },
+        );
+    }
+
+    fn evict(&mut self, now: u64) {
+        self.tasks.retain(|_, t| {
+            t.exit_time
+                .is_none_or(|e| now.saturating_sub(e) < EXITED_KEEP_NS)
+        });
+        if self.tasks.len() > TASK_CAP {
+            self.tasks.retain(|_, t| t.exit_time.is_none());
+        }
+        if self.tasks.len() > TASK_CAP {
+            // Only live tasks are left and still too many: forget those never seen to fork.
+            self.tasks.retain(|_, t| t.fork_time.is_some());
+        }
+    }
+}
+
+/// What a row of the task stream reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskEvent {
+    Fork,
+    /// A fork that created a thread in the same process.
+    Thread,
+    Exit,
+    /// A comm record written by execve.
+    Exec,
+    /// A rename (prctl).
+    Comm,
+}
+
+impl TaskEvent {
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskEvent::Fork => "fork",
+            TaskEvent::Thread => "thread",
+            TaskEvent::Exit => "exit",
+            TaskEvent::Exec => "exec",
+            TaskEvent::Comm => "comm",
+        }
+    }
+}
+
+/// One row of the task stream, complete at ingest so that drawing needs no lookups.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskRow {
+    pub time: u64,
+    pub event: TaskEvent,
+    pub pid: u32,
+    pub tid: u32,
+    /// Unknown for a comm record of a task whose fork was not seen.
+    pub ppid: Option<u32>,
+    pub comm: Option<Comm>,
+    pub parent_comm: Option<Comm>,
+    /// For an exit whose fork was seen: how long the task lived, in ns.
+    pub lifetime: Option<u64>,
+}
+
+/// Per-CPU rates, one value per second, from sample periods bucketed by record time.
+#[derive(Debug)]
+pub struct Rates {
+    unit: RateUnit,
+    cpus: Vec<u32>,
+    /// Index into `cpus` by CPU number.
+    index: Vec<Option<usize>>,
+    start_ns: u64,
+    /// Open seconds (oldest first) with their per-CPU sums.
+    open: VecDeque<(u64, Vec<u64>)>,
+    /// The last second whose figures are final.
+    closed_through: u64,
+    /// Per CPU, then the all-CPU total (last): the last [`RATE_SECONDS`] values.
+    history: Vec<VecDeque<f64>>,
+}
+
+impl Rates {
+    fn new(unit: RateUnit, cpus: &[u32], start_ns: u64) -> Rates {
+        let max = cpus.iter().copied().max().unwrap_or(0) as usize;
+        let mut index = vec![None; max + 1];
+        for (i, &c) in cpus.iter().enumerate() {
+            index[c as usize] = Some(i);
+        }
+        Rates {
+            unit,
+            cpus: cpus.to_vec(),
+            index,
+            start_ns,
+            open: VecDeque::new(),
+            closed_through: (start_ns / NS).saturating_sub(1),
+            history: vec![VecDeque::with_capacity(RATE_SECONDS); cpus.len() + 1],
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, cpu: u32, time: u64, amount: u64) {
+        let Some(&Some(i)) = self.index.get(cpu as usize) else {
+            return;
+        };
+        // A record for a second already final counts in the first open one: late, not lost.
+        let sec = (time / NS).max(self.closed_through + 1);
+        let n = self.cpus.len();
+        let pos = match self.open.iter().rposition(|(s, _)| *s <= sec) {
+            Some(p) if self.open[p].0 == sec => p,
+            Some(p) => {
+                self.open.insert(p + 1, (sec, vec![0; n]));
+                p + 1
+            }
+            None => {
+                self.open.push_front((sec, vec![0; n]));
+                0
+            }
+        };
+        self.open[pos].1[i] += amount;
+    }
+
+    fn account(&mut self, ev: &Event) {
+        match (&ev.kind, self.unit) {
+            // Samples of the idle task (pid 0) are idle time.
+            (EventKind::Sample { period, .. }, RateUnit::Utilisation) if ev.pid != 0 => {
+                self.add(ev.cpu, ev.time, *period)
+            }
+            (EventKind::Sample { period, .. }, RateUnit::Events) => {
+                self.add(ev.cpu, ev.time, *period)
+            }
+            (_, RateUnit::Records) => self.add(ev.cpu, ev.time, 1),
+            _ => {}
+        }
+    }
+
+    /// Make every second that ended before `now - RATE_LAG_NS` final. Returns how many.
+    fn close(&mut self, now: u64) -> usize {
+        let Some(last) = (now.saturating_sub(RATE_LAG_NS) / NS).checked_sub(1) else {
+            return 0;
+        };
+        if last <= self.closed_through {
+            return 0;
+        }
+        // After a long gap only the last minute matters.
+        let first = (self.closed_through + 1).max(last.saturating_sub(RATE_SECONDS as u64));
+        let n = self.cpus.len();
+        let mut closed = 0;
+        for sec in first..=last {
+            while self.open.front().is_some_and(|(s, _)| *s < sec) {
+                self.open.pop_front();
+            }
+            let sums = match self.open.front() {
+                Some((s, _)) if *s == sec => self.open.pop_front().map(|(_, v)| v),
+                _ => None,
+            };
+            let begin = (sec * NS).max(self.start_ns);
+            let span = ((sec + 1) * NS).saturating_sub(begin).max(1) as f64;
+            let mut total = 0.0;
+            for i in 0..n {
+                let v = sums.as_ref().map_or(0, |s| s[i]) as f64 * NS as f64 / span;
+                let v = if self.unit == RateUnit::Utilisation {
+                    v / NS as f64 * 100.0
+                } else {
+                    v
+                };
+                total += v;
+                push_bounded(&mut self.history[i], v, RATE_SECONDS);
+            }
+            push_bounded(&mut self.history[n], total, RATE_SECONDS);
+            closed += 1;
+        }
+        self.closed_through = last;
+        closed
+    }
+
+    pub fn unit(&self) -> RateUnit {
+        self.unit
+    }
+
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
+    }
+
+    /// The per-second history of CPU row `i` (`i == cpus().len()` is the all-CPU total).
+    pub fn history(&self, i: usize) -> &VecDeque<f64> {
+        &self.history[i]
+    }
+
+    /// The latest final value of row `i`.
+    pub fn latest(&self, i: usize) -> Option<f64> {
+        self.history.get(i).and_then(|h| h.back().copied())
+    }
+}
+
+fn push_bounded<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
+    if q.len() >= cap {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+/// A script's pane: what its `on_tick()` returned, and its printed messages.
+#[derive(Clone, Debug, Default)]
+pub struct ScriptPane {
+    /// The script's name, escaped.
+    pub name: String,
+    pub lines: Vec<String>,
+    /// Escaped message lines; `true` for error output.
+    pub messages: VecDeque<(String, bool)>,
+}
+
+/// The panes that take focus, in Tab order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pane {
+    Cpus,
+    Tasks,
+    Top,
+    Script,
+    Log,
+}
+
+/// The filter being edited (`/`).
+#[derive(Clone, Debug)]
+pub struct FilterEdit {
+    pub text: String,
+    /// The parse error of `text`, shown under it.
+    pub error: Option<String>,
+    /// The filter in force before editing: restored by Esc.
+    before: Filter,
+}
+
+/// The whole state of the TUI.
+pub struct App {
+    pub cfg: AppConfig,
+    reorder: Reorder,
+    scratch: Vec<Event>,
+    pub rates: Rates,
+    pub tasks: TaskTable,
+    task_rows: VecDeque<TaskRow>,
+    /// Samples by pid since the last second closed.
+    top_acc: HashMap<u32, u64>,
+    /// The top tasks of the last closed second: (pid, samples), and all samples.
+    top: Vec<(u32, u64)>,
+    top_total: u64,
+    log: VecDeque<Event>,
+    /// Sequence number of `log[0]`.
+    log_first_seq: u64,
+    /// With a filter: sequence numbers of the matching log entries.
+    filtered: Option<VecDeque<u64>>,
+    filter: Filter,
+    line_buf: String,
+    pub totals: Totals,
+    rate_mark: Option<(u64, u64)>,
+    /// Records per second over the last second (from the counters).
+    pub records_per_sec: f64,
+    pub now_ns: u64,
+    pub paused: bool,
+    pub show_help: bool,
+    pub edit: Option<FilterEdit>,
+    pub focus: Pane,
+    /// Rows scrolled back from the newest (0: following the tail).
+    pub log_scroll: usize,
+    pub task_scroll: usize,
+    /// Rows scrolled down from the top.
+    pub top_scroll: usize,
+    pub cpu_scroll: usize,
+    pub script_scroll: usize,
+    pub scripts: Vec<ScriptPane>,
+    /// A message for the footer (e.g. why a key did nothing).
+    pub message: Option<String>,
+    pub quit: bool,
+    /// Rows of the focused pane at the last draw: the PgUp/PgDn step.
+    pub page_rows: Cell<usize>,
+}
+
+impl App {
+    pub fn new(cfg: AppConfig) -> App {
+        App {
+            reorder: Reorder::new(&cfg.cpus, REORDER_MAX),
+            scratch: Vec::new(),
+            rates: Rates::new(cfg.unit, &cfg.cpus, cfg.start_ns),
+            tasks: TaskTable::default(),
+            task_rows: VecDeque::new(),
+            top_acc: HashMap::new(),
+            top: Vec::new(),
+            top_total: 0,
+            log: VecDeque::with_capacity(cfg.history.min(1 << 16)),
+            log_first_seq: 0,
+            filtered: None,
+            filter: Filter::default(),
+            line_buf: String::new(),
+            totals: Totals::default(),
+            rate_mark: None,
+            records_per_sec: 0.0,
+            now_ns: cfg.start_ns,
+            paused: false,
+            show_help: false,
+            edit: None,
+            focus: Pane::Log,
+            log_scroll: 0,
+            task_scroll: 0,
+            top_scroll: 0,
+            cpu_scroll: 0,
+            script_scroll: 0,
+            scripts: Vec::new(),
+            message: None,
+            quit: false,
+            page_rows: Cell::new(10),
+            cfg,
+        }
+    }
+
+    /// Learn the names of the tasks that exist at start-up (from `/proc`).
+    pub fn seed_tasks(&mut self, comms: impl IntoIterator<Item = (u32, Box<[u8]>)>) {
+        for (pid, comm) in comms {
+            self.tasks.seed(pid, &comm);
+        }
+    }
+
+    /// Set the filter in force (from `--filter`, or when an edit is applied).
+    pub fn set_filter(&mut self, filter: Filter) {
+        self.filter = filter;
+        self.rebuild_filtered();
+    }
+
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
+    fn rebuild_filtered(&mut self) {
+        self.log_scroll = 0;
+        if self.filter.is_empty() {
+            self.filtered = None;
+            return;
+        }
+        let mut f = VecDeque::new();
+        for (i, ev) in self.log.iter().enumerate() {
+            if self
+                .filter
+                .matches_with(ev, &self.tasks, &mut self.line_buf)
+            {
+                f.push_back(self.log_first_seq + i as u64);
+            }
+        }
+        self.filtered = Some(f);
+    }
+
+    /// A batch from one CPU's reader: rates are counted at once; the log and the task
+    /// stream take the events in global time order, through the reorder window.
+    pub fn on_batch(&mut self, batch: Batch) {
+        for ev in &batch.events {
+            self.account(ev);
+        }
+        self.reorder.push(batch);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.reorder.pop_ready(|ev| scratch.push(ev));
+        for ev in scratch.drain(..) {
+            self.ingest(ev);
+        }
+        self.scratch = scratch;
+    }
+
+    /// Events already in time order (tests, benchmarks): counted and ingested at once.
+    pub fn on_events(&mut self, events: impl IntoIterator<Item = Event>) {
+        for ev in events {
+            self.account(&ev);
+            self.ingest(ev);
+        }
+    }
+
+    /// Let out everything held for ordering (at shutdown).
+    pub fn flush(&mut self) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.reorder.flush(|ev| scratch.push(ev));
+        for ev in scratch.drain(..) {
+            self.ingest(ev);
+        }
+        self.scratch = scratch;
+    }
+
+    /// True once every CPU's reader sent its last batch.
+    pub fn all_ended(&self) -> bool {
+        self.reorder.all_ended()
+    }
+
+    #[inline]
+    fn account(&mut self, ev: &Event) {
+        self.rates.account(ev);
+        if matches!(ev.kind, EventKind::Sample { .. }) {
+            *self.top_acc.entry(ev.pid).or_insert(0) += 1;
+        }
+    }
+
+    fn ingest(&mut self, ev: Event) {
+        match &ev.kind {
+            EventKind::Fork(t) => {
+                let parent = self.tasks.name(t.ptid).or_else(|| self.tasks.name(t.ppid));
+                let thread = t.pid == t.ppid && t.tid != t.pid;
+                self.tasks.tasks.insert(
+                    t.tid,
+                    Task {
+                        ppid: Some(t.ppid),
+                        comm: parent,
+                        fork_time: Some(t.time),
+                        exit_time: None,
+                    },
+                );
+                self.push_task_row(TaskRow {
+                    time: ev.time,
+                    event: if thread {
+                        TaskEvent::Thread
+                    } else {
+                        TaskEvent::Fork
+                    },
+                    pid: t.pid,
+                    tid: t.tid,
+                    ppid: Some(t.ppid),
+                    comm: parent,
+                    parent_comm: self.tasks.name(t.ppid),
+                    lifetime: None,
+                });
+            }
+            EventKind::Exit(t) => {
+                let task = self.tasks.tasks.get_mut(&t.tid);
+                let (comm, lifetime) = match task {
+                    Some(task) => {
+                        task.exit_time = Some(t.time);
+                        (task.comm, task.fork_time.map(|f| t.time.saturating_sub(f)))
+                    }
+                    None => (None, None),
+                };
+                self.push_task_row(TaskRow {
+                    time: ev.time,
+                    event: TaskEvent::Exit,
+                    pid: t.pid,
+                    tid: t.tid,
+                    ppid: Some(t.ppid),
+                    comm,
+                    parent_comm: self.tasks.name(t.ppid),
+                    lifetime,
+                });
+            }
+            EventKind::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => {
+                let c = Comm::new(comm);
+                let task = self.tasks.tasks.entry(*tid).or_insert(Task {
+                    ppid: None,
+                    comm: None,
+                    fork_time: None,
+                    exit_time: None,
+                });
+                task.comm = Some(c);
+                let ppid = task.ppid;
+                self.push_task_row(TaskRow {
+                    time: ev.time,
+                    event: if *exec {
+                        TaskEvent::Exec
+                    } else {
+                        TaskEvent::Comm
+                    },
+                    pid: *pid,
+                    tid: *tid,
+                    ppid,
+                    comm: Some(c),
+                    parent_comm: ppid.and_then(|p| self.tasks.name(p)),
+                    lifetime: None,
+                });
+            }
+            _ => {}
+        }
+        self.push_log(ev);
+    }
+
+    fn push_task_row(&mut self, row: TaskRow) {
+        push_bounded(&mut self.task_rows, row, TASK_ROWS);
+        if self.paused || self.task_scroll > 0 {
+            self.task_scroll = (self.task_scroll + 1).min(self.task_rows.len().saturating_sub(1));
+        }
+    }
+
+    fn push_log(&mut self, ev: Event) {
+        let seq = self.log_first_seq + self.log.len() as u64;
+        let keep = self.filtered.is_none()
+            || self
+                .filter
+                .matches_with(&ev, &self.tasks, &mut self.line_buf);
+        if self.log.len() >= self.cfg.history.max(1) {
+            self.log.pop_front();
+            self.log_first_seq += 1;
+            if let Some(f) = self.filtered.as_mut() {
+                while f.front().is_some_and(|&s| s < self.log_first_seq) {
+                    f.pop_front();
+                }
+            }
+        }
+        self.log.push_back(ev);
+        if let (true, Some(f)) = (keep, self.filtered.as_mut()) {
+            f.push_back(seq);
+        }
+        if keep && (self.paused || self.log_scroll > 0) {
+            self.log_scroll += 1;
+        }
+        self.log_scroll = self.log_scroll.min(self.log_len().saturating_sub(1));
+    }
+
+    /// Entries the log view shows (after the filter).
+    pub fn log_len(&self) -> usize {
+        self.filtered.as_ref().map_or(self.log.len(), VecDeque::len)
+    }
+
+    /// Entries in the log ring (before the filter).
+    pub fn log_entries(&self) -> usize {
+        self.log.len()
+    }
+
+    /// The `i`-th entry of the log view, oldest first.
+    pub fn log_entry(&self, i: usize) -> Option<&Event> {
+        match &self.filtered {
+            None => self.log.get(i),
+            Some(f) => {
+                let seq = *f.get(i)?;
+                self.log.get(seq.checked_sub(self.log_first_seq)? as usize)
+            }
+        }
+    }
+
+    /// The rows of the task stream, oldest first.
+    pub fn task_rows(&self) -> &VecDeque<TaskRow> {
+        &self.task_rows
+    }
+
+    /// The top tasks of the last second: (pid, samples), most first, and all samples.
+    pub fn top(&self) -> (&[(u32, u64)], u64) {
+        (&self.top, self.top_total)
+    }
+
+    /// The render clock: `now` is CLOCK_MONOTONIC ns. Makes seconds final, rolls the top
+    /// list, forgets old exited tasks.
+    pub fn on_tick(&mut self, now: u64) {
+        self.now_ns = now;
+        if self.rates.close(now) > 0 {
+            if !self.paused {
+                self.top.clear();
+                self.top.extend(
+                    self.top_acc
+                        .iter()
+                        .filter(|(pid, _)| **pid != 0)
+                        .map(|(p, n)| (*p, *n)),
+                );
+                self.top
+                    .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                self.top_total = self.top_acc.values().sum();
+            }
+            self.top_acc.clear();
+            self.tasks.evict(now);
+        }
+    }
+
+    /// The counters of the readers (read on each tick); records/s is derived over a second.
+    pub fn set_totals(&mut self, totals: Totals) {
+        let total = totals.total_records();
+        match self.rate_mark {
+            None => self.rate_mark = Some((total, self.now_ns)),
+            Some((t0, n0)) if self.now_ns >= n0 + NS => {
+                self.records_per_sec =
+                    total.saturating_sub(t0) as f64 * NS as f64 / (self.now_ns - n0) as f64;
+                self.rate_mark = Some((total, self.now_ns));
+            }
+            _ => {}
+        }
+        self.totals = totals;
+    }
+
+    /// A message from the script stage.
+    pub fn on_pane_msg(&mut self, msg: PaneMsg) {
+        let script = match &msg {
+            PaneMsg::Lines { script, .. } | PaneMsg::Text { script, .. } => script,
+        };
+        let name = escape(script.as_bytes());
+        let idx = match self.scripts.iter().position(|p| p.name == name) {
+            Some(i) => i,
+            None => {
+                self.scripts.push(ScriptPane {
+                    name,
+                    ..Default::default()
+                });
+                self.scripts.len() - 1
+            }
+        };
+        let pane = &mut self.scripts[idx];
+        match msg {
+            PaneMsg::Lines { lines, .. } => {
+                pane.lines = lines
+                    .iter()
+                    .take(PANE_LINES)
+                    .map(|l| escape(l.as_bytes()))
+                    .collect();
+            }
+            PaneMsg::Text { text, is_error, .. } => {
+                for line in text.lines() {
+                    push_bounded(
+                        &mut pane.messages,
+                        (escape(line.as_bytes()), is_error),
+                        PANE_MESSAGES,
+                    );
+                }
+            }
+        }
+    }
+
+    /// The panes in Tab order (the script pane only when a script sent something).
+    pub fn panes(&self) -> Vec<Pane> {
+        let mut v = vec![Pane::Cpus, Pane::Tasks, Pane::Top];
+        if !self.scripts.is_empty() {
+            v.push(Pane::Script);
+        }
+        v.push(Pane::Log);
+        v
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) {
+        if key.kind == crossterm::event::KeyEventKind::Release {
+            return;
+        }
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            self.quit = true;
+            return;
+        }
+        if self.edit.is_some() {
+            self.on_edit_key(key);
+            return;
+        }
+        if self.show_help {
+            // Any key closes the help; q closes it rather than quitting by surprise.
+            self.show_help = false;
+            return;
+        }
+        self.message = None;
+        match map_key(key) {
+            Action::Quit => self.quit = true,
+            Action::Pause => self.toggle_pause(),
+            Action::EditFilter => {
+                let text = self.filter.source().to_string();
+                self.edit = Some(FilterEdit {
+                    text,
+                    error: None,
+                    before: self.filter.clone(),
+                });
+            }
+            Action::FocusNext => self.move_focus(1),
+            Action::FocusPrev => self.move_focus(-1),
+            Action::Up(n) => self.scroll(-(n as isize)),
+            Action::Down(n) => self.scroll(n as isize),
+            Action::PageUp => self.scroll(-(self.page_rows.get().max(1) as isize)),
+            Action::PageDown => self.scroll(self.page_rows.get().max(1) as isize),
+            Action::Home => self.scroll(isize::MIN / 2),
+            Action::End => self.scroll(isize::MAX / 2),
+            Action::Clear => self.clear_log(),
+            Action::Help => self.show_help = true,
+            Action::None => {}
+        }
+    }
+
+    fn on_edit_key(&mut self, key: KeyEvent) {
+        let Some(edit) = self.edit.as_mut() else {
+            return;
+        };
+        match key.code {
+            KeyCode::Esc => {
+                let before = edit.before.clone();
+                self.edit = None;
+                if before != self.filter {
+                    self.set_filter(before);
+                }
+                return;
+            }
+            KeyCode::Enter => {
+                if edit.error.is_none() {
+                    self.edit = None;
+                }
+                return;
+            }
+            KeyCode::Backspace => {
+                edit.text.pop();
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                edit.text.clear();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                if edit.text.len() < 512 {
+                    edit.text.push(c);
+                }
+            }
+            _ => return,
+        }
+        // Live preview: a valid expression applies at once; an invalid one shows its error
+        // and the view keeps the filter that was in force before editing.
+        let (text, before) = (edit.text.clone(), edit.before.clone());
+        match Filter::parse(&text) {
+            Ok(f) => {
+                if let Some(e) = self.edit.as_mut() {
+                    e.error = None;
+                }
+                if f != self.filter {
+                    self.set_filter(f);
+                }
+            }
+            Err(e) => {
+                if let Some(ed) = self.edit.as_mut() {
+                    ed.error = Some(e.to_string());
+                }
+                if before != self.filter {
+                    self.set_filter(before);
+                }
+            }
+        }
+    }
+
+    pub fn on_mouse(&mut self, m: MouseEvent) {
+        match m.kind {
+            MouseEventKind::ScrollUp => self.scroll(-3),
+            MouseEventKind::ScrollDown => self.scroll(3),
+            _ => {}
+        }
+    }
+
+    fn toggle_pause(&mut self) {
+        self.paused = !self.paused;
+        if !self.paused {
+            // Resuming follows the newest again, as perf top and htop do.
+            self.log_scroll = 0;
+            self.task_scroll = 0;
+        }
+    }
+
+    fn move_focus(&mut self, step: isize) {
+        let panes = self.panes();
+        let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
+        let n = panes.len() as isize;
+        self.focus = panes[((i + step) % n + n) as usize % panes.len()];
+    }
+
+    /// Scroll the focused pane: negative is up (older for the streams).
+    fn scroll(&mut self, delta: isize) {
+        fn back(off: usize, delta: isize, len: usize) -> usize {
+            // Streams count rows back from the newest: up (negative) goes further back.
+            let v = off as isize - delta;
+            v.clamp(0, len.saturating_sub(1) as isize) as usize
+        }
+        fn down(off: usize, delta: isize, len: usize) -> usize {
+            let v = off as isize + delta;
+            v.clamp(0, len.saturating_sub(1) as isize) as usize
+        }
+        match self.focus {
+            Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
+            Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
+            Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top.len()),
+            Pane::Cpus => self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus.len() + 1),
+            Pane::Script => {
+                let len = self
+                    .scripts
+                    .iter()
+                    .map(|p| p.lines.len() + p.messages.len())
+                    .sum();
+                self.script_scroll = down(self.script_scroll, delta, len)
+            }
+        }
+    }
+
+    /// `c`: forget the log (the counters are kept).
+    pub fn clear_log(&mut self) {
+        self.log_first_seq += self.log.len() as u64;
+        self.log.clear();
+        if let Some(f) = self.filtered.as_mut() {
+            f.clear();
+        }
+        self.log_scroll = 0;
+    }
+
+    /// Seconds since monitoring started.
+    pub fn elapsed_secs(&self) -> f64 {
+        self.now_ns.saturating_sub(self.cfg.start_ns) as f64 / NS as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::TaskRecord;
+
+    const T0: u64 = 100 * NS;
+
+    pub(crate) fn cfg(unit: RateUnit, history: usize) -> AppConfig {
+        AppConfig {
+            event: "cpu-clock".into(),
+            fallback: None,
+            unit,
+            target: "system-wide".into(),
+            cpus: vec![0, 1],
+            history,
+            start_ns: T0,
+        }
+    }
+
+    fn ev(cpu: u32, pid: u32, time: u64, kind: EventKind) -> Event {
+        Event {
+            cpu,
+            pid,
+            tid: pid,
+            time,
+            id: 0,
+            kind,
+        }
+    }
+
+    fn sample(cpu: u32, pid: u32, time: u64, period: u64) -> Event {
+        ev(
+            cpu,
+            pid,
+            time,
+            EventKind::Sample {
+                ip: 1,
+                period,
+                misc: 0,
+            },
+        )
+    }
+
+    fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
+        TaskRecord {
+            pid,
+            ppid,
+            tid: pid,
+            ptid: ppid,
+            time,
+        }
+    }
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn busy_cpu_reads_100_percent_and_idle_reads_0() {
+        let mut app = App::new(cfg(RateUnit::Utilisation, 100));
+        // One second, 1000 samples of 1 ms on each CPU: CPU 0 busy, CPU 1 idle (pid 0).
+        let evs = (0..1000u64).flat_map(|i| {
+            let t = T0 + i * 1_000_000;
+            [sample(0, 42, t, 1_000_000), sample(1, 0, t, 1_000_000)]
+        });
+        app.on_events(evs);
+        app.on_tick(T0 + NS + RATE_LAG_NS);
+        let busy = app.rates.latest(0).unwrap();
+        assert!((busy - 100.0).abs() < 0.01, "{busy}");
+        assert_eq!(app.rates.latest(1), Some(0.0));
+        assert!((app.rates.latest(2).unwrap() - 100.0).abs() < 0.01);
+        assert_eq!(app.top().0, &[(42, 1000)]);
+        assert_eq!(app.top().1, 2000);
+    }
+
+    #[test]
+    fn partial_first_second_is_scaled_by_its_length() {
+        let mut c = cfg(RateUnit::Utilisation, 100);
+        c.start_ns = T0 + NS / 2;
+        let mut app = App::new(c);
+        let evs = (0..500u64).map(|i| sample(0, 7, T0 + NS / 2 + i * 1_000_000, 1_000_000));
+        app.on_events(evs);
+        app.on_tick(T0 + NS + RATE_LAG_NS);
+        assert!((app.rates.latest(0).unwrap() - 100.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn hardware_events_are_summed_per_second_and_quiet_seconds_are_zero() {
+        let mut app = App::new(cfg(RateUnit::Events, 100));
+        app.on_events([
+            sample(1, 5, T0 + 10, 2_000_000),
+            sample(1, 5, T0 + 20, 3_000_000),
+        ]);
+        app.on_tick(T0 + 3 * NS + RATE_LAG_NS);
+        let h: Vec<f64> = app.rates.history(1).iter().copied().collect();
+        assert_eq!(h, vec![5_000_000.0, 0.0, 0.0]);
+        // A record for a second already final is counted in the next one, not lost.
+        app.on_events([sample(1, 5, T0 + 10, 1)]);
+        app.on_tick(T0 + 4 * NS + RATE_LAG_NS);
+        assert_eq!(app.rates.latest(1), Some(1.0));
+        assert_eq!(app.rates.latest(0), Some(0.0));
+    }
+
+    #[test]
+    fn rate_history_is_bounded() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        for s in 1..200 {
+            app.on_tick(T0 + s * NS + RATE_LAG_NS);
+        }
+        assert_eq!(app.rates.history(0).len(), RATE_SECONDS);
+    }
+
+    #[test]
+    fn task_stream_has_parent_names_and_lifetimes() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        app.seed_tasks([(1, (*b"systemd").into()), (100, (*b"bash").into())]);
+        app.on_events([
+            ev(0, 100, T0 + 1, EventKind::Fork(task(200, 100, T0 + 1))),
+            ev(
+                0,
+                200,
+                T0 + 2,
+                EventKind::Comm {
+                    pid: 200,
+                    tid: 200,
+                    comm: (*b"sleep").into(),
+                    exec: true,
+                },
+            ),
+            ev(
+                0,
+                200,
+                T0 + 5_000,
+                EventKind::Exit(task(200, 100, T0 + 5_000)),
+            ),
+        ]);
+        let rows: Vec<TaskRow> = app.task_rows().iter().copied().collect();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].event, TaskEvent::Fork);
+        assert_eq!(
+            rows[0].comm.unwrap().as_bytes(),
+            b"bash",
+            "inherits the parent's name"
+        );
+        assert_eq!(rows[0].parent_comm.unwrap().as_bytes(), b"bash");
+        assert_eq!(rows[1].event, TaskEvent::Exec);
+        assert_eq!(rows[1].comm.unwrap().as_bytes(), b"sleep");
+        assert_eq!(rows[2].event, TaskEvent::Exit);
+        assert_eq!(rows[2].comm.unwrap().as_bytes(), b"sleep");
+        assert_eq!(rows[2].lifetime, Some(4_999));
+        assert_eq!(rows[2].parent_comm.unwrap().as_bytes(), b"bash");
+        // An exit whose fork was not seen has no lifetime.
+        app.on_events([ev(
+            0,
+            1,
+            T0 + 6_000,
+            EventKind::Exit(task(1, 0, T0 + 6_000)),
+        )]);
+        assert_eq!(app.task_rows().back().unwrap().lifetime, None);
+        assert_eq!(
+            app.task_rows().back().unwrap().comm.unwrap().as_bytes(),
+            b"systemd"
+        );
+    }
+
+    #[test]
+    fn exited_tasks_are_forgotten_after_a_while() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        app.on_events([
+            ev(0, 1, T0, EventKind::Fork(task(5, 1, T0))),
+            ev(0, 5, T0 + 1, EventKind::Exit(task(5, 1, T0 + 1))),
+            ev(0, 1, T0 + 2, EventKind::Fork(task(6, 1, T0 + 2))),
+        ]);
+        assert_eq!(app.tasks.len(), 2);
+        app.on_tick(T0 + 20 * NS);
+        assert_eq!(app.tasks.len(), 1, "the live task stays");
+    }
+
+    #[test]
+    fn history_is_bounded_and_filter_follows_it() {
+        let mut app = App::new(cfg(RateUnit::Records, 50));
+        app.set_filter(Filter::parse("cpu:1").unwrap());
+        app.on_events((0..1000).map(|i| sample(i % 2, 3, T0 + i as u64, 1)));
+        assert_eq!(app.log_entries(), 50);
+        assert_eq!(app.log_len(), 25);
+        assert!((0..25).all(|i| app.log_entry(i).unwrap().cpu == 1));
+        assert_eq!(app.log_entry(24).unwrap().time, T0 + 999);
+        app.set_filter(Filter::default());
+        assert_eq!(app.log_len(), 50);
+        app.on_key(key('c'));
+        assert_eq!(app.log_len(), 0);
+    }
+
+    #[test]
+    fn comm_filter_uses_task_names() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        app.seed_tasks([(9, (*b"yes").into())]);
+        app.set_filter(Filter::parse("comm:yes").unwrap());
+        app.on_events([sample(0, 9, T0, 1), sample(0, 10, T0 + 1, 1)]);
+        assert_eq!(app.log_len(), 1);
+        assert_eq!(app.log_entry(0).unwrap().pid, 9);
+    }
+
+    #[test]
+    fn filter_editing_previews_and_keeps_the_old_filter_on_error() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        app.on_events((0..10).map(|i| sample(i % 2, 3, T0 + i as u64, 1)));
+        app.on_key(key('/'));
+        for c in "cpu:0".chars() {
+            app.on_key(key(c));
+        }
+        assert_eq!(app.log_len(), 5, "live preview");
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert!(app.edit.is_none());
+        app.on_key(key('/'));
+        for c in " bogus:1".chars() {
+            app.on_key(key(c));
+        }
+        let e = app.edit.as_ref().unwrap().error.clone().unwrap();
+        assert!(e.contains("'bogus'"), "{e}");
+        assert_eq!(app.filter().source(), "cpu:0", "the previous filter stays");
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert!(app.edit.is_some(), "Enter does not apply a bad filter");
+        app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(app.edit.is_none());
+        assert_eq!(app.filter().source(), "cpu:0");
+        assert_eq!(app.log_len(), 5);
+    }
+
+    #[test]
+    fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
+        let mut app = App::new(cfg(RateUnit::Records, 1000));
+        app.on_events((0..100).map(|i| sample(0, 3, T0 + i as u64, 1)));
+        assert_eq!(app.log_scroll, 0);
+        app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
+        assert_eq!(app.log_scroll, 1);
+        app.on_events((0..10).map(|i| sample(0, 3, T0 + 1000 + i as u64, 1)));
+        assert_eq!(
+            app.log_scroll, 11,
+            "new entries do not move a scrolled view"
+        );
+        app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
+        assert_eq!(app.log_scroll, 0);
+        app.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
+        assert_eq!(app.log_scroll, 109);
+        app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
+        app.on_key(key(' '));
+        assert!(app.paused);
+        app.on_events((0..5).map(|i| sample(0, 3, T0 + 2000 + i as u64, 1)));
+        assert_eq!(app.log_scroll, 5, "paused: the view stays put");
+        assert_eq!(app.log_len(), 115, "counting continues");
+        app.on_key(key(' '));
+        assert_eq!(app.log_scroll, 0);
+    }
+
+    #[test]
+    fn focus_cycles_and_quit_keys() {
+        let mut app = App::new(cfg(RateUnit::Records, 10));
+        assert_eq!(app.focus, Pane::Log);
+        app.on_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+        assert_eq!(app.focus, Pane::Cpus);
+        app.on_key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT));
+        assert_eq!(app.focus, Pane::Log);
+        app.on_key(key('?'));
+        assert!(app.show_help);
+        app.on_key(key('q'));
+        assert!(!app.show_help && !app.quit, "q closes the help first");
+        app.on_key(key('q'));
+        assert!(app.quit);
+        let mut app = App::new(cfg(RateUnit::Records, 10));
+        app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn script_panes_are_escaped_and_bounded() {
+        let mut app = App::new(cfg(RateUnit::Records, 10));
+        assert!(!app.panes().contains(&Pane::Script));
+        app.on_pane_msg(PaneMsg::Lines {
+            script: "s.py".into(),
+            lines: vec!["\x1b[2Jx".into()],
+        });
+        for i in 0..500 {
+            app.on_pane_msg(PaneMsg::Text {
+                script: "s.py".into(),
+                text: format!("line {i}\nmore"),
+                is_error: false,
+            });
+        }
+        assert_eq!(app.scripts.len(), 1);
+        assert_eq!(app.scripts[0].lines, vec!["\\x1b[2Jx".to_string()]);
+        assert_eq!(app.scripts[0].messages.len(), PANE_MESSAGES);
+        assert!(app.panes().contains(&Pane::Script));
+    }
+
+    #[test]
+    fn batches_go_through_time_order() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        let b = |cpu, evs: Vec<Event>, now, end| Batch {
+            cpu,
+            events: evs,
+            now,
+            end,
+        };
+        app.on_batch(b(1, vec![sample(1, 3, T0 + 20, 1)], T0 + 30, false));
+        app.on_batch(b(0, vec![sample(0, 3, T0 + 10, 1)], T0 + 30, true));
+        app.on_batch(b(1, vec![], T0 + 40, true));
+        assert!(app.all_ended());
+        app.flush();
+        assert_eq!(app.log_len(), 2);
+        assert_eq!(app.log_entry(0).unwrap().cpu, 0);
+    }
+}

@@ -1,0 +1,83 @@
+//! Keys, in htop / perf top habits, mapped to what they do. Kept apart from the app so the
+//! help overlay and the footer list exactly the keys that work.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What a key asks for (outside filter editing, which takes text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    Pause,
+    EditFilter,
+    FocusNext,
+    FocusPrev,
+    Up(usize),
+    Down(usize),
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    Clear,
+    Help,
+    None,
+}
+
+/// The key table, as the help overlay shows it: (keys, what they do).
+pub const KEYS: &[(&str, &str)] = &[
+    ("q, Ctrl-C", "quit"),
+    ("space", "pause / resume the view (counting continues)"),
+    (
+        "/",
+        "filter: live preview; Enter apply, Esc cancel, Ctrl-U clear",
+    ),
+    ("Tab, Shift-Tab", "move focus between panes"),
+    ("Up/Down, k/j", "scroll the focused pane by a line"),
+    ("PgUp/PgDn", "scroll by a page"),
+    (
+        "Home/End, g/G",
+        "oldest / newest (End follows the tail again)",
+    ),
+    ("mouse wheel", "scroll the focused pane"),
+    ("c", "clear the event log"),
+    ("?", "this help (any key closes it)"),
+];
+
+pub fn map_key(key: KeyEvent) -> Action {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::Char('q') | KeyCode::Char('Q') if !ctrl => Action::Quit,
+        KeyCode::Char('c') if ctrl => Action::Quit,
+        KeyCode::Char(' ') | KeyCode::Char('p') => Action::Pause,
+        KeyCode::Char('/') => Action::EditFilter,
+        KeyCode::Tab => Action::FocusNext,
+        KeyCode::BackTab => Action::FocusPrev,
+        KeyCode::Up | KeyCode::Char('k') => Action::Up(1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Down(1),
+        KeyCode::PageUp => Action::PageUp,
+        KeyCode::PageDown => Action::PageDown,
+        KeyCode::Home | KeyCode::Char('g') => Action::Home,
+        KeyCode::End | KeyCode::Char('G') => Action::End,
+        KeyCode::Char('c') => Action::Clear,
+        KeyCode::Char('?') | KeyCode::F(1) => Action::Help,
+        _ => Action::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn main_keys() {
+        let k = |c| KeyEvent::new(c, KeyModifiers::NONE);
+        assert_eq!(map_key(k(KeyCode::Char('q'))), Action::Quit);
+        assert_eq!(
+            map_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Action::Quit
+        );
+        assert_eq!(map_key(k(KeyCode::Char('c'))), Action::Clear);
+        assert_eq!(map_key(k(KeyCode::Char(' '))), Action::Pause);
+        assert_eq!(map_key(k(KeyCode::BackTab)), Action::FocusPrev);
+        assert_eq!(map_key(k(KeyCode::Char('x'))), Action::None);
+    }
+}

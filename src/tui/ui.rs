@@ -1,0 +1,756 @@
+//! Drawing: the app state into a ratatui frame. Pure: the same code draws into the real
+//! terminal and into `TestBackend` for snapshots.
+//!
+//! Only what is visible is formatted, once per frame: the hot ingest path never builds text.
+//! Every name from the monitored system reaches the frame escaped ([`crate::text::escape`],
+//! `Comm::display`, and the event's own `Display`, which escapes its text fields).
+
+use ratatui::Frame;
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
+
+use super::app::{App, Pane, RateUnit, TaskEvent};
+use super::input::KEYS;
+use crate::event::{Event, RecordType};
+use crate::filter::SYNTAX_HELP;
+
+/// The smallest terminal the layout fits in.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 18;
+/// CPU rows shown at most before the pane scrolls.
+const MAX_CPU_ROWS: u16 = 8;
+
+/// Draw one frame into any backend.
+pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Error> {
+    term.draw(|f| draw(f, app)).map(|_| ())
+}
+
+/// Draw the whole screen.
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        draw_too_small(f, area);
+        return;
+    }
+    let cpu_rows = (app.rates.cpus().len() as u16 + 1).min(MAX_CPU_ROWS);
+    let footer = match &app.edit {
+        Some(e) if e.error.is_some() => 2,
+        _ => 1,
+    };
+    let rest = area.height - 2 - (cpu_rows + 2) - footer;
+    let middle = (rest * 2 / 5).max(5).min(rest.saturating_sub(4));
+    // Plain arithmetic rather than `Layout`: without ratatui's layout cache every split runs
+    // the constraint solver, which was most of a frame's cost.
+    let chunks = stack(
+        area,
+        &[
+            2,
+            cpu_rows + 2,
+            middle,
+            area.height - 2 - (cpu_rows + 2) - middle - footer,
+            footer,
+        ],
+    );
+    let mid = if app.scripts.is_empty() {
+        columns(chunks[2], &[chunks[2].width * 62 / 100])
+    } else {
+        let w = chunks[2].width;
+        columns(chunks[2], &[w * 46 / 100, w * 27 / 100])
+    };
+    draw_status(f, chunks[0], app);
+    draw_cpus(f, chunks[1], app);
+    draw_tasks(f, mid[0], app);
+    draw_top(f, mid[1], app);
+    if let Some(r) = mid.get(2) {
+        draw_script(f, *r, app);
+    }
+    draw_log(f, chunks[3], app);
+    draw_footer(f, chunks[4], app);
+    let focused = match app.focus {
+        Pane::Cpus => chunks[1],
+        Pane::Tasks => mid[0],
+        Pane::Top => mid[1],
+        Pane::Script => mid.get(2).copied().unwrap_or(chunks[3]),
+        Pane::Log => chunks[3],
+    };
+    app.page_rows
+        .set(focused.height.saturating_sub(3).max(1) as usize);
+    if app.show_help {
+        draw_help(f, area);
+    }
+}
+
+/// Split `area` into rows of the given heights (clipped to the area).
+fn stack(area: Rect, heights: &[u16]) -> Vec<Rect> {
+    let mut y = area.y;
+    let bottom = area.y + area.height;
+    heights
+        .iter()
+        .map(|&h| {
+            let h = h.min(bottom - y);
+            let r = Rect::new(area.x, y, area.width, h);
+            y += h;
+            r
+        })
+        .collect()
+}
+
+/// Split `area` into columns of the given widths, and a last one with the rest.
+fn columns(area: Rect, widths: &[u16]) -> Vec<Rect> {
+    let mut x = area.x;
+    let right = area.x + area.width;
+    let mut v: Vec<Rect> = widths
+        .iter()
+        .map(|&w| {
+            let w = w.min(right - x);
+            let r = Rect::new(x, area.y, w, area.height);
+            x += w;
+            r
+        })
+        .collect();
+    v.push(Rect::new(x, area.y, right - x, area.height));
+    v
+}
+
+fn draw_too_small(f: &mut Frame, area: Rect) {
+    let text = vec![
+        Line::from(Span::styled(
+            "perfwatch: terminal too small",
+            Style::default().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(format!(
+            "{}x{}: enlarge the terminal to at least {MIN_WIDTH}x{MIN_HEIGHT}",
+            area.width, area.height
+        )),
+        Line::from("(q quits)"),
+    ];
+    let y = area.height.saturating_sub(3) / 2;
+    let r = Rect::new(
+        area.x,
+        area.y + y,
+        area.width,
+        area.height.saturating_sub(y),
+    );
+    f.render_widget(
+        Paragraph::new(text)
+            .alignment(Alignment::Center)
+            .wrap(Wrap { trim: true }),
+        r,
+    );
+}
+
+fn hms(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// A count or rate with an SI suffix: `950`, `12.3k`, `2.31G`.
+pub fn si(v: f64) -> String {
+    let a = v.abs();
+    let (d, s) = if a >= 1e12 {
+        (1e12, "T")
+    } else if a >= 1e9 {
+        (1e9, "G")
+    } else if a >= 1e6 {
+        (1e6, "M")
+    } else if a >= 1e3 {
+        (1e3, "k")
+    } else {
+        return format!("{v:.0}");
+    };
+    let x = v / d;
+    if x.abs() >= 100.0 {
+        format!("{x:.0}{s}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}{s}")
+    } else {
+        format!("{x:.2}{s}")
+    }
+}
+
+fn draw_status(f: &mut Frame, area: Rect, app: &App) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let sep = Span::raw(" │ ");
+    let mut l1 = vec![
+        Span::styled(" perfwatch", bold.fg(Color::Cyan)),
+        sep.clone(),
+    ];
+    // First, so that a narrow terminal never cuts it off.
+    if app.paused {
+        l1.push(Span::styled(
+            " PAUSED ",
+            Style::default()
+                .fg(Color::Black)
+                .bg(Color::Yellow)
+                .add_modifier(Modifier::BOLD),
+        ));
+        l1.push(sep.clone());
+    }
+    l1.push(Span::styled(app.cfg.event.clone(), bold));
+    if let Some(fb) = &app.cfg.fallback {
+        l1.push(Span::styled(
+            format!(" ({fb})"),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    // The target last: it can be long (a command line), the figures must stay visible.
+    l1.extend([
+        sep.clone(),
+        Span::raw(hms(app.elapsed_secs())),
+        sep.clone(),
+        Span::raw(format!("{} rec/s", si(app.records_per_sec))),
+        sep.clone(),
+        Span::raw(app.cfg.target.clone()),
+    ]);
+    let t = &app.totals;
+    let mut l2 = vec![Span::raw(format!(
+        " {} records: ",
+        si(t.total_records() as f64)
+    ))];
+    let mut first = true;
+    for ty in RecordType::ALL {
+        let n = t.count(ty);
+        if n == 0 {
+            continue;
+        }
+        if !first {
+            l2.push(Span::raw("  "));
+        }
+        first = false;
+        l2.push(Span::styled(
+            format!("{} {}", ty.name(), si(n as f64)),
+            type_style(ty),
+        ));
+    }
+    if first {
+        l2.push(Span::raw("none yet"));
+    }
+    l2.push(sep);
+    let warn = |label: &str, n: u64| {
+        let style = if n > 0 {
+            Style::default()
+                .fg(Color::White)
+                .bg(Color::Red)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::default().fg(Color::DarkGray)
+        };
+        Span::styled(format!("{label} {n}"), style)
+    };
+    l2.push(warn("lost", t.lost));
+    l2.push(Span::raw(" "));
+    l2.push(warn("lost samples", t.lost_samples));
+    l2.push(Span::raw(" "));
+    l2.push(warn("dropped", t.dropped));
+    f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
+}
+
+fn pane_block(title: String, focused: bool) -> Block<'static> {
+    let style = if focused {
+        Style::default()
+            .fg(Color::Cyan)
+            .add_modifier(Modifier::BOLD)
+    } else {
+        Style::default().fg(Color::DarkGray)
+    };
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(style)
+        .title(Span::styled(
+            title,
+            Style::default().add_modifier(Modifier::BOLD),
+        ))
+}
+
+fn rate_text(unit: RateUnit, v: f64) -> String {
+    match unit {
+        RateUnit::Utilisation => format!("{v:5.1}%"),
+        RateUnit::Events => format!("{:>6}/s", si(v)),
+        RateUnit::Records => format!("{:>6}/s", si(v)),
+    }
+}
+
+fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
+    let r = &app.rates;
+    let n = r.cpus().len();
+    let title = match r.unit() {
+        RateUnit::Utilisation => format!("CPU utilisation ({}, last minute)", app.cfg.event),
+        RateUnit::Events => format!("{} per second (last minute)", app.cfg.event),
+        RateUnit::Records => "records per second (last minute)".to_string(),
+    };
+    let block = pane_block(title, app.focus == Pane::Cpus);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    // Rows: each CPU, then the all-CPU row.
+    let rows: Vec<usize> = (0..=n)
+        .skip(app.cpu_scroll)
+        .take(inner.height as usize)
+        .collect();
+    let spark_max_other = (0..n)
+        .flat_map(|i| r.history(i).iter().copied())
+        .fold(0.0f64, f64::max);
+    for (k, &i) in rows.iter().enumerate() {
+        let y = inner.y + k as u16;
+        let row = Rect::new(inner.x, y, inner.width, 1);
+        let is_total = i == n;
+        let label = if is_total {
+            "all".to_string()
+        } else {
+            format!("cpu{}", r.cpus()[i])
+        };
+        let latest = r.latest(i);
+        // The all row for utilisation is the average over CPUs: 100% means every CPU busy.
+        let shown = match (latest, r.unit(), is_total) {
+            (Some(v), RateUnit::Utilisation, true) => Some(v / n.max(1) as f64),
+            (v, _, _) => v,
+        };
+        let frac = match (shown, r.unit()) {
+            (None, _) => 0.0,
+            (Some(v), RateUnit::Utilisation) => v / 100.0,
+            (Some(v), _) => {
+                let max = if is_total {
+                    r.history(i).iter().copied().fold(0.0, f64::max)
+                } else {
+                    spark_max_other
+                };
+                if max > 0.0 { v / max } else { 0.0 }
+            }
+        };
+        let value = shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v));
+        let cols = columns(row, &[7, 10, 22]);
+        let style = if is_total {
+            Style::default().add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        };
+        f.render_widget(Paragraph::new(Span::styled(label, style)), cols[0]);
+        f.render_widget(Paragraph::new(Span::styled(value, style)), cols[1]);
+        let width = cols[2].width.saturating_sub(2) as usize;
+        let filled = ((frac.clamp(0.0, 1.0) * width as f64).round() as usize).min(width);
+        let color = if frac > 0.85 {
+            Color::Red
+        } else if frac > 0.5 {
+            Color::Yellow
+        } else {
+            Color::Green
+        };
+        f.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled("█".repeat(filled), Style::default().fg(color)),
+                Span::styled(
+                    "░".repeat(width - filled),
+                    Style::default().fg(Color::DarkGray),
+                ),
+            ])),
+            cols[2],
+        );
+        let hist = r.history(i);
+        let (data, max): (Vec<u64>, u64) = match r.unit() {
+            RateUnit::Utilisation => {
+                let scale = if is_total { n.max(1) as f64 } else { 1.0 };
+                (
+                    hist.iter().map(|v| (v / scale * 10.0) as u64).collect(),
+                    1000,
+                )
+            }
+            _ => {
+                let v: Vec<u64> = hist.iter().map(|v| *v as u64).collect();
+                let m = v.iter().copied().max().unwrap_or(0).max(1);
+                (v, m)
+            }
+        };
+        // The newest second at the right edge.
+        let w = cols[3].width as usize;
+        let data = &data[data.len().saturating_sub(w)..];
+        f.render_widget(
+            Sparkline::default()
+                .data(data)
+                .max(max)
+                .style(Style::default().fg(Color::Cyan)),
+            cols[3],
+        );
+    }
+}
+
+/// Seconds since the start, as the streams show times.
+fn rel(app: &App, t: u64) -> String {
+    let ns = t.saturating_sub(app.cfg.start_ns);
+    format!("{:>8.3}", ns as f64 / 1e9)
+}
+
+fn lifetime(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s < 1e-3 {
+        format!("{:.0}µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.1}ms", s * 1e3)
+    } else if s < 120.0 {
+        format!("{s:.2}s")
+    } else {
+        hms(s)
+    }
+}
+
+/// The rows `[start, end)` of a stream of `len` rows scrolled `back` from the newest.
+fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
+    let end = len.saturating_sub(back.min(len.saturating_sub(1)));
+    (end.saturating_sub(rows), end)
+}
+
+fn scroll_note(back: usize, paused: bool) -> String {
+    match (back, paused) {
+        (0, false) => String::new(),
+        (0, true) => " [paused]".into(),
+        (n, _) => format!(" [{n} back, End follows]"),
+    }
+}
+
+/// Column widths: the fixed ones as given (0 marks a flexible column), the flexible ones
+/// sharing what is left, with one blank between columns.
+fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
+    let gaps = spec.len().saturating_sub(1) as u16;
+    let fixed: u16 = spec.iter().sum();
+    let flex = spec.iter().filter(|w| **w == 0).count() as u16;
+    let rest = total.saturating_sub(fixed + gaps);
+    let mut left = rest;
+    let mut seen = 0;
+    spec.iter()
+        .map(|&w| {
+            if w > 0 {
+                return w;
+            }
+            seen += 1;
+            let share = if seen == flex {
+                left
+            } else {
+                rest / flex.max(1)
+            };
+            left -= share.min(left);
+            share
+        })
+        .collect()
+}
+
+/// A table drawn cell by cell into computed rectangles. ratatui's `Table` lays its columns
+/// out with the constraint solver on every frame, which cost more than everything else drawn.
+fn draw_grid<'a>(
+    f: &mut Frame,
+    block: Block<'a>,
+    area: Rect,
+    spec: &[u16],
+    header: &[&'static str],
+    rows: impl Iterator<Item = Vec<Span<'a>>>,
+) {
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let widths = grid_widths(inner.width, spec);
+    let head = Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
+    let header_cells = header.iter().map(|h| Span::styled(*h, head)).collect();
+    for (y, cells) in std::iter::once(header_cells)
+        .chain(rows)
+        .enumerate()
+        .take(inner.height as usize)
+    {
+        let mut x = inner.x;
+        let right = inner.x + inner.width;
+        for (cell, w) in cells.into_iter().zip(&widths) {
+            let w = (*w).min(right.saturating_sub(x));
+            if w == 0 {
+                break;
+            }
+            f.render_widget(cell, Rect::new(x, inner.y + y as u16, w, 1));
+            x = (x + w + 1).min(right);
+        }
+    }
+}
+
+fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
+    let rows_all = app.task_rows();
+    let title = format!(
+        "Tasks: fork/exit/exec ({}){}",
+        rows_all.len(),
+        scroll_note(app.task_scroll, app.paused)
+    );
+    let block = pane_block(title, app.focus == Pane::Tasks);
+    let visible = block.inner(area).height.saturating_sub(1) as usize;
+    let (start, end) = window(rows_all.len(), app.task_scroll, visible);
+    let rows = rows_all.range(start..end).map(|r| {
+        let color = match r.event {
+            TaskEvent::Fork | TaskEvent::Thread => Color::Green,
+            TaskEvent::Exit => Color::Red,
+            TaskEvent::Exec | TaskEvent::Comm => Color::Yellow,
+        };
+        let parent = match (r.ppid, r.parent_comm) {
+            (Some(p), Some(c)) => format!("{p} ({})", c.display()),
+            (Some(p), None) => p.to_string(),
+            (None, _) => "?".to_string(),
+        };
+        let pid = if r.tid != r.pid {
+            format!("{}/{}", r.pid, r.tid)
+        } else {
+            r.pid.to_string()
+        };
+        vec![
+            Span::raw(rel(app, r.time)),
+            Span::styled(r.event.name(), Style::default().fg(color)),
+            Span::raw(pid),
+            Span::raw(parent),
+            Span::raw(r.comm.map_or_else(|| "?".to_string(), |c| c.display())),
+            Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
+        ]
+    });
+    draw_grid(
+        f,
+        block,
+        area,
+        &[8, 6, 11, 0, 0, 8],
+        &["time", "event", "pid", "ppid (parent)", "comm", "lived"],
+        rows,
+    );
+}
+
+fn draw_top(f: &mut Frame, area: Rect, app: &App) {
+    let (top, total) = app.top();
+    let block = pane_block(
+        format!("Top tasks (samples, last second: {total})"),
+        app.focus == Pane::Top,
+    );
+    let visible = block.inner(area).height.saturating_sub(1) as usize;
+    let rows = top
+        .iter()
+        .skip(app.top_scroll)
+        .take(visible)
+        .map(|(pid, n)| {
+            let comm = app
+                .tasks
+                .name(*pid)
+                .map_or_else(|| "?".to_string(), |c| c.display());
+            let share = if total > 0 {
+                *n as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            };
+            vec![
+                Span::raw(pid.to_string()),
+                Span::raw(comm),
+                Span::raw(format!("{n:>7}")),
+                Span::raw(format!("{share:5.1}%")),
+            ]
+        });
+    draw_grid(
+        f,
+        block,
+        area,
+        &[7, 0, 7, 6],
+        &["pid", "comm", "samples", "share"],
+        rows,
+    );
+}
+
+fn draw_script(f: &mut Frame, area: Rect, app: &App) {
+    let names: Vec<&str> = app.scripts.iter().map(|p| p.name.as_str()).collect();
+    let block = pane_block(
+        format!("Script: {}", names.join(", ")),
+        app.focus == Pane::Script,
+    );
+    let mut lines: Vec<Line> = Vec::new();
+    for p in &app.scripts {
+        if app.scripts.len() > 1 {
+            lines.push(Line::from(Span::styled(
+                p.name.clone(),
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+        }
+        lines.extend(p.lines.iter().map(|l| Line::from(l.clone())));
+        lines.extend(p.messages.iter().map(|(m, err)| {
+            let style = if *err {
+                Style::default().fg(Color::Red)
+            } else {
+                Style::default().fg(Color::Gray)
+            };
+            Line::from(Span::styled(m.clone(), style))
+        }));
+    }
+    let lines: Vec<Line> = lines.into_iter().skip(app.script_scroll).collect();
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The colour of a record type, in the log, the status bar and the help.
+pub fn type_style(t: RecordType) -> Style {
+    let c = match t {
+        RecordType::Sample => Color::Gray,
+        RecordType::Fork => Color::Green,
+        RecordType::Exit => Color::Red,
+        RecordType::Comm => Color::Yellow,
+        RecordType::Mmap => Color::Blue,
+        RecordType::Lost | RecordType::LostSamples => Color::LightRed,
+        RecordType::Throttle | RecordType::Unthrottle => Color::Magenta,
+        RecordType::Switch => Color::Cyan,
+    };
+    Style::default().fg(c)
+}
+
+fn log_line(app: &App, ev: &Event) -> Line<'static> {
+    // The event's Display escapes comm and file names.
+    Line::from(vec![
+        Span::styled(rel(app, ev.time), Style::default().fg(Color::DarkGray)),
+        Span::raw(" "),
+        Span::styled(ev.to_string(), type_style(ev.record_type())),
+    ])
+}
+
+fn draw_log(f: &mut Frame, area: Rect, app: &App) {
+    let filter = if app.filter().is_empty() {
+        String::new()
+    } else {
+        format!(" filter: {}", app.filter().source())
+    };
+    let title = format!(
+        "Event log ({}/{}){filter}{}",
+        app.log_len(),
+        app.log_entries(),
+        scroll_note(app.log_scroll, app.paused)
+    );
+    let block = pane_block(title, app.focus == Pane::Log);
+    let visible = block.inner(area).height as usize;
+    let (start, end) = window(app.log_len(), app.log_scroll, visible);
+    let lines: Vec<Line> = (start..end)
+        .filter_map(|i| app.log_entry(i))
+        .map(|ev| log_line(app, ev))
+        .collect();
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
+    if let Some(edit) = &app.edit {
+        let mut lines = vec![Line::from(vec![
+            Span::styled(
+                " filter> ",
+                Style::default()
+                    .fg(Color::Black)
+                    .bg(Color::Cyan)
+                    .add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(" "),
+            Span::raw(edit.text.clone()),
+            Span::styled("█", Style::default().fg(Color::Cyan)),
+            Span::styled(
+                "   Enter apply · Esc cancel · ? syntax in help",
+                Style::default().fg(Color::DarkGray),
+            ),
+        ])];
+        if let Some(e) = &edit.error {
+            lines.push(Line::from(Span::styled(
+                format!(" error: {e} (the previous filter stays)"),
+                Style::default().fg(Color::White).bg(Color::Red),
+            )));
+        }
+        f.render_widget(Paragraph::new(lines), area);
+        return;
+    }
+    let key = Style::default()
+        .fg(Color::Black)
+        .bg(Color::Cyan)
+        .add_modifier(Modifier::BOLD);
+    let mut spans = Vec::new();
+    for (k, what) in [
+        ("q", "quit"),
+        ("space", "pause"),
+        ("/", "filter"),
+        ("Tab", "focus"),
+        ("↑↓ PgUp PgDn", "scroll"),
+        ("c", "clear"),
+        ("?", "help"),
+    ] {
+        spans.push(Span::styled(format!(" {k} "), key));
+        spans.push(Span::raw(format!(" {what} ")));
+    }
+    if let Some(m) = &app.message {
+        spans.push(Span::styled(
+            format!(" {m}"),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn draw_help(f: &mut Frame, area: Rect) {
+    let mut lines = vec![Line::from(Span::styled(
+        "Keys",
+        Style::default().add_modifier(Modifier::BOLD),
+    ))];
+    for (k, what) in KEYS {
+        lines.push(Line::from(vec![
+            Span::styled(format!("  {k:<16}"), Style::default().fg(Color::Cyan)),
+            Span::raw(*what),
+        ]));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        "Filter (/ here, --filter in --plain/--json)",
+        Style::default().add_modifier(Modifier::BOLD),
+    )));
+    lines.extend(SYNTAX_HELP.lines().map(|l| Line::from(format!("  {l}"))));
+    let w = 84.min(area.width);
+    // Lines longer than the box wrap: count the rows they take.
+    let inner = w.saturating_sub(2).max(1) as usize;
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    let h = (rows as u16 + 2).min(area.height);
+    let r = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(Style::default().fg(Color::Cyan))
+                    .title(" Help: any key closes "),
+            )
+            .wrap(Wrap { trim: false }),
+        r,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_units() {
+        assert_eq!(si(950.0), "950");
+        assert_eq!(si(12_345.0), "12.3k");
+        assert_eq!(si(2_310_000_000.0), "2.31G");
+        assert_eq!(si(123_456_789.0), "123M");
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(window(100, 0, 10), (90, 100));
+        assert_eq!(window(100, 5, 10), (85, 95));
+        assert_eq!(window(5, 0, 10), (0, 5));
+        assert_eq!(window(5, 99, 10), (0, 1));
+        assert_eq!(window(0, 0, 10), (0, 0));
+    }
+
+    #[test]
+    fn grid_columns_share_the_rest() {
+        assert_eq!(grid_widths(40, &[8, 0, 0, 8]), vec![8, 10, 11, 8]);
+        assert_eq!(grid_widths(10, &[8, 0, 8]), vec![8, 0, 8]);
+    }
+
+    #[test]
+    fn lifetimes() {
+        assert_eq!(lifetime(4_999), "5µs");
+        assert_eq!(lifetime(12_300_000), "12.3ms");
+        assert_eq!(lifetime(2_500_000_000), "2.50s");
+    }
+}

@@ -1,0 +1,241 @@
+//! Whole-screen snapshots of the TUI, rendered into ratatui's `TestBackend` from a fixed,
+//! hand-made event sequence (no kernel, no terminal, no clock).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use perfwatch::event::{Event, EventKind, RecordType, TaskRecord};
+use perfwatch::pane::PaneMsg;
+use perfwatch::stats::{CpuSnapshot, Totals};
+use perfwatch::tui::app::{App, AppConfig, RateUnit};
+use perfwatch::tui::ui;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+const NS: u64 = 1_000_000_000;
+const T0: u64 = 1_000 * NS;
+
+fn ev(cpu: u32, pid: u32, time: u64, kind: EventKind) -> Event {
+    Event {
+        cpu,
+        pid,
+        tid: pid,
+        time,
+        id: 0,
+        kind,
+    }
+}
+
+fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
+    TaskRecord {
+        pid,
+        ppid,
+        tid: pid,
+        ptid: ppid,
+        time,
+    }
+}
+
+fn comm(pid: u32, time: u64, name: &[u8]) -> Event {
+    ev(
+        0,
+        pid,
+        time,
+        EventKind::Comm {
+            pid,
+            tid: pid,
+            comm: name.into(),
+            exec: true,
+        },
+    )
+}
+
+/// Three seconds of a shell starting `make`, which runs `cc` (with a hostile name) and
+/// exits; CPU 0 busy with a spinning task, CPU 1 mostly idle.
+fn app() -> App {
+    let mut app = App::new(AppConfig {
+        event: "cpu-clock".into(),
+        fallback: Some("cycles not supported, using cpu-clock".into()),
+        unit: RateUnit::Utilisation,
+        target: "system-wide".into(),
+        cpus: vec![0, 1],
+        history: 10_000,
+        start_ns: T0,
+    });
+    app.seed_tasks([
+        (1, (*b"systemd").into()),
+        (500, (*b"bash").into()),
+        (600, (*b"spin").into()),
+    ]);
+    let mut evs = Vec::new();
+    for s in 0..3u64 {
+        for ms in 0..1000u64 {
+            let t = T0 + s * NS + ms * 1_000_000;
+            let s0 = EventKind::Sample {
+                ip: 0x4011d6,
+                period: 1_000_000,
+                misc: 2,
+            };
+            evs.push(ev(0, 600, t, s0.clone()));
+            let pid1 = if ms % 4 == 0 { 700 } else { 0 };
+            evs.push(ev(1, pid1, t + 500, s0));
+            if s == 1 && ms == 100 {
+                evs.push(ev(
+                    1,
+                    500,
+                    t + 600,
+                    EventKind::Fork(task(700, 500, t + 600)),
+                ));
+                evs.push(comm(700, t + 700, b"make"));
+            }
+            if s == 1 && ms == 200 {
+                evs.push(ev(
+                    1,
+                    700,
+                    t + 600,
+                    EventKind::Fork(task(701, 700, t + 600)),
+                ));
+                evs.push(comm(701, t + 700, b"cc\x1b[31m\nevil"));
+            }
+            if s == 2 && ms == 900 {
+                evs.push(ev(
+                    1,
+                    701,
+                    t + 600,
+                    EventKind::Exit(task(701, 700, t + 600)),
+                ));
+                evs.push(ev(
+                    1,
+                    700,
+                    t + 800,
+                    EventKind::Exit(task(700, 500, t + 800)),
+                ));
+            }
+        }
+    }
+    app.on_events(evs);
+    app.on_tick(T0 + 3 * NS + NS / 2);
+    let mut per = vec![
+        CpuSnapshot {
+            cpu: 0,
+            ..Default::default()
+        },
+        CpuSnapshot {
+            cpu: 1,
+            ..Default::default()
+        },
+    ];
+    per[0].records[RecordType::Sample.index()] = 3000;
+    per[1].records[RecordType::Sample.index()] = 3000;
+    per[1].records[RecordType::Fork.index()] = 2;
+    per[1].records[RecordType::Exit.index()] = 2;
+    per[0].records[RecordType::Comm.index()] = 2;
+    let mut totals = Totals {
+        per_cpu: per,
+        lost: 12,
+        ..Default::default()
+    };
+    for c in &totals.per_cpu.clone() {
+        for i in 0..RecordType::COUNT {
+            totals.records[i] += c.records[i];
+        }
+    }
+    app.set_totals(totals);
+    app
+}
+
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    ui::render(&mut term, app).unwrap();
+    term.backend().to_string()
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    app.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn type_text(app: &mut App, s: &str) {
+    for c in s.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+#[test]
+fn normal_screen() {
+    let s = screen(&app(), 110, 36);
+    assert!(s.contains("cpu0   100.0%"), "{s}");
+    assert!(s.contains("cc\\x1b[31m"), "escaped comm: {s}");
+    assert!(!s.contains('\x1b'));
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn paused_screen() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char(' '));
+    a.on_events([comm(600, T0 + 3 * NS + 1, b"late")]);
+    let s = screen(&a, 110, 36);
+    assert!(s.contains("PAUSED"), "{s}");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn filter_editing_with_an_error() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('/'));
+    type_text(&mut a, "type:fork,exit");
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Char('/'));
+    type_text(&mut a, " colour:red");
+    let s = screen(&a, 110, 36);
+    assert!(s.contains("unknown filter key 'colour'"), "{s}");
+    assert!(
+        s.contains("Event log (4/"),
+        "the previous filter stays: {s}"
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn help_overlay() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('?'));
+    let s = screen(&a, 110, 36);
+    assert!(s.contains("comm:bash"), "{s}");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn tiny_terminal() {
+    let s = screen(&app(), 40, 10);
+    assert!(s.contains("enlarge the terminal"), "{s}");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn script_pane_beside_top_tasks() {
+    let mut a = app();
+    a.on_pane_msg(PaneMsg::Lines {
+        script: "count.py".into(),
+        lines: vec!["forks: 2".into(), "execs: 2".into()],
+    });
+    a.on_pane_msg(PaneMsg::Text {
+        script: "count.py".into(),
+        text: "Traceback: boom".into(),
+        is_error: true,
+    });
+    let s = screen(&a, 110, 36);
+    assert!(
+        s.contains("Script: count.py") && s.contains("forks: 2"),
+        "{s}"
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn resizing_relays_out() {
+    let a = app();
+    for (w, h) in [(60, 18), (80, 24), (200, 60)] {
+        let s = screen(&a, w, h);
+        assert!(s.contains("Event log"), "{w}x{h}: {s}");
+        assert!(!s.contains("enlarge"), "{w}x{h}");
+    }
+}
