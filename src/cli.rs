@@ -37,6 +37,7 @@ EXIT STATUS:
   0    stopped normally (q, Ctrl-C/SIGINT, --duration, monitored tasks gone, closed pipe)
   1    an error (permission, unsupported event, failed start-up)
   2    bad command line
+  101  an internal error (a bug; the summary is still printed)
   128+N  stopped by signal N (SIGTERM 143, SIGHUP 129, SIGQUIT 131)
   With -- COMMAND: the command's own exit status.";
 

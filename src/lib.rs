@@ -19,3 +19,24 @@ pub mod signals;
 pub mod stats;
 pub mod text;
 pub mod tui;
+
+/// The text of a panic payload.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Test hook, in debug builds only: panic here when `PERFWATCH_DEBUG_PANIC` names `point`
+/// (`reader`, `frontend`), so that tests can check what a bug in a thread does to the
+/// terminal, the summary and the exit status. Release builds compile it to nothing.
+#[inline]
+pub fn debug_panic_point(point: &str) {
+    if cfg!(debug_assertions) && std::env::var("PERFWATCH_DEBUG_PANIC").is_ok_and(|v| v == point) {
+        panic!("PERFWATCH_DEBUG_PANIC={point}");
+    }
+}

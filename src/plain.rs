@@ -155,6 +155,10 @@ pub enum StopReason {
     TargetsGone,
     /// The reader of stdout went away (`| head`).
     BrokenPipe,
+    /// A reader thread failed (see `Stats::failure`).
+    ReaderFailed,
+    /// The frontend itself panicked.
+    Panicked,
 }
 
 /// A predicate deciding which events are written.
@@ -236,6 +240,10 @@ pub fn run(
         if let Some(sig) = signals.pending() {
             break StopReason::Signal(sig);
         }
+        if mon.stats.failure().is_some() {
+            break StopReason::ReaderFailed;
+        }
+        crate::debug_panic_point("frontend");
         if opts.duration.is_some_and(|d| start.elapsed() >= d) {
             break StopReason::Duration;
         }

@@ -77,7 +77,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             history: cli.history,
             filter: cli.filter.clone(),
         };
-        let reason = crate::tui::run(&mut mon, &rx, pane_rx.as_ref(), opts, &signals);
+        // A panic unwinds through the TUI's terminal guard, which restores the terminal;
+        // the summary is still printed below.
+        let reason =
+            catch_panic(|| crate::tui::run(&mut mon, &rx, pane_rx.as_ref(), opts, &signals));
         // The terminal is restored now. The notes were in the status bar; repeat them on the
         // normal screen with the script notes and the summary.
         for note in &mon.info.notes {
@@ -109,7 +112,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         mon.stats.clone(),
         cli.script_output.as_deref(),
     )?;
-    let reason = plain::run(&mut mon, &rx, opts, &signals, &mut out);
+    let reason =
+        catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
     drop(out);
     for note in scripts.finish() {
         eprintln!("perfwatch: {note}");
@@ -117,9 +121,24 @@ pub fn run(cli: Cli) -> Result<i32> {
     finish(&mut mon, reason?)
 }
 
+/// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has
+/// already printed it), so that perfwatch still stops the command and prints the summary.
+fn catch_panic(f: impl FnOnce() -> Result<StopReason>) -> Result<StopReason> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(Ok(StopReason::Panicked))
+}
+
+/// Exit status after an internal error (a bug), as Rust uses for a panic.
+pub const EXIT_INTERNAL: i32 = 101;
+
 /// Stop the command if perfwatch stopped first, join the readers, print the summary, and pick
 /// the exit code.
 pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
+    // A failed reader also ends its channel: whatever the frontend saw, say what happened.
+    let reason = if mon.stats.failure().is_some() && reason != StopReason::Panicked {
+        StopReason::ReaderFailed
+    } else {
+        reason
+    };
     let command_status = match reason {
         StopReason::CommandExited(s) => Some(s),
         _ if mon.has_command() => mon.end_command(libc::SIGTERM),
@@ -132,13 +151,32 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
     }
     let totals = mon.stats.snapshot();
     let mut err = std::io::stderr().lock();
-    if reason == StopReason::TargetsGone && !mon.has_command() {
-        let _ = writeln!(err, "perfwatch: every monitored task has exited");
+    match reason {
+        StopReason::TargetsGone if !mon.has_command() => {
+            let _ = writeln!(err, "perfwatch: every monitored task has exited");
+        }
+        StopReason::ReaderFailed => {
+            if let Some((cpu, msg)) = mon.stats.failure() {
+                let _ = writeln!(
+                    err,
+                    "perfwatch: error: the reader of CPU {cpu} failed ({}); stopped. This is a bug: please report it.",
+                    crate::text::escape(msg.as_bytes())
+                );
+            }
+        }
+        StopReason::Panicked => {
+            let _ = writeln!(
+                err,
+                "perfwatch: error: internal error (see above); stopped. This is a bug: please report it."
+            );
+        }
+        _ => {}
     }
     let _ = err.write_all(totals.summary(elapsed).as_bytes());
     Ok(match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
         StopReason::CommandExited(s) => s,
+        StopReason::ReaderFailed | StopReason::Panicked => EXIT_INTERNAL,
         _ => command_status
             .filter(|_| mon.has_command() && reason == StopReason::TargetsGone)
             .unwrap_or(0),

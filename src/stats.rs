@@ -34,6 +34,8 @@ pub struct CpuStats {
     pub dropped: AtomicU64,
     /// Set when this CPU's reader has ended.
     pub ended: std::sync::atomic::AtomicBool,
+    /// Set when this CPU's reader failed (a panic: a bug), with what it said.
+    pub failure: std::sync::OnceLock<String>,
 }
 
 /// A plain copy of one CPU's counters.
@@ -101,6 +103,13 @@ impl Stats {
     /// The counters of CPU `cpu` (by CPU number, not index).
     pub fn cpu(&self, cpu: u32) -> Option<&CpuStats> {
         self.cpus.iter().find(|c| c.cpu == cpu)
+    }
+
+    /// The first reader failure, if any: (CPU, message).
+    pub fn failure(&self) -> Option<(u32, String)> {
+        self.cpus
+            .iter()
+            .find_map(|c| c.failure.get().map(|m| (c.cpu, m.clone())))
     }
 
     /// Count `n` events dropped by perfwatch that came from CPU `cpu`.

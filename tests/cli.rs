@@ -207,3 +207,32 @@ fn too_many_open_files_raises_the_limit_or_explains() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A bug in a reader thread or in the frontend: perfwatch stops, says so, prints the summary
+/// and exits 101. (Debug builds only: the panic points are compiled out of release builds.)
+#[test]
+fn a_panicking_thread_stops_with_a_summary_and_status_101() {
+    if !cfg!(debug_assertions) || !common::perf_allowed() {
+        return;
+    }
+    for (point, says) in [
+        ("reader", "the reader of CPU"),
+        ("frontend", "internal error"),
+    ] {
+        let out = perfwatch()
+            .env("PERFWATCH_DEBUG_PANIC", point)
+            .args(["--plain", "-e", "dummy", "-d", "5"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(101), "{point}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains("please report it"),
+            "{point}: {stderr}"
+        );
+        assert!(
+            stderr.contains("lost by the kernel"),
+            "summary printed: {stderr}"
+        );
+    }
+}

@@ -149,9 +149,20 @@ pub fn spawn(
     stop: Arc<AtomicBool>,
     stats: Arc<crate::stats::Stats>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let cpu = ring.cpu;
     std::thread::Builder::new()
-        .name(format!("perfwatch-cpu{}", ring.cpu))
-        .spawn(move || run(ring, tx, stop, stats))
+        .name(format!("perfwatch-cpu{cpu}"))
+        .spawn(move || {
+            let shared = stats.clone();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(ring, tx, stop, stats)
+            }));
+            if let (Err(p), Some(mine)) = (result, shared.cpu(cpu)) {
+                // The frontends see this and stop: a blind CPU must not pass for a quiet one.
+                let _ = mine.failure.set(crate::panic_message(p.as_ref()));
+                mine.ended.store(true, Ordering::Release);
+            }
+        })
 }
 
 fn run(
@@ -180,6 +191,7 @@ fn run(
         let now = monotonic_ns();
         let mut events = Vec::with_capacity(capacity);
         drain_ring(&mut ring, &mut scratch, &mut events, my);
+        crate::debug_panic_point("reader");
         capacity = events.len().clamp(64, 65_536);
         let n = events.len() as u64;
         let batch = Batch {

@@ -243,7 +243,7 @@ fn event_loop(
 ) -> anyhow::Result<StopReason> {
     let ticker = tick(TICK);
     let no_panes = never();
-    let pane_rx = pane_rx.unwrap_or(&no_panes);
+    let mut pane_rx = pane_rx.unwrap_or(&no_panes);
     let no_input = never();
     let mut input_rx = input_rx;
     let start = Instant::now();
@@ -276,10 +276,10 @@ fn event_loop(
                 // the loop would spin on the closed channel. SIGHUP stops the run.
                 Err(_) => input_rx = &no_input,
             },
-            recv(pane_rx) -> msg => {
-                if let Ok(m) = msg {
-                    app.on_pane_msg(m);
-                }
+            recv(pane_rx) -> msg => match msg {
+                Ok(m) => app.on_pane_msg(m),
+                // The script stage ended: stop selecting on it, or the loop would spin.
+                Err(_) => pane_rx = &no_panes,
             },
             recv(ticker) -> _ => {
                 app.on_tick(monotonic_ns());
@@ -294,6 +294,10 @@ fn event_loop(
         if let Some(sig) = signals.pending() {
             return Ok(StopReason::Signal(sig));
         }
+        if mon.stats.failure().is_some() {
+            return Ok(StopReason::ReaderFailed);
+        }
+        crate::debug_panic_point("frontend");
         if duration.is_some_and(|d| start.elapsed() >= d) {
             return Ok(StopReason::Duration);
         }
