@@ -27,6 +27,10 @@ struct Screen {
 
 impl Screen {
     fn spawn(args: &[&str]) -> Screen {
+        Screen::spawn_env(args, &[])
+    }
+
+    fn spawn_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Screen {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: ROWS,
@@ -38,6 +42,9 @@ impl Screen {
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
         cmd.args(args);
         cmd.env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pair.slave.spawn_command(cmd).expect("spawn perfwatch");
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().expect("reader");
@@ -212,7 +219,12 @@ fn tui_shows_children_filters_and_quits_cleanly() {
 #[test]
 fn stop_signals_restore_the_terminal() {
     require_perf!();
-    for (sig, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+    for (sig, code) in [
+        (libc::SIGINT, 0),
+        (libc::SIGTERM, 143),
+        (libc::SIGHUP, 129),
+        (libc::SIGQUIT, 131),
+    ] {
         let mut s = Screen::spawn(&["-e", "dummy", "--", "sh", "-c", "sleep 30"]);
         s.wait_for("the TUI", Duration::from_secs(20), |t| {
             t.contains("Event log")
@@ -239,4 +251,124 @@ fn stop_signals_restore_the_terminal() {
         assert!(!s.parser.screen().alternate_screen(), "signal {sig}");
         assert!(String::from_utf8_lossy(&s.raw).contains("records in"));
     }
+}
+
+/// Wait for the child to exit, then read what is left until the pty goes quiet.
+fn exit_status(s: &mut Screen, what: &str) -> portable_pty::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        s.pump(Duration::from_millis(50));
+        if let Some(st) = s.child.try_wait().expect("try_wait") {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "perfwatch did not exit: {what}");
+    };
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        s.pump(Duration::from_millis(50));
+    }
+    status
+}
+
+/// The terminal is back to normal: alternate screen left, cursor shown, mouse capture off.
+fn assert_restored(s: &Screen, what: &str) {
+    assert!(
+        !s.parser.screen().alternate_screen(),
+        "{what}: alternate screen left"
+    );
+    assert!(!s.parser.screen().hide_cursor(), "{what}: cursor shown");
+    let raw = String::from_utf8_lossy(&s.raw);
+    let left = raw
+        .rfind("\x1b[?1049l")
+        .unwrap_or_else(|| panic!("{what}: no leave-alternate-screen"));
+    assert!(
+        raw[left..].contains("records in"),
+        "{what}: summary after the TUI"
+    );
+}
+
+#[test]
+fn ctrl_c_key_quits_with_status_zero() {
+    require_perf!();
+    let mut s = Screen::spawn(&["-e", "dummy", "--", "sh", "-c", "sleep 30"]);
+    s.wait_for("the TUI", Duration::from_secs(20), |t| {
+        t.contains("Event log")
+    });
+    s.send("\x03");
+    let status = exit_status(&mut s, "Ctrl-C");
+    assert_eq!(status.exit_code(), 0);
+    assert_restored(&s, "Ctrl-C");
+}
+
+/// A bug in a reader thread or in the UI thread: the terminal is restored, the summary
+/// printed, and the status is 101. (Debug builds: the panic points are compiled out of
+/// release builds.)
+#[test]
+fn a_panic_in_any_thread_restores_the_terminal() {
+    require_perf!();
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    for point in ["reader", "frontend"] {
+        let mut s = Screen::spawn_env(
+            &["-e", "dummy", "--", "sh", "-c", "sleep 30"],
+            &[("PERFWATCH_DEBUG_PANIC", point.as_ref())],
+        );
+        let status = exit_status(&mut s, point);
+        assert_eq!(status.exit_code(), 101, "{point}");
+        assert_restored(&s, point);
+        let raw = String::from_utf8_lossy(&s.raw);
+        assert!(raw.contains("please report it"), "{point}: {raw}");
+    }
+}
+
+/// A program whose name holds an escape sequence, a newline, invalid UTF-8 and a
+/// bidirectional override: the TUI shows it escaped, and the raw bytes never reach the
+/// terminal.
+#[test]
+fn hostile_names_never_reach_the_terminal_raw() {
+    require_perf!();
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let name: &[u8] = b"ev\x1b[31mil\n\xff\xe2\x80\xaeX";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prog = dir.path().join(std::ffi::OsStr::from_bytes(name));
+    std::fs::copy("/bin/true", &prog).expect("copy");
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // The path goes to the shell through the environment: it is not UTF-8.
+    let script = "while true; do \"$HOSTILE\"; sleep 0.2; done";
+    let mut s = Screen::spawn_env(
+        &[
+            "-e",
+            "dummy",
+            "--filter",
+            "type:comm",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        &[("HOSTILE", prog.as_os_str())],
+    );
+    let shown = perfwatch::text::escape(&name[..15]);
+    s.wait_for(
+        "the escaped comm in the log",
+        Duration::from_secs(20),
+        |t| {
+            log_rows(t)
+                .iter()
+                .any(|l| l.contains(&format!("comm: {shown}")))
+        },
+    );
+    let raw = &s.raw;
+    for bad in [&b"ev\x1b[31m"[..], b"\xff", "\u{202e}".as_bytes(), b"il\n"] {
+        assert!(
+            !raw.windows(bad.len()).any(|w| w == bad),
+            "raw {bad:?} reached the terminal"
+        );
+    }
+    s.send("q");
+    let status = exit_status(&mut s, "q");
+    assert!(status.success());
+    assert_restored(&s, "hostile");
 }
