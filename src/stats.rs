@@ -34,6 +34,8 @@ pub struct CpuStats {
     pub dropped: AtomicU64,
     /// Set when this CPU's reader has ended.
     pub ended: std::sync::atomic::AtomicBool,
+    /// Set when the reader ended because its CPU went offline.
+    pub offline: std::sync::atomic::AtomicBool,
     /// Set when this CPU's reader failed (a panic: a bug), with what it said.
     pub failure: std::sync::OnceLock<String>,
 }
@@ -50,6 +52,7 @@ pub struct CpuSnapshot {
     pub skipped_bytes: u64,
     pub dropped: u64,
     pub ended: bool,
+    pub offline: bool,
 }
 
 impl CpuSnapshot {
@@ -79,6 +82,7 @@ impl CpuStats {
             skipped_bytes: self.skipped_bytes.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
             ended: self.ended.load(Relaxed),
+            offline: self.offline.load(Relaxed),
         }
     }
 }
@@ -198,12 +202,13 @@ impl Totals {
         for c in &self.per_cpu {
             let _ = write!(
                 s,
-                "\n  cpu {}: {} records, lost {}, lost samples {}, dropped {}",
+                "\n  cpu {}: {} records, lost {}, lost samples {}, dropped {}{}",
                 c.cpu,
                 c.total_records(),
                 c.lost,
                 c.lost_samples,
-                c.dropped
+                c.dropped,
+                if c.offline { " (went offline)" } else { "" }
             );
         }
         s.push('\n');

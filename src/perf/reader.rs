@@ -139,7 +139,14 @@ pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
     Some(total)
 }
 
-/// How often a reader reads its events' lost counts.
+/// True when `/sys/devices/system/cpu/cpuN/online` says the CPU is offline. (CPU 0 often has
+/// no such file: it cannot be taken offline.)
+fn cpu_offline(cpu: u32) -> bool {
+    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/online"))
+        .is_ok_and(|s| s.trim() == "0")
+}
+
+/// How often a reader reads its events' lost counts and checks that its CPU is online.
 const LOST_READ_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Start the reader thread of one CPU.
@@ -185,9 +192,10 @@ fn run(
         .collect();
     let mut capacity = 256;
     let mut last_lost_read = std::time::Instant::now();
+    let mut offline = false;
     loop {
         // Decide before draining, so that the last drain sees everything written before stop.
-        let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty();
+        let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
         let now = monotonic_ns();
         let mut events = Vec::with_capacity(capacity);
         drain_ring(&mut ring, &mut scratch, &mut events, my);
@@ -210,6 +218,12 @@ fn run(
                 my.lost_by_read.fetch_max(n, Ordering::Relaxed);
             }
             last_lost_read = std::time::Instant::now();
+            // A CPU taken offline gets no more records: say so and end, the others go on.
+            if !stopping && cpu_offline(cpu) {
+                my.offline.store(true, Ordering::Release);
+                offline = true;
+                continue;
+            }
         }
         if stopping {
             break;

@@ -320,7 +320,17 @@ fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
                 if max > 0.0 { v / max } else { 0.0 }
             }
         };
-        let value = shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v));
+        let offline = !is_total
+            && app
+                .totals
+                .per_cpu
+                .iter()
+                .any(|c| c.cpu == r.cpus()[i] && c.offline);
+        let value = if offline {
+            "offline".to_string()
+        } else {
+            shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v))
+        };
         let cols = columns(row, &[7, 10, 22]);
         let style = if is_total {
             Style::default().add_modifier(Modifier::BOLD)
