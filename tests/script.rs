@@ -489,3 +489,51 @@ fn runs_in_a_clean_environment_like_sudos() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("[env.py] PY (3, "), "{}", r.stderr);
 }
+
+/// As root, `--script-output` does not follow a symlink nor write through a hard link (the
+/// path may be in a directory another user controls), and under sudo the file belongs to the
+/// invoking user, which perfwatch says.
+#[test]
+fn script_output_as_root_is_not_turned_against_the_system() {
+    require_perf!();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let s = script(d.path(), "tick.py", "def on_tick():\n    return 'x'\n");
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = d.path().join("link.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let hard = d.path().join("hard.txt");
+    std::fs::hard_link(&victim, &hard).unwrap();
+    for (path, why) in [(&link, "symbolic link"), (&hard, "hard links")] {
+        let r = run(perfwatch()
+            .args(["--plain", "-e", "dummy", "--script"])
+            .arg(&s)
+            .arg("--script-output")
+            .arg(path)
+            .args(["--", "true"]));
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(r.stderr.contains(why), "{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+    let out = d.path().join("mine.txt");
+    let r = run(perfwatch()
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .args(["--plain", "-e", "dummy", "--force-script", "--script"])
+        .arg(&s)
+        .arg("--script-output")
+        .arg(&out)
+        .args(["--", "true"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("owned by the invoking user (uid 65534)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::metadata(&out).unwrap().uid(), 65534);
+}

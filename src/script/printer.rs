@@ -36,6 +36,61 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
     Ok(())
 }
 
+/// Create (or truncate) the `--script-output` file without being turned against the system.
+///
+/// perfwatch usually runs as root, often through sudo, and the path may lie in a directory
+/// the invoking user controls. So, as root: never follow a symlink at the last component (a link to
+/// /etc/shadow would be truncated), refuse a file with other hard links or that is not a
+/// regular file, and under sudo hand the file to the invoking user, saying so.
+fn create_output(path: &Path) -> Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        // Without privileges a path can only hurt its own user: /dev/stderr, FIFOs are fine.
+        return Ok(File::create(path)?);
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                anyhow::anyhow!("it is a symbolic link, which perfwatch does not follow")
+            } else {
+                e.into()
+            }
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        anyhow::bail!("it is not a regular file");
+    }
+    if meta.nlink() > 1 {
+        anyhow::bail!("it has other hard links, which perfwatch does not write through");
+    }
+    file.set_len(0)?;
+    let sudo_ids = std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|u| u.parse::<u32>().ok())
+        .zip(
+            std::env::var("SUDO_GID")
+                .ok()
+                .and_then(|g| g.parse::<u32>().ok()),
+        );
+    if let Some((uid, gid)) = sudo_ids {
+        if meta.uid() != uid {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+            eprintln!(
+                "perfwatch: --script-output '{}' is owned by the invoking user (uid {uid}), not root",
+                escape(path.as_os_str().as_encoded_bytes())
+            );
+        }
+    }
+    Ok(file)
+}
+
 /// The thread that writes pane messages in plain mode.
 pub struct PanePrinter {
     stop: Arc<AtomicBool>,
@@ -46,12 +101,14 @@ impl PanePrinter {
     /// Start writing `rx` to `output` (a file, created or truncated) or to stderr.
     pub fn spawn(rx: Receiver<PaneMsg>, output: Option<&Path>) -> Result<PanePrinter> {
         let mut out: Box<dyn Write + Send> = match output {
-            Some(p) => Box::new(io::LineWriter::new(File::create(p).with_context(|| {
-                format!(
-                    "cannot create --script-output file '{}'",
-                    escape(p.as_os_str().as_encoded_bytes())
-                )
-            })?)),
+            Some(p) => Box::new(io::LineWriter::new(create_output(p).with_context(
+                || {
+                    format!(
+                        "cannot create --script-output file '{}'",
+                        escape(p.as_os_str().as_encoded_bytes())
+                    )
+                },
+            )?)),
             None => Box::new(io::stderr()),
         };
         let stop = Arc::new(AtomicBool::new(false));
