@@ -280,9 +280,11 @@ def parse_twatch_stderr(text):
             "dropped": 0, "by_type": {}}
 
 
-def seen_in(data, regex, stress_pid, pids):
+def seen_in(data, regex, stress_pid, pids, missing=None):
     """How many of the stress children have a fork record (from the stress process) and an
-    exit record in `data`."""
+    exit record in `data`. `missing`, if given a list, gets the positions (in the order the
+    load made them) of the children with a record missing, to tell a gap at the start, the
+    end or in the middle apart."""
     forked, exited = set(), set()
     for m in regex.finditer(data):
         kind, pid, ppid = m.group(1).lower(), int(m.group(2)), int(m.group(3))
@@ -290,6 +292,9 @@ def seen_in(data, regex, stress_pid, pids):
             forked.add(pid)
         elif kind == b"exit":
             exited.add(pid)
+    if missing is not None:
+        missing.extend(i for i, p in enumerate(pids) if p not in forked or p not in exited)
+    pids = set(pids)
     return len(pids & forked) + len(pids & exited)
 
 
@@ -412,7 +417,7 @@ def measure(row, stress, load_args, settle, tag):
     if row.short == "perf-record":
         records, lost, script = parse_perf_data(out_file)
         res.update(records=records, lost=lost, lost_samples=0, dropped=0)
-        res["seen"] = seen_in(script, PERF_TASK_RE, load["pid"], pids)
+        res["seen"] = seen_in(script, PERF_TASK_RE, load["pid"], load["pids"])
         os.unlink(out_file)
     elif row.tty:
         if res.get("lost") is not None and res.get("dropped") is not None:
@@ -432,13 +437,25 @@ def measure(row, stress, load_args, settle, tag):
             raise RuntimeError("%s did not start: %s" % (row.name, mon.stderr()[-500:]))
         load = run_stress(stress, load_args)
         time.sleep(settle)
-        mon.stop()
+        _, _, status = mon.stop()
         with open(out_file, "rb") as f:
             data = f.read()
-        res["seen"] = seen_in(data, row.parse_out, load["pid"], set(load["pids"]))
+        missing = []
+        res["seen"] = seen_in(data, row.parse_out, load["pid"], load["pids"], missing)
         res["twin_generated"] = 2 * load["done"]
-        c = row.parse_err(mon.stderr()) if row.parse_err else {}
+        twin_err = mon.stderr()
+        c = row.parse_err(twin_err) if row.parse_err else {}
         res["twin_lost"] = (c.get("lost") or 0) + (c.get("dropped") or 0)
+        res["twin_status"] = status
+        if missing or status != 0 or c.get("records") is None:
+            n = len(load["pids"])
+            res["twin_problem"] = (
+                "twin run: exit status %s, %d of %d children lack a record (positions %s), "
+                "%s lines written, summary: %s" % (
+                    status, len(missing), n,
+                    "%d-%d" % (missing[0], missing[-1]) if missing else "-",
+                    data.count(b"\n"), " | ".join(twin_err.strip().splitlines()[-4:])[-400:]))
+            log("  WARNING %s: %s" % (row.name, res["twin_problem"]))
         os.unlink(out_file)
         os.unlink(err)
     return res
@@ -479,6 +496,7 @@ def summarise(runs, baseline_s):
     s["us_per_record"] = median([1e6 * r["cpu_s"] / r["records"] for r in runs if r.get("records")])
     s["slowdown"] = median([100.0 * (r["load_s"] / r["alone_s"] - 1.0) for r in runs])
     s["load_cpu"] = median([100.0 * (r["load_cpu_s"] / r["alone_cpu_s"] - 1.0) for r in runs])
+    s["problems"] = [r["twin_problem"] for r in runs if r.get("twin_problem")]
     s["lost_max"] = max((r.get("lost") or 0) + (r.get("twin_lost") or 0) for r in runs)
     s["dropped_max"] = max(r.get("dropped") or 0 for r in runs)
     return s
@@ -532,8 +550,9 @@ def verdicts(results, rss, sampling):
             continue
         ok = (s["completeness_min"] == 100.0) and s["lost_max"] == 0 and s["dropped_max"] == 0
         v.append(("completeness 100%%, 0 lost/dropped (%s)" % k, ok,
-                  "min %s%%, lost %d, dropped %d over all runs" % (
-                      fmt(s["completeness_min"], ".2f"), s["lost_max"], s["dropped_max"])))
+                  "min %s%%, lost %d, dropped %d over all runs%s" % (
+                      fmt(s["completeness_min"], ".2f"), s["lost_max"], s["dropped_max"],
+                      "".join("\n       " + p for p in s["problems"]))))
     p, py = results.get("plain"), results.get("python")
     if p and py and p["us_per_record"] and py["us_per_record"]:
         r = p["us_per_record"] / py["us_per_record"]
