@@ -668,7 +668,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--perfwatch", help="perfwatch binary (default: build target/release)")
     ap.add_argument("--stress", help="perfwatch-stress binary (default: build target/release)")
-    ap.add_argument("--reps", type=int, default=3, help="repetitions per row (median shown)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions per row (median shown)")
     ap.add_argument("--count", type=int, default=10000, help="forks per load run")
     ap.add_argument("--rss-records", type=int, default=1_000_000,
                     help="records for the peak-RSS check (0: skip)")
