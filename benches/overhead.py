@@ -56,6 +56,7 @@ SUMMARY_RE = re.compile(r"perfwatch: (\d+) records in")
 LOST_RE = re.compile(
     r"lost by the kernel: (\d+) records \(ring full\), (\d+) samples; dropped by perfwatch: (\d+)")
 BYTYPE_RE = re.compile(r"by type: (.*)")
+UNDECODED_RE = re.compile(r"not decoded: (\d+) of unknown type, (\d+) malformed, (\d+) bytes skipped")
 TWATCH_RE = re.compile(r"twatch: (\d+) records, lost (\d+)")
 PLAIN_TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
 JSON_TASK_RE = re.compile(rb'"type":"(fork|exit)".*?,"pid":(\d+),"ppid":(\d+)')
@@ -263,6 +264,8 @@ def parse_perfwatch_stderr(text):
     m = LOST_RE.search(text)
     if m:
         r["lost"], r["lost_samples"], r["dropped"] = (int(g) for g in m.groups())
+    m = UNDECODED_RE.search(text)
+    r["undecoded"] = sum(int(g) for g in m.groups()) if m else 0
     m = BYTYPE_RE.search(text)
     if m and m.group(1).strip() != "none":
         for part in m.group(1).split(","):
@@ -413,7 +416,7 @@ def measure(row, stress, load_args, settle, tag):
     if row.parse_err:
         c = row.parse_err(stderr)
         res.update(records=c["records"], lost=c["lost"], lost_samples=c["lost_samples"],
-                   dropped=c["dropped"])
+                   dropped=c["dropped"], undecoded=c.get("undecoded", 0))
     if row.short == "perf-record":
         records, lost, script = parse_perf_data(out_file)
         res.update(records=records, lost=lost, lost_samples=0, dropped=0)
@@ -446,6 +449,7 @@ def measure(row, stress, load_args, settle, tag):
         twin_err = mon.stderr()
         c = row.parse_err(twin_err) if row.parse_err else {}
         res["twin_lost"] = (c.get("lost") or 0) + (c.get("dropped") or 0)
+        res["undecoded"] = res.get("undecoded", 0) + c.get("undecoded", 0)
         res["twin_status"] = status
         if missing or status != 0 or c.get("records") is None:
             n = len(load["pids"])
@@ -499,6 +503,9 @@ def summarise(runs, baseline_s):
     s["problems"] = [r["twin_problem"] for r in runs if r.get("twin_problem")]
     s["lost_max"] = max((r.get("lost") or 0) + (r.get("twin_lost") or 0) for r in runs)
     s["dropped_max"] = max(r.get("dropped") or 0 for r in runs)
+    # Unknown, malformed records and bytes skipped on resync: not "lost" in the summary's
+    # words, but not shown either.
+    s["undecoded_max"] = max(r.get("undecoded") or 0 for r in runs)
     return s
 
 
@@ -548,10 +555,12 @@ def verdicts(results, rss, sampling):
         if s is None:
             v.append(("completeness 100%%, 0 lost/dropped (%s)" % k, None, "not measured"))
             continue
-        ok = (s["completeness_min"] == 100.0) and s["lost_max"] == 0 and s["dropped_max"] == 0
+        ok = (s["completeness_min"] == 100.0) and s["lost_max"] == 0 and s["dropped_max"] == 0 \
+            and s["undecoded_max"] == 0
         v.append(("completeness 100%%, 0 lost/dropped (%s)" % k, ok,
-                  "min %s%%, lost %d, dropped %d over all runs%s" % (
+                  "min %s%%, lost %d, dropped %d, not decoded %d over all runs%s" % (
                       fmt(s["completeness_min"], ".2f"), s["lost_max"], s["dropped_max"],
+                      s["undecoded_max"],
                       "".join("\n       " + p for p in s["problems"]))))
     p, py = results.get("plain"), results.get("python")
     if p and py and p["us_per_record"] and py["us_per_record"]:
@@ -646,14 +655,14 @@ def sampling_check(pw, stress, freq, seconds, settle):
     throttled = counts.get("throttle", 0) > 0
     rate_ok = all(0.9 <= r <= 1.1 for r in ratios.values()) or throttled
     ok = bad == 0 and period_bad == 0 and backwards == 0 and summary_match and rate_ok \
-        and (c["lost"] or 0) == lost_sum
+        and (c["lost"] or 0) == lost_sum and c["undecoded"] == 0
     detail = ("-F %d, %.1f s spin on %d CPUs: samples/expected per CPU %s; throttle %d, "
               "unthrottle %d, LOST records %d (lost %d, summary %s); unparsed lines %d, "
-              "bad periods %d, time going backwards %d; summary matches output: %s" % (
+              "bad periods %d, time going backwards %d, not decoded %d; summary matches output: %s" % (
                   freq, window, len(load["per_cpu"]),
                   ", ".join("cpu%d %.3f" % kv for kv in sorted(ratios.items())),
                   counts.get("throttle", 0), counts.get("unthrottle", 0), counts.get("lost", 0),
-                  lost_sum, c["lost"], bad, period_bad, backwards, summary_match))
+                  lost_sum, c["lost"], bad, period_bad, backwards, c["undecoded"], summary_match))
     return {"ok": ok, "detail": detail}
 
 

@@ -29,9 +29,9 @@ fn overhead_harness_smoke() {
         "perfwatch --json > /dev/null",
         "perfwatch TUI (pty 120x40)",
         "perfwatch --script (trivial filter)",
-        "MET  completeness 100%, 0 lost/dropped (plain)",
-        "MET  completeness 100%, 0 lost/dropped (json)",
-        "unparsed lines 0, bad periods 0, time going backwards 0; summary matches output: True",
+        "MET  completeness 100%, 0 lost/dropped (plain): min 100.00%, lost 0, dropped 0, not decoded 0",
+        "MET  completeness 100%, 0 lost/dropped (json): min 100.00%, lost 0, dropped 0, not decoded 0",
+        "unparsed lines 0, bad periods 0, time going backwards 0, not decoded 0; summary matches output: True",
     ] {
         assert!(stdout.contains(want), "no '{want}' in:\n{stdout}\n{stderr}");
     }
