@@ -19,10 +19,12 @@ pub const SLACK_NS: u64 = 10_000_000;
 /// The longest a quiet or slow CPU can hold back the others.
 pub const MAX_WAIT_NS: u64 = 1_000_000_000;
 
+/// A buffered event's place in the order. The events themselves stay put in `slots`: the
+/// heap moves these 24-byte keys around, not 80-byte events.
 struct Pending {
     time: u64,
     seq: u64,
-    ev: Event,
+    slot: u32,
 }
 
 impl PartialEq for Pending {
@@ -53,6 +55,8 @@ struct CpuClock {
 /// The reorder buffer.
 pub struct Reorder {
     heap: BinaryHeap<Pending>,
+    slots: Vec<Option<Event>>,
+    free: Vec<u32>,
     cpus: Vec<CpuClock>,
     seq: u64,
     max_buffered: usize,
@@ -66,6 +70,8 @@ impl Reorder {
     pub fn new(cpus: &[u32], max_buffered: usize) -> Reorder {
         Reorder {
             heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             cpus: cpus
                 .iter()
                 .map(|&cpu| CpuClock {
@@ -108,10 +114,21 @@ impl Reorder {
         }
         for ev in batch.events {
             self.seq += 1;
+            let time = ev.time;
+            let slot = match self.free.pop() {
+                Some(s) => {
+                    self.slots[s as usize] = Some(ev);
+                    s
+                }
+                None => {
+                    self.slots.push(Some(ev));
+                    (self.slots.len() - 1) as u32
+                }
+            };
             self.heap.push(Pending {
-                time: ev.time,
+                time,
                 seq: self.seq,
-                ev,
+                slot,
             });
         }
     }
@@ -134,7 +151,17 @@ impl Reorder {
         } else {
             self.last_emitted = p.time;
         }
-        Some(p.ev)
+        let ev = self.slots.get_mut(p.slot as usize)?.take();
+        self.free.push(p.slot);
+        if self.heap.is_empty() {
+            // Give back what a burst made the slab grow to.
+            self.slots.clear();
+            self.free.clear();
+            if self.slots.capacity() > 65_536 {
+                self.slots.shrink_to(65_536);
+            }
+        }
+        ev
     }
 
     /// Emit, oldest first, every event that can no longer be overtaken.

@@ -175,7 +175,8 @@ pub struct PlainOptions {
 }
 
 /// How often the loop looks at signals, the clock and the command when no batch arrives.
-const TICK: Duration = Duration::from_millis(50);
+/// Readers send a batch at least every 250 ms, which wakes the loop too.
+const TICK: Duration = Duration::from_millis(200);
 /// How long to wait for the readers' last batches at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
@@ -275,6 +276,11 @@ pub fn run(
                 }
             }
         }
+    }
+    // Whatever is still queued was decoded and counted: write it too. (A reader that has not
+    // sent its last batch by now counts that batch as dropped when the channel closes.)
+    for b in rx.try_iter() {
+        reorder.push(b);
     }
     reorder.flush(|ev| emit(ev, out, &mut write_err));
     if write_err.is_none() {

@@ -18,6 +18,10 @@ use crate::stats::CpuStats;
 /// quiet CPU's records wait before they are shown.
 pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// The poll timeout of a reader whose last look at the ring found nothing: an idle CPU costs
+/// four wake-ups a second instead of ten, and holds the time-ordering back at most this long.
+pub const IDLE_POLL_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// Events from one CPU, in the order the kernel wrote them.
 #[derive(Debug, Default)]
 pub struct Batch {
@@ -25,7 +29,8 @@ pub struct Batch {
     pub events: Vec<Event>,
     /// CLOCK_MONOTONIC ns read just before `data_head` was loaded: every record this CPU
     /// writes later carries a time close to or after this. Readers send a batch (possibly
-    /// empty) at least every [`POLL_TIMEOUT`], so a merger can tell a quiet CPU from a slow one.
+    /// empty) at least every [`IDLE_POLL_TIMEOUT`], so a merger can tell a quiet CPU from a
+    /// slow one.
     pub now: u64,
     /// The last batch of this CPU: its reader has ended.
     pub end: bool,
@@ -92,13 +97,14 @@ impl LocalCounts {
     }
 }
 
-/// Decode everything currently in `ring` into `events`, counting as it goes.
+/// Decode everything currently in `ring` into `events`, counting as it goes. Returns true
+/// when the ring may have overflowed (it was three quarters full, or held a LOST record).
 pub fn drain_ring(
     ring: &mut CpuRing,
     scratch: &mut Vec<u8>,
     events: &mut Vec<Event>,
     stats: &CpuStats,
-) {
+) -> bool {
     let mut local = LocalCounts::default();
     let (layout, cpu) = (ring.layout, ring.cpu);
     let out = ring
@@ -117,6 +123,7 @@ pub fn drain_ring(
             .skipped_bytes
             .fetch_add(out.skipped_bytes, Ordering::Relaxed);
     }
+    local.lost > 0 || out.bytes * 4 >= ring.ring.data_size() as u64 * 3
 }
 
 /// Records the kernel dropped for this ring's events, as `read()` with PERF_FORMAT_LOST
@@ -193,14 +200,18 @@ fn run(
     let mut capacity = 256;
     let mut last_lost_read = std::time::Instant::now();
     let mut offline = false;
+    // Set when the ring may have overflowed since the lost count was last read. Reading it
+    // costs an IPI to the event's CPU (expensive in a VM), so it is read only then, and at
+    // the end.
+    let mut maybe_lost = false;
     loop {
         // Decide before draining, so that the last drain sees everything written before stop.
         let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
         let now = monotonic_ns();
         let mut events = Vec::with_capacity(capacity);
-        drain_ring(&mut ring, &mut scratch, &mut events, my);
+        maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
         crate::debug_panic_point("reader");
-        capacity = events.len().clamp(64, 65_536);
+        capacity = events.len().clamp(64, 4096);
         let n = events.len() as u64;
         let batch = Batch {
             cpu,
@@ -214,8 +225,11 @@ fn run(
             break;
         }
         if stopping || last_lost_read.elapsed() >= LOST_READ_INTERVAL {
-            if let Some(n) = lost_by_read(&ring) {
-                my.lost_by_read.fetch_max(n, Ordering::Relaxed);
+            if stopping || maybe_lost {
+                if let Some(n) = lost_by_read(&ring) {
+                    my.lost_by_read.fetch_max(n, Ordering::Relaxed);
+                }
+                maybe_lost = false;
             }
             last_lost_read = std::time::Instant::now();
             // A CPU taken offline gets no more records: say so and end, the others go on.
@@ -236,7 +250,12 @@ fn run(
             libc::poll(
                 pollfds.as_mut_ptr(),
                 pollfds.len() as libc::nfds_t,
-                POLL_TIMEOUT.as_millis() as i32,
+                if n == 0 {
+                    IDLE_POLL_TIMEOUT
+                } else {
+                    POLL_TIMEOUT
+                }
+                .as_millis() as i32,
             )
         };
         if r < 0 {

@@ -28,6 +28,8 @@ pub struct DrainOutcome {
     pub records: u64,
     /// Bytes that could not be parsed as records and were skipped (reader resynchronised).
     pub skipped_bytes: u64,
+    /// Bytes that were waiting (`head - tail`): how full the ring was.
+    pub bytes: u64,
 }
 
 /// Hand every record between `tail` and `head` to `f`, in order.
@@ -54,11 +56,12 @@ pub unsafe fn drain(
     mut f: impl FnMut(&[u8]),
 ) -> DrainOutcome {
     debug_assert!(size.is_power_of_two());
+    let avail = head.wrapping_sub(tail);
     let mut out = DrainOutcome {
         new_tail: tail,
+        bytes: avail,
         ..Default::default()
     };
-    let avail = head.wrapping_sub(tail);
     if avail == 0 {
         return out;
     }
@@ -271,7 +274,8 @@ mod tests {
             DrainOutcome {
                 new_tail: head,
                 records: 3,
-                skipped_bytes: 0
+                skipped_bytes: 0,
+                bytes: head - tail,
             }
         );
     }
@@ -339,7 +343,8 @@ mod tests {
             DrainOutcome {
                 new_tail: 64,
                 records: 0,
-                skipped_bytes: 64
+                skipped_bytes: 64,
+                bytes: 64,
             }
         );
         // A header claiming more than is available.
@@ -353,7 +358,8 @@ mod tests {
             DrainOutcome {
                 new_tail: 1000,
                 records: 0,
-                skipped_bytes: 1000
+                skipped_bytes: 1000,
+                bytes: 1000,
             }
         );
         // An empty ring.
@@ -363,7 +369,8 @@ mod tests {
             DrainOutcome {
                 new_tail: 64,
                 records: 0,
-                skipped_bytes: 0
+                skipped_bytes: 0,
+                bytes: 0,
             }
         );
     }

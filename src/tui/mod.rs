@@ -37,7 +37,7 @@ use crate::signals::StopSignals;
 use app::{App, AppConfig};
 
 /// How often the screen is redrawn (and stop conditions looked at) without input.
-pub const TICK: Duration = Duration::from_millis(66);
+pub const TICK: Duration = Duration::from_millis(100);
 /// How long to wait for the readers' last batches at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Batches taken from the channel in one go before the loop looks at input again.
@@ -250,13 +250,19 @@ fn event_loop(
     app.on_tick(monotonic_ns());
     app.set_totals(mon.stats.snapshot());
     ui::render(term, app)?;
+    // Something to show since the last frame: without it a tick redraws only when the
+    // elapsed-time display moves on, so an idle TUI draws once a second.
+    let mut dirty = false;
+    let mut drawn_second = 0;
     loop {
         let mut redraw = false;
         select! {
             recv(rx) -> msg => match msg {
                 Ok(b) => {
+                    dirty |= !b.events.is_empty();
                     app.on_batch(b);
                     for b in rx.try_iter().take(BATCHES_PER_TURN) {
+                        dirty |= !b.events.is_empty();
                         app.on_batch(b);
                     }
                 }
@@ -277,14 +283,19 @@ fn event_loop(
                 Err(_) => input_rx = &no_input,
             },
             recv(pane_rx) -> msg => match msg {
-                Ok(m) => app.on_pane_msg(m),
+                Ok(m) => {
+                    app.on_pane_msg(m);
+                    dirty = true;
+                }
                 // The script stage ended: stop selecting on it, or the loop would spin.
                 Err(_) => pane_rx = &no_panes,
             },
             recv(ticker) -> _ => {
                 app.on_tick(monotonic_ns());
                 app.set_totals(mon.stats.snapshot());
-                redraw = true;
+                let second = start.elapsed().as_secs();
+                redraw = dirty || second != drawn_second;
+                drawn_second = second;
             }
         }
         if app.quit {
@@ -308,6 +319,7 @@ fn event_loop(
             return Ok(StopReason::TargetsGone);
         }
         if redraw {
+            dirty = false;
             if let Err(e) = ui::render(term, app) {
                 // A terminal that hung up fails the write just before SIGHUP is seen.
                 std::thread::sleep(TICK);
