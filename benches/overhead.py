@@ -678,7 +678,8 @@ def main():
     ap.add_argument("--perfwatch", help="perfwatch binary (default: build target/release)")
     ap.add_argument("--stress", help="perfwatch-stress binary (default: build target/release)")
     ap.add_argument("--reps", type=int, default=5, help="repetitions per row (median shown)")
-    ap.add_argument("--count", type=int, default=10000, help="forks per load run")
+    ap.add_argument("--count", type=int, default=20000,
+                    help="forks per load run (long enough that start-up does not dominate)")
     ap.add_argument("--rss-records", type=int, default=1_000_000,
                     help="records for the peak-RSS check (0: skip)")
     ap.add_argument("--freq", type=int, default=10000, help="sampling check frequency")

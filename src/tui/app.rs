@@ -9,7 +9,9 @@
 //! appends to bounded rings. Text is formatted at draw time, for the visible rows only.
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
@@ -141,7 +143,9 @@ struct Task {
 /// (for lifetimes). Bounded: exited tasks are forgotten after a while, and at [`TASK_CAP`].
 #[derive(Debug, Default)]
 pub struct TaskTable {
-    tasks: HashMap<u32, Task>,
+    // FxHash: keys are kernel-assigned ids, and SipHash was a tenth of the TUI's CPU under a
+    // fork storm.
+    tasks: FxHashMap<u32, Task>,
 }
 
 impl CommLookup for TaskTable {
@@ -410,7 +414,7 @@ pub struct App {
     pub tasks: TaskTable,
     task_rows: VecDeque<TaskRow>,
     /// Samples by pid since the last second closed.
-    top_acc: HashMap<u32, u64>,
+    top_acc: FxHashMap<u32, u64>,
     /// The top tasks of the last closed second: (pid, samples), and all samples.
     top: Vec<(u32, u64)>,
     top_total: u64,
@@ -453,7 +457,7 @@ impl App {
             rates: Rates::new(cfg.unit, &cfg.cpus, cfg.start_ns),
             tasks: TaskTable::default(),
             task_rows: VecDeque::new(),
-            top_acc: HashMap::new(),
+            top_acc: FxHashMap::default(),
             top: Vec::new(),
             top_total: 0,
             log: VecDeque::with_capacity(cfg.history.min(1 << 16)),

@@ -13,7 +13,7 @@ pub mod app;
 pub mod input;
 pub mod ui;
 
-use std::io::{self, Stdout, Write};
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -107,6 +107,29 @@ fn install_panic_hook() {
     }));
 }
 
+/// Collects a frame and writes it to stdout in one go at `flush` (ratatui flushes after
+/// every frame). stdout's own buffer is small and line-buffered, which made a frame a dozen
+/// write(2) calls. Unlike a `BufWriter`, dropping it discards an unfinished frame: after a
+/// panic the terminal has been restored, and half a frame must not be written over it.
+#[derive(Default)]
+pub struct FrameWriter {
+    buf: Vec<u8>,
+}
+
+impl Write for FrameWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let mut out = io::stdout().lock();
+        let r = out.write_all(&self.buf).and_then(|()| out.flush());
+        self.buf.clear();
+        r
+    }
+}
+
 /// Reads the keyboard on its own thread, so the loop can select over it with the batches.
 struct InputThread {
     stop: Arc<AtomicBool>,
@@ -124,7 +147,7 @@ impl InputThread {
                 while !s.load(Ordering::Acquire) {
                     // Poll with a timeout so that the thread sees `stop` and ends before the
                     // terminal is restored (it must not swallow the shell's input after).
-                    match crossterm::event::poll(Duration::from_millis(50)) {
+                    match crossterm::event::poll(INPUT_POLL) {
                         Ok(true) => match crossterm::event::read() {
                             Ok(ev) => {
                                 if tx.send(ev).is_err() {
@@ -147,6 +170,10 @@ impl InputThread {
         ))
     }
 }
+
+/// How often the input thread looks at `stop` while no key comes: each look is a wake-up
+/// (an idle cost), and the longest `q` waits for the thread before the terminal is restored.
+const INPUT_POLL: Duration = Duration::from_millis(150);
 
 /// How long to wait for the input thread to see `stop`.
 const INPUT_JOIN: Duration = Duration::from_millis(500);
@@ -198,7 +225,7 @@ pub fn run(
     let mut guard = TerminalGuard::enter()?;
     // Not `Terminal::clear`: it asks the terminal for the cursor position, and a terminal
     // that does not answer would stop perfwatch. The guard cleared the screen already.
-    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let mut term = Terminal::new(CrosstermBackend::new(FrameWriter::default()))?;
     let (input, input_rx) = InputThread::spawn()?;
     let result = event_loop(
         mon,
@@ -236,7 +263,7 @@ fn event_loop(
     rx: &Receiver<Batch>,
     pane_rx: Option<&Receiver<PaneMsg>>,
     app: &mut App,
-    term: &mut Terminal<CrosstermBackend<Stdout>>,
+    term: &mut Terminal<CrosstermBackend<FrameWriter>>,
     input_rx: &Receiver<TermEvent>,
     duration: Option<Duration>,
     signals: &StopSignals,
