@@ -8,7 +8,7 @@ use crossbeam_channel::{Receiver, select, tick};
 use crate::event::{Event, EventKind};
 use crate::merge::Reorder;
 use crate::monitor::Monitor;
-use crate::perf::reader::Batch;
+use crate::perf::reader::{Batch, collect_last_batches};
 use crate::signals::StopSignals;
 use crate::text::escape;
 
@@ -261,27 +261,13 @@ pub fn run(
         return Ok(reason);
     }
     // Collect the readers' last batches, then write out everything that is left.
-    let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while !reorder.all_ended() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left.min(TICK)) {
-            Ok(b) => reorder.push(b),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                if signals.pending().is_some() && Instant::now() >= deadline {
-                    break;
-                }
-            }
-        }
-    }
-    // Whatever is still queued was decoded and counted: write it too. (A reader that has not
-    // sent its last batch by now counts that batch as dropped when the channel closes.)
-    for b in rx.try_iter() {
-        reorder.push(b);
-    }
+    collect_last_batches(
+        rx,
+        SHUTDOWN_GRACE,
+        &mut reorder,
+        Reorder::all_ended,
+        Reorder::push,
+    );
     reorder.flush(|ev| emit(ev, out, &mut write_err));
     if write_err.is_none() {
         if let Err(e) = out.flush() {

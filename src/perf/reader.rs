@@ -36,6 +36,34 @@ pub struct Batch {
     pub end: bool,
 }
 
+/// At shutdown (after the stop request): hand `take` the readers' last batches until `ended`
+/// says every reader has sent its final one, the channel closes, or `grace` runs out; then
+/// whatever is still queued. Batches a reader cannot send after that are counted as dropped
+/// by the reader when the channel closes.
+pub fn collect_last_batches<T>(
+    rx: &crossbeam_channel::Receiver<Batch>,
+    grace: Duration,
+    state: &mut T,
+    ended: impl Fn(&T) -> bool,
+    mut take: impl FnMut(&mut T, Batch),
+) {
+    let deadline = std::time::Instant::now() + grace;
+    while !ended(state) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match rx.recv_timeout(left.min(POLL_TIMEOUT)) {
+            Ok(b) => take(state, b),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+        }
+    }
+    for b in rx.try_iter() {
+        take(state, b);
+    }
+}
+
 /// A CPU's ring and the fds that write into it (the first one owns the mapping; the others
 /// were redirected into it with PERF_EVENT_IOC_SET_OUTPUT).
 pub struct CpuRing {

@@ -240,18 +240,13 @@ pub fn run(
     drop(input);
     mon.request_stop();
     // Let the readers send their last batches (so they end), bounded in time.
-    let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while !app.all_ended() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left.min(TICK)) {
-            Ok(b) => app.on_batch(b),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-        }
-    }
+    crate::perf::reader::collect_last_batches(
+        rx,
+        SHUTDOWN_GRACE,
+        &mut app,
+        App::all_ended,
+        App::on_batch,
+    );
     drop(term);
     guard.restore();
     result
