@@ -537,3 +537,42 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
         "four threads and the main thread exit: {stderr}"
     );
 }
+
+#[test]
+fn tracepoints_sample_every_hit() {
+    require_perf!();
+    let events = std::path::Path::new("/sys/kernel/tracing/events");
+    if !events.exists() {
+        // tracefs may not be mounted (it is not by default on this kind of machine); as root
+        // the test mounts it, as `perf trace` users do.
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
+    }
+    if !events.join("sched/sched_process_fork").exists() {
+        eprintln!("SKIPPING tracepoint test: no tracefs at /sys/kernel/tracing");
+        return;
+    }
+    let out = Command::new(cargo_bin("perfwatch"))
+        .args([
+            "--json",
+            "-e",
+            "sched:sched_process_fork",
+            "--",
+            "sh",
+            "-c",
+            "(exit 0) & (exit 0) & wait",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines = json_lines(&out.stdout);
+    let samples = lines.iter().filter(|v| v["type"] == "sample").count();
+    let forks = lines
+        .iter()
+        .filter(|v| v["type"] == "fork" && v["pid"] == v["tid"])
+        .count();
+    assert_eq!(samples, forks, "one tracepoint hit per fork: {stderr}");
+    assert_eq!(forks, 2, "{stderr}");
+}

@@ -179,7 +179,9 @@ pub enum EventError {
         "unknown event '{0}' (try cycles, instructions, cpu-clock, task-clock, page-faults, context-switches, cpu-migrations, dummy, or SUBSYSTEM:TRACEPOINT)"
     )]
     Unknown(String),
-    #[error("no tracepoint '{0}' (looked for its id under {1}/events; is tracefs mounted?)")]
+    #[error(
+        "no tracepoint '{0}' (looked for its id under {1}/events; if tracefs is not mounted: mount -t tracefs nodev {1})"
+    )]
     NoTracepoint(String, String),
 }
 
