@@ -236,3 +236,51 @@ fn a_panicking_thread_stops_with_a_summary_and_status_101() {
         );
     }
 }
+
+#[test]
+fn a_missing_script_is_named() {
+    perfwatch()
+        .args([
+            "--plain",
+            "-e",
+            "dummy",
+            "--script",
+            "/nonexistent/perfwatch-test.py",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "cannot open script '/nonexistent/perfwatch-test.py'",
+        ));
+}
+
+/// A ring bigger than an unprivileged user may lock: the mmap fails and perfwatch says what
+/// to change.
+#[test]
+fn a_ring_too_big_to_lock_suggests_a_smaller_m() {
+    if !common::perf_allowed() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["--plain", "-e", "dummy", "-m", "256M", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot map a ring of 65536 pages"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Use a smaller -m/--mmap-pages") && stderr.contains("perf_event_mlock_kb"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

@@ -372,3 +372,36 @@ fn hostile_names_never_reach_the_terminal_raw() {
     assert!(status.success());
     assert_restored(&s, "hostile");
 }
+
+/// A real script's `on_tick()` lines fill a pane titled with its name, and its `print()`
+/// output lands there too, not on the screen around it.
+#[test]
+fn script_on_tick_lines_fill_their_pane() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("ticker.py");
+    std::fs::write(
+        &script,
+        "n = 0\ndef on_event(event):\n    global n\n    n += 1\ndef on_tick():\n    print('printed-by-script')\n    return ['hello-from-ticker', f'events {n}']\n",
+    )
+    .expect("write script");
+    let mut s = Screen::spawn(&[
+        "-e",
+        "dummy",
+        "--script",
+        script.to_str().expect("utf-8 path"),
+        "--",
+        "sh",
+        "-c",
+        "sleep 30",
+    ]);
+    s.wait_for("the script pane", Duration::from_secs(20), |t| {
+        t.contains("ticker.py")
+            && t.contains("hello-from-ticker")
+            && t.contains("printed-by-script")
+    });
+    s.send("q");
+    let status = exit_status(&mut s, "q");
+    assert!(status.success());
+    assert_restored(&s, "script pane");
+}
