@@ -20,6 +20,25 @@ fn forker_script(n: usize, pidfile: Option<&std::path::Path>) -> String {
     )
 }
 
+/// Attach `perfwatch --json -e dummy -p` to `target`, give it time to open its events, let
+/// the target go (it waits reading the FIFO `go`), and collect perfwatch's output once the
+/// target (and so perfwatch) has exited.
+fn watch_pid_then_release(
+    target: &mut std::process::Child,
+    go: &std::path::Path,
+) -> std::process::Output {
+    let mon = Command::new(cargo_bin("perfwatch"))
+        .args(["--json", "-e", "dummy", "-p", &target.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(go, "go\n").unwrap();
+    target.wait().unwrap();
+    mon.wait_with_output().unwrap()
+}
+
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
@@ -163,17 +182,7 @@ fn pid_mode_follows_a_running_process_and_stops_when_it_exits() {
     let script = format!("read x < '{}'; {}", go.display(), forker_script(n, None));
     let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
     let pid = target.id();
-    let mon = Command::new(cargo_bin("perfwatch"))
-        .args(["--json", "-e", "dummy", "-p", &pid.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Give perfwatch time to open its events, then let the target go.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    std::fs::write(&go, "go\n").unwrap();
-    target.wait().unwrap();
-    let out = mon.wait_with_output().unwrap();
+    let out = watch_pid_then_release(&mut target, &go);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
     assert!(
@@ -504,16 +513,7 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let mon = Command::new(cargo_bin("perfwatch"))
-        .args(["--json", "-e", "dummy", "-p", &pid.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    std::fs::write(&go, "go\n").unwrap();
-    target.wait().unwrap();
-    let out = mon.wait_with_output().unwrap();
+    let out = watch_pid_then_release(&mut target, &go);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let lines = json_lines(&out.stdout);
