@@ -184,13 +184,7 @@ impl Report {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    perfwatch::perf::reader::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 fn gettid() -> i32 {
@@ -389,13 +383,7 @@ struct Spun {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    perfwatch::perf::reader::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 fn pin_to(cpu: u32) -> bool {
