@@ -8,7 +8,7 @@ use clap::Parser;
 
 use crate::perf::cpus::parse_cpu_list;
 
-const AFTER_HELP: &str = "\
+const HELP_BEFORE_FILTER: &str = "\
 EXAMPLES:
   sudo perfwatch                      live view of every CPU (TUI)
   sudo perfwatch --plain              one line per record, like perf's twatch.py
@@ -22,17 +22,9 @@ PERMISSIONS:
   Watching your own processes (-p, -t, -- COMMAND) needs kernel.perf_event_paranoid <= 2
   (kernel samples are left out above 1).
 
-FILTER (--filter EXPR, and / in the TUI):
-  type:fork,exit   record types (sample fork exit comm mmap lost lost_samples
-                   throttle unthrottle context_switch)
-  pid:123 tid:5-9  the task the record is about (numbers, ranges, lists)
-  ppid:1           the parent in fork/exit records
-  cpu:0-1          the CPU that wrote the record
-  comm:bash        task name: substring, or glob with * and ?
-  word             any other word: found anywhere in the line (no case)
-  !term            negates a term; all terms must match, e.g.
-                   --filter 'type:fork,exit,comm !comm:kworker*'
+";
 
+const HELP_AFTER_FILTER: &str = "\
 EXIT STATUS:
   0    stopped normally (q, Ctrl-C/SIGINT, --duration, monitored tasks gone, closed pipe)
   1    an error (permission, unsupported event, failed start-up)
@@ -41,9 +33,18 @@ EXIT STATUS:
   128+N  stopped by signal N (SIGTERM 143, SIGHUP 129, SIGQUIT 131)
   With -- COMMAND: the command's own exit status.";
 
+/// The text after the options: examples, permissions, the filter syntax (one copy, shared
+/// with the TUI's help overlay) and the exit statuses.
+fn after_help() -> String {
+    format!(
+        "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{HELP_AFTER_FILTER}",
+        crate::filter::SYNTAX_HELP
+    )
+}
+
 /// A live Linux event monitor: fork, exit, exec, mmap and samples from every CPU.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "perfwatch", version, about, after_help = AFTER_HELP, max_term_width = 100)]
+#[command(name = "perfwatch", version, about, after_help = after_help(), max_term_width = 100)]
 pub struct Cli {
     /// Event to sample: cycles, instructions, cpu-clock, task-clock, page-faults,
     /// context-switches, cpu-migrations, dummy (side-band records only), or SUBSYS:TRACEPOINT.
