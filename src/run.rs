@@ -133,18 +133,19 @@ pub const EXIT_INTERNAL: i32 = 101;
 /// Stop the command if perfwatch stopped first, join the readers, print the summary, and pick
 /// the exit code.
 pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
-    // A failed reader also ends its channel: whatever the frontend saw, say what happened.
-    let reason = if mon.stats.failure().is_some() && reason != StopReason::Panicked {
-        StopReason::ReaderFailed
-    } else {
-        reason
-    };
     let command_status = match reason {
         StopReason::CommandExited(s) => Some(s),
         _ if mon.has_command() => mon.end_command(libc::SIGTERM),
         _ => None,
     };
     mon.join();
+    // A failed reader also ends its channel: whatever the frontend saw, say what happened.
+    // Only after the join: a reader records its failure after its channel end is dropped.
+    let reason = if mon.stats.failure().is_some() && reason != StopReason::Panicked {
+        StopReason::ReaderFailed
+    } else {
+        reason
+    };
     let elapsed = mon.started.elapsed();
     if reason == StopReason::BrokenPipe {
         return Ok(0);
