@@ -8,17 +8,18 @@ pub mod cli;
 pub mod command;
 pub mod event;
 pub mod filter;
+pub mod frontend;
 pub mod merge;
 pub mod monitor;
 pub mod pane;
 pub mod perf;
-pub mod plain;
 pub mod run;
 pub mod script;
 pub mod signals;
 pub mod stats;
 pub mod text;
-pub mod tui;
+
+pub use frontend::{plain, tui};
 
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
