@@ -9,7 +9,7 @@ pub mod command;
 pub mod event;
 pub mod filter;
 pub mod frontend;
-pub mod merge;
+pub mod order;
 pub mod monitor;
 pub mod pane;
 pub mod perf;

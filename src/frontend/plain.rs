@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, select, tick};
 
 use crate::event::{Event, EventKind};
-use crate::merge::Reorder;
+use crate::order::Reorder;
 use crate::monitor::Monitor;
 use crate::perf::reader::{Batch, collect_last_batches};
 use crate::signals::StopSignals;

@@ -38,7 +38,7 @@ use pyo3::prelude::*;
 
 use super::module::PaneSink;
 use crate::event::Event;
-use crate::merge::{MAX_WAIT_NS, Reorder};
+use crate::order::{MAX_WAIT_NS, Reorder};
 use crate::pane::PaneMsg;
 use crate::perf::reader::Batch;
 use crate::stats::Stats;

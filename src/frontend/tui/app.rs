@@ -18,7 +18,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 use super::input::{Action, map_key};
 use crate::event::{Event, EventKind};
 use crate::filter::{CommLookup, Filter};
-use crate::merge::Reorder;
+use crate::order::Reorder;
 use crate::monitor::MonitorInfo;
 use crate::pane::PaneMsg;
 use crate::perf::reader::Batch;
