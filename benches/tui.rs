@@ -67,11 +67,7 @@ fn record(i: u64, cpu: u32, time: u64) -> Event {
             ptid: pid,
             time,
         }),
-        _ => EventKind::Sample {
-            ip: 0x5555_0000 + i * 16,
-            period: 1_000_000,
-            misc: 2,
-        },
+        _ => EventKind::sample(0x5555_0000 + i * 16, 1_000_000, 2),
     };
     Event {
         cpu,

@@ -423,11 +423,7 @@ mod tests {
             tid: pid,
             time: 7,
             id: 0,
-            kind: EventKind::Sample {
-                ip: 0xffff,
-                period: 1000,
-                misc: 0,
-            },
+            kind: EventKind::sample(0xffff, 1000, 0),
         }
     }
 

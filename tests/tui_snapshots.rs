@@ -69,11 +69,7 @@ fn app() -> App {
     for s in 0..3u64 {
         for ms in 0..1000u64 {
             let t = T0 + s * NS + ms * 1_000_000;
-            let s0 = EventKind::Sample {
-                ip: 0x4011d6,
-                period: 1_000_000,
-                misc: 2,
-            };
+            let s0 = EventKind::sample(0x4011d6, 1_000_000, 2);
             evs.push(ev(0, 600, t, s0.clone()));
             let pid1 = if ms % 4 == 0 { 700 } else { 0 };
             evs.push(ev(1, pid1, t + 500, s0));

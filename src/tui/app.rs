@@ -994,16 +994,7 @@ mod tests {
     }
 
     fn sample(cpu: u32, pid: u32, time: u64, period: u64) -> Event {
-        ev(
-            cpu,
-            pid,
-            time,
-            EventKind::Sample {
-                ip: 1,
-                period,
-                misc: 0,
-            },
-        )
+        ev(cpu, pid, time, EventKind::sample(1, period, 0))
     }
 
     fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
