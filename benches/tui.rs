@@ -99,6 +99,7 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
         cpus: vec![0, 1],
         history: perfwatch::tui::app::DEFAULT_HISTORY,
         start_ns,
+        events: Vec::new(),
     });
     app.seed_tasks((1000..1037).map(|p| (p, (*b"busy").into())));
     app.set_filter(Filter::parse(filter).expect("bench filter"));

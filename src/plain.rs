@@ -9,6 +9,7 @@ use crate::event::{Event, EventKind};
 use crate::merge::Reorder;
 use crate::monitor::Monitor;
 use crate::perf::reader::{Batch, collect_last_batches};
+use crate::perf::tracepoint::Value;
 use crate::signals::StopSignals;
 use crate::text::escape;
 
@@ -77,7 +78,8 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
     )?;
     match &ev.kind {
         EventKind::Sample { ip, period, .. } => {
-            write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?
+            write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?;
+            write_json_event(out, ev)?;
         }
         EventKind::Fork(t) | EventKind::Exit(t) => write!(
             out,
@@ -140,6 +142,34 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
         }
     }
     out.write_all(b"}\n")
+}
+
+/// A sample's `"event"` name and its tracepoint fields as JSON members: numbers as numbers,
+/// text as (escaped) strings, arrays as lists, a field outside the record as null.
+fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
+    if let Some(name) = ev.event_name() {
+        write!(out, ",\"event\":{}", JsonStr(name))?;
+    }
+    for (f, v) in ev.fields(false) {
+        write!(out, ",{}:", JsonStr(&f.name))?;
+        match v {
+            Value::Int(n) => write!(out, "{n}")?,
+            Value::UInt(n) | Value::Hex(n) => write!(out, "{n}")?,
+            Value::Str(s) => write!(out, "{}", JsonStr(&escape(s)))?,
+            Value::Array { .. } => {
+                out.write_all(b"[")?;
+                for (i, e) in v.elements().enumerate() {
+                    if i > 0 {
+                        out.write_all(b",")?;
+                    }
+                    write!(out, "{e}")?;
+                }
+                out.write_all(b"]")?;
+            }
+            Value::Missing => out.write_all(b"null")?,
+        }
+    }
+    Ok(())
 }
 
 /// Why a run ended.
@@ -312,6 +342,45 @@ mod tests {
             json(&e),
             "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
         );
+    }
+
+    #[test]
+    fn json_tracepoint_fields_are_typed() {
+        use crate::event::EventDesc;
+        use crate::perf::tracepoint::{Format, craft};
+        let desc = EventDesc {
+            index: 1,
+            name: "sched:sched_switch",
+            type_: 2,
+            config: 372,
+            format: Some(Format::parse("sched:sched_switch", craft::SCHED_SWITCH).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        let raw = craft::sched_switch(b"ba\"sh\x1b", -3, 2, b"swapper/1", 0);
+        let e = Event {
+            cpu: 1,
+            pid: 5,
+            tid: 5,
+            time: 1,
+            id: 9,
+            kind: EventKind::Sample {
+                ip: 0xffff,
+                period: 1,
+                misc: 1,
+                event: desc,
+                raw: Some(raw.into()),
+            },
+        };
+        let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
+        assert_eq!(v["event"], "sched:sched_switch");
+        assert_eq!(v["prev_comm"], "ba\"sh\\x1b");
+        assert_eq!(v["prev_pid"], -3);
+        assert_eq!(v["prev_state"], 2);
+        assert_eq!(v["next_comm"], "swapper/1");
+        assert_eq!(v["next_pid"], 0);
+        assert!(v.get("common_pid").is_none(), "common_* left out");
     }
 
     #[test]

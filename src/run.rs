@@ -97,6 +97,13 @@ pub fn run(cli: Cli) -> Result<i32> {
         Format::Plain
     };
     let cfg = monitor_config(&cli)?;
+    if let Some(f) = &cli.filter {
+        f.check_fields(|name| {
+            cfg.events
+                .iter()
+                .any(|e| e.format.as_ref().is_some_and(|f| f.field(name).is_some()))
+        })?;
+    }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;

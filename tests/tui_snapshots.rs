@@ -59,6 +59,7 @@ fn app() -> App {
         cpus: vec![0, 1],
         history: 10_000,
         start_ns: T0,
+        events: Vec::new(),
     });
     app.seed_tasks([
         (1, (*b"systemd").into()),

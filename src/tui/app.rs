@@ -71,6 +71,17 @@ pub struct AppConfig {
     pub history: usize,
     /// CLOCK_MONOTONIC ns when monitoring started.
     pub start_ns: u64,
+    /// The events being watched (for the filter's tracepoint field names).
+    pub events: Vec<&'static crate::event::EventDesc>,
+}
+
+impl AppConfig {
+    /// Whether `name` is a field of one of the tracepoints being watched.
+    pub fn has_field(&self, name: &str) -> bool {
+        self.events
+            .iter()
+            .any(|d| d.format.as_ref().is_some_and(|f| f.field(name).is_some()))
+    }
 }
 
 impl AppConfig {
@@ -94,6 +105,7 @@ impl AppConfig {
             cpus: info.cpus.clone(),
             history,
             start_ns,
+            events: info.descs.clone(),
         }
     }
 }
@@ -876,7 +888,9 @@ impl App {
         // Live preview: a valid expression applies at once; an invalid one shows its error
         // and the view keeps the filter that was in force before editing.
         let (text, before) = (edit.text.clone(), edit.before.clone());
-        match Filter::parse(&text) {
+        let parsed = Filter::parse(&text)
+            .and_then(|f| f.check_fields(|n| self.cfg.has_field(n)).map(|()| f));
+        match parsed {
             Ok(f) => {
                 if let Some(e) = self.edit.as_mut() {
                     e.error = None;
@@ -979,6 +993,7 @@ mod tests {
             cpus: vec![0, 1],
             history,
             start_ns: T0,
+            events: Vec::new(),
         }
     }
 
