@@ -2,7 +2,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_RAW};
+use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_PERIOD, SAMPLE_RAW};
 use super::tracepoint::{Format, FormatError};
 
 /// A perf event: what one entry of `-e LIST` resolved to.
@@ -415,6 +415,9 @@ fn apply_terms(spec: &mut EventSpec, terms: &str, whole: &str) -> Result<(), Eve
             ))
         };
         let (k, v) = t.split_once('=').ok_or_else(bad)?;
+        if !matches!(k.trim(), "period" | "freq") {
+            return Err(bad());
+        }
         let n: u64 = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
             EventError::Modifier(format!(
                 "'{t}' in '{whole}': the value must be a positive whole number"
@@ -538,13 +541,33 @@ pub struct AttrOptions {
     pub clockid: libc::clockid_t,
 }
 
-/// The sample_type of an event: RAW for tracepoints, so that their fields come along.
-pub fn sample_type_of(spec: &EventSpec) -> u64 {
-    if spec.is_tracepoint() {
-        DEFAULT_SAMPLE_TYPE | SAMPLE_RAW
-    } else {
-        DEFAULT_SAMPLE_TYPE
+/// The fixed sampling period of an event, or None when the kernel adjusts it (`-F`):
+/// `dummy` 1; a tracepoint every hit, or every Nth with `-c N` / `period=N`; another event
+/// its `-c N` / `period=N`.
+pub fn fixed_period(spec: &EventSpec, global: Sampling) -> Option<u64> {
+    match spec.sampling.unwrap_or(global) {
+        _ if spec.is_dummy() => Some(1),
+        Sampling::Period(n) => Some(n),
+        // A frequency for a tracepoint was refused when the command line was read.
+        Sampling::Freq(_) if spec.is_tracepoint() => Some(1),
+        Sampling::Freq(_) => None,
     }
+}
+
+/// The sample_type of an event: RAW for tracepoints, so that their fields come along, and
+/// PERIOD only when the period varies (`-F`). A fixed period needs no reporting, and
+/// asking for it would make the kernel sample software events and tracepoints on every
+/// hit whatever `sample_period` says (perf_swevent_event() takes PERIOD in sample_type as
+/// "report each hit with its count"), so `-c N` would be ignored; perf leaves it out too.
+pub fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
+    let mut st = DEFAULT_SAMPLE_TYPE;
+    if fixed_period(spec, global).is_some() {
+        st &= !SAMPLE_PERIOD;
+    }
+    if spec.is_tracepoint() {
+        st |= SAMPLE_RAW;
+    }
+    st
 }
 
 /// Build the perf_event_attr for `spec`.
@@ -555,18 +578,17 @@ pub fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
         config: spec.config,
         ..Default::default()
     };
-    a.sample_type = sample_type_of(spec);
-    match spec.sampling.unwrap_or(o.sampling) {
-        _ if spec.is_dummy() => a.sample_period = 1,
-        // Tracepoints: every hit as perf does, or every Nth with -c N (a frequency was
-        // refused when the command line was read).
-        Sampling::Period(n) if spec.is_tracepoint() => a.sample_period = n,
-        _ if spec.is_tracepoint() => a.sample_period = 1,
-        Sampling::Freq(hz) => {
+    a.sample_type = sample_type_of(spec, o.sampling);
+    match (
+        fixed_period(spec, o.sampling),
+        spec.sampling.unwrap_or(o.sampling),
+    ) {
+        (Some(n), _) => a.sample_period = n,
+        (None, Sampling::Freq(hz)) => {
             a.set_freq(1);
             a.sample_freq = hz;
         }
-        Sampling::Period(n) => a.sample_period = n,
+        (None, Sampling::Period(n)) => a.sample_period = n,
     }
     a.set_disabled(1);
     a.set_inherit(o.inherit as u64);

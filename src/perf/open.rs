@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use perf_event_open_sys as pe;
 
 use super::cpus::CpuList;
-use super::events::{AttrOptions, EventSpec, Sampling, build_attr, sample_type_of};
+use super::events::{AttrOptions, EventSpec, Sampling, build_attr, fixed_period, sample_type_of};
 use super::reader::CpuRing;
 use super::record::{DecodeError, EventDecoder, SampleLayout};
 use super::ring::{RingBuffer, page_size};
@@ -556,7 +556,11 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
         let layouts = events
             .iter()
             .zip(&descs)
-            .map(|(e, d)| Ok((SampleLayout::new(sample_type_of(e), true)?, *d)))
+            .map(|(e, d)| {
+                let layout = SampleLayout::new(sample_type_of(e, cfg.sampling), true)?
+                    .with_fixed_period(fixed_period(e, cfg.sampling).unwrap_or(0));
+                Ok((layout, *d))
+            })
             .collect::<Result<Vec<_>, DecodeError>>();
         let decoder = layouts
             .and_then(|l| EventDecoder::new(l, c.ids))

@@ -71,6 +71,8 @@ pub struct SampleLayout {
     tr_time: Option<usize>,
     tr_id: Option<usize>,
     tr_cpu: Option<usize>,
+    /// The period samples report when the layout has no PERIOD (a fixed `sample_period`).
+    fixed_period: u64,
 }
 
 impl SampleLayout {
@@ -103,7 +105,17 @@ impl SampleLayout {
             tr_time,
             tr_id: ident.or(id),
             tr_cpu,
+            fixed_period: 0,
         })
+    }
+
+    /// The period to report for samples of an event with a fixed `sample_period`, which
+    /// does not ask the kernel for PERIOD.
+    pub fn with_fixed_period(self, period: u64) -> SampleLayout {
+        SampleLayout {
+            fixed_period: period,
+            ..self
+        }
     }
 
     pub fn sample_type(&self) -> u64 {
@@ -363,7 +375,7 @@ fn decode_sample(
     if l.has(SAMPLE_CPU) {
         ev.cpu = next()? as u32;
     }
-    let mut period = 0;
+    let mut period = l.fixed_period;
     if l.has(SAMPLE_PERIOD) {
         period = next()?;
     }
