@@ -145,31 +145,62 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
 }
 
 /// A sample's `"event"` name and its tracepoint fields as JSON members: numbers as numbers,
-/// text as (escaped) strings, arrays as lists, a field outside the record as null.
+/// text as (escaped) strings, arrays as lists, a field outside the record as null. Built
+/// with itoa and byte pushes into one buffer: tracepoint lines carry many fields.
 fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
-    if let Some(name) = ev.event_name() {
-        write!(out, ",\"event\":{}", JsonStr(name))?;
-    }
-    for (f, v) in ev.fields(false) {
-        write!(out, ",{}:", JsonStr(&f.name))?;
-        match v {
-            Value::Int(n) => write!(out, "{n}")?,
-            Value::UInt(n) | Value::Hex(n) => write!(out, "{n}")?,
-            Value::Str(s) => write!(out, "{}", JsonStr(&escape(s)))?,
-            Value::Array { .. } => {
-                out.write_all(b"[")?;
-                for (i, e) in v.elements().enumerate() {
-                    if i > 0 {
-                        out.write_all(b",")?;
-                    }
-                    write!(out, "{e}")?;
+    JSON_FIELDS.with_borrow_mut(|(buf, text)| {
+        buf.clear();
+        if let Some(name) = ev.event_name() {
+            buf.extend_from_slice(b",\"event\":");
+            json_text(name.as_bytes(), buf, text);
+        }
+        for (f, v) in ev.fields(false) {
+            buf.extend_from_slice(b",\"");
+            buf.extend_from_slice(f.name.as_bytes());
+            buf.extend_from_slice(b"\":");
+            match v {
+                Value::Int(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                Value::UInt(n) | Value::Hex(n) => {
+                    buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes())
                 }
-                out.write_all(b"]")?;
+                Value::Str(s) => json_text(s, buf, text),
+                Value::Array { .. } => {
+                    buf.push(b'[');
+                    for (i, e) in v.elements().enumerate() {
+                        if i > 0 {
+                            buf.push(b',');
+                        }
+                        buf.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
+                    }
+                    buf.push(b']');
+                }
+                Value::Missing => buf.extend_from_slice(b"null"),
             }
-            Value::Missing => out.write_all(b"null")?,
+        }
+        out.write_all(buf)
+    })
+}
+
+thread_local! {
+    /// The members being formatted and a scratch buffer for escaped text.
+    static JSON_FIELDS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Untrusted text as a JSON string: escaped as in `--plain` (no control characters are
+/// left), then `"` and `\` escaped for JSON.
+fn json_text(raw: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    scratch.clear();
+    crate::text::escape_to(raw, scratch);
+    out.push(b'"');
+    for &b in scratch.iter() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b => out.push(b),
         }
     }
-    Ok(())
+    out.push(b'"');
 }
 
 /// Why a run ended.
