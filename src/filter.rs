@@ -82,6 +82,8 @@ enum Test {
     /// against `pats`.
     Field {
         name: String,
+        /// The term as written, for the error naming an unknown key.
+        term: String,
         nums: Option<Vec<(i128, i128)>>,
         pats: Vec<Pattern>,
     },
@@ -231,6 +233,7 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 // the events being watched have it.
                 _ => Test::Field {
                     name: key.to_string(),
+                    term: body.to_string(),
                     nums: field_numbers(value),
                     pats: patterns(value),
                 },
@@ -306,11 +309,10 @@ impl Filter {
     /// that silently matches nothing.
     pub fn check_fields(&self, known: impl Fn(&str) -> bool) -> Result<(), FilterError> {
         for t in &self.terms {
-            if let Test::Field { name, .. } = &t.test {
+            if let Test::Field { name, term, .. } = &t.test {
                 if !known(name) {
                     return Err(err(format!(
-                        "unknown filter key '{name}' in '{}' (keys: {KEYS}, or a field of the tracepoints being watched)",
-                        self.source
+                        "unknown filter key '{name}' in '{term}' (keys: {KEYS}, or a tracepoint field)"
                     )));
                 }
             }
@@ -365,7 +367,9 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
         Test::Event(pats) => ev
             .event_name()
             .is_some_and(|n| pattern_matches(pats, &n.to_lowercase())),
-        Test::Field { name, nums, pats } => match ev.field(name) {
+        Test::Field {
+            name, nums, pats, ..
+        } => match ev.field(name) {
             Some(v @ Value::Array { .. }) => nums.as_ref().is_some_and(|r| {
                 v.elements()
                     .any(|e| r.iter().any(|(a, b)| *a <= e && e <= *b))
