@@ -635,3 +635,68 @@ int main(void) {
     );
     assert!(samples.iter().all(|v| v["sample_period"] == 100));
 }
+
+/// Records that would appear twice if side-band records came from every event (they would
+/// differ only in the id of the event that wrote them and the times the kernel read).
+fn duplicated(lines: &[Value], ty: &str) -> usize {
+    let mut seen = std::collections::BTreeSet::new();
+    lines
+        .iter()
+        .filter(|v| v["type"] == ty)
+        .filter(|v| {
+            let mut v = (*v).clone();
+            if let Some(o) = v.as_object_mut() {
+                for k in ["sample_id", "sample_time", "time"] {
+                    o.remove(k);
+                }
+            }
+            !seen.insert(v.to_string())
+        })
+        .count()
+}
+
+#[test]
+fn any_list_works_with_a_pid_target_and_switch_records() {
+    let Some(_t) = Tracefs::get() else { return };
+    let mut target = Command::new("sh")
+        .args(["-c", "while :; do /bin/sleep 0.01; done"])
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    let out = perfwatch(&[
+        "--json",
+        "-p",
+        &pid,
+        "-e",
+        "cpu-clock,sched:sched_switch",
+        "-e",
+        "page-faults",
+        "--switch",
+        "-d",
+        "1",
+    ]);
+    let _ = target.kill();
+    let _ = target.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines = json_lines(&out.stdout);
+    let pid: i64 = pid.parse().unwrap();
+    let switches = samples_of(&lines, "sched:sched_switch");
+    assert!(
+        switches.iter().any(|v| v["prev_pid"] == pid),
+        "the shell switches out: {stderr}"
+    );
+    let forks = lines
+        .iter()
+        .filter(|v| v["type"] == "fork" && v["ppid"] == pid)
+        .count();
+    assert!(forks >= 10, "{forks} sleeps forked: {stderr}");
+    assert!(!samples_of(&lines, "page-faults").is_empty(), "{stderr}");
+    for ty in ["fork", "exit", "comm", "mmap"] {
+        assert_eq!(duplicated(&lines, ty), 0, "{ty} records doubled");
+    }
+    assert!(
+        lines.iter().any(|v| v["type"] == "context_switch"),
+        "{stderr}"
+    );
+}
