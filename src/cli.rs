@@ -16,6 +16,8 @@ EXAMPLES:
   sudo perfwatch -C 0,2-3 -F 4000     CPUs 0, 2 and 3, 4000 samples per second
   sudo perfwatch -p 1234              process 1234, its threads and children
   perfwatch --plain -- make -j8       a command, from its exec, with its children
+  sudo perfwatch --plain -e cpu-clock,sched:sched_switch   a clock beside a tracepoint
+  perfwatch --list-events sched       the events and tracepoints there are, like perf list
 
 PERMISSIONS:
   System-wide monitoring needs root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0.
