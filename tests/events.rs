@@ -700,3 +700,43 @@ fn any_list_works_with_a_pid_target_and_switch_records() {
         "{stderr}"
     );
 }
+
+#[test]
+fn hostile_tracepoint_strings_are_escaped() {
+    let Some(_t) = Tracefs::get() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let exe = cc(dir.path(), "pw-hostile", "int main(void) { return 0; }");
+    let evil = dir.path().join("evil\x1b[2J\nname\u{202e}");
+    std::fs::rename(&exe, &evil).unwrap();
+    for format in ["--plain", "--json"] {
+        let out = Command::new(cargo_bin("perfwatch"))
+            .args([format, "-e", "sched:sched_process_exec", "--"])
+            .arg(&evil)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(!out.stdout.contains(&0x1b), "raw ESC in {format}");
+        let stdout = String::from_utf8(out.stdout).expect("UTF-8");
+        assert!(
+            !stdout.contains('\u{202e}'),
+            "raw bidi override in {format}"
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.contains("sched_process_exec"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        if format == "--plain" {
+            assert!(line.contains("filename: "), "{line}");
+            assert!(line.contains("evil\\x1b[2J\\nname\\u{202e},"), "{line}");
+        } else {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert!(
+                v["filename"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("evil\\x1b[2J\\nname\\u{202e}")
+            );
+        }
+    }
+}
