@@ -112,9 +112,13 @@ fn split_decl(decl: &str) -> Option<(&str, &str, Option<&str>)> {
         None => (decl, None),
     };
     let head = head.trim_end();
+    // The name is the trailing run of identifier characters (ASCII: any other character,
+    // multi-byte ones included, ends it).
     let start = head
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let (ty, name) = head.split_at(start);
     if !is_ident(name) || ty.trim().is_empty() {
         return None;
@@ -717,6 +721,13 @@ mod tests {
             f.fields.iter().map(|f| &*f.name).collect::<Vec<_>>(),
             ["good"]
         );
+        // Found by the fuzz target: a multi-byte character before the name.
+        let f = Format::parse(
+            "a:b",
+            "ID: 3\nformat:\n\tfield:int \u{fffd}x;\toffset:0;\tsize:4;\n\tfield:int y\u{fffd};\toffset:0;\tsize:4;\n",
+        )
+        .unwrap();
+        assert_eq!(f.fields.iter().map(|f| &*f.name).collect::<Vec<_>>(), ["x"]);
     }
 
     #[test]
