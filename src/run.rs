@@ -80,6 +80,12 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     })
 }
 
+/// A bad command line found only once the events are known (a filter key that is no field
+/// of the tracepoints asked for): exit status 2, as for the errors clap finds.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
     if let Some(filter) = &cli.list_events {
@@ -102,7 +108,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             cfg.events
                 .iter()
                 .any(|e| e.format.as_ref().is_some_and(|f| f.field(name).is_some()))
-        })?;
+        })
+        .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
     }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.

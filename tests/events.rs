@@ -434,16 +434,6 @@ fn clear_refusals() {
         ),
         (&["--plain", "-e", "cpu-clock,"], "unknown event"),
         (
-            &[
-                "--plain",
-                "-e",
-                "sched:sched_switch",
-                "--filter",
-                "nxt_pid:0",
-            ],
-            "unknown filter key 'nxt_pid'",
-        ),
-        (
             &["--plain", "-e", "dummy", "-G", "no/such/cgroup/here"],
             "cgroup 'no/such/cgroup/here'",
         ),
@@ -455,8 +445,23 @@ fn clear_refusals() {
         assert!(stderr.contains(msg), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
     }
+    // Bad command lines: status 2.
     let out = perfwatch(&["--plain", "-e", "dummy", "-k", "sideways"]);
     assert_eq!(out.status.code(), Some(2));
+    let out = perfwatch(&[
+        "--plain",
+        "-e",
+        "sched:sched_switch",
+        "--filter",
+        "nxt_pid:0",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown filter key 'nxt_pid' in 'nxt_pid:0'"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
 /// True when the machine has a PMU that counts instructions.
