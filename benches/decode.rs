@@ -19,13 +19,14 @@ use std::io::Write;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use perfwatch::event::{Event, EventDesc};
-use perfwatch::perf::record::craft::{self, Ids};
 use perfwatch::perf::record::{
     DEFAULT_SAMPLE_TYPE, EventDecoder, SAMPLE_PERIOD, SAMPLE_RAW, SampleLayout, decode,
 };
 use perfwatch::perf::ring::drain;
-use perfwatch::perf::tracepoint::{Format as TpFormat, Value, craft as tp};
+use perfwatch::perf::tracepoint::{Format as TpFormat, Value};
 use perfwatch::plain::{Format, write_event};
+use perfwatch::testkit::records::{self as craft, Ids};
+use perfwatch::testkit::tracepoints as tp;
 
 const RING: usize = 512 * 1024;
 

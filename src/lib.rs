@@ -5,18 +5,24 @@
 //! `--plain`/`--json` ([`plain`]), or the TUI.
 
 pub mod cli;
+pub mod clock;
 pub mod command;
 pub mod event;
 pub mod filter;
 pub mod frontend;
-pub mod order;
 pub mod monitor;
+pub mod order;
 pub mod pane;
 pub mod perf;
+pub mod pipeline;
+pub mod process;
 pub mod run;
 pub mod script;
 pub mod signals;
 pub mod stats;
+pub mod stop;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod text;
 
 pub use frontend::{plain, tui};

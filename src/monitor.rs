@@ -13,10 +13,11 @@ use crossbeam_channel::{Receiver, bounded};
 
 use crate::command::PausedChild;
 use crate::event::EventDesc;
+use crate::order::Batch;
 use crate::perf::cpus::{CpuList, online_cpus};
 use crate::perf::events::{EventSpec, Sampling};
 use crate::perf::open::{self, Fallback, OpenConfig, Target};
-use crate::perf::reader::{self, Batch};
+use crate::perf::reader;
 use crate::stats::Stats;
 
 /// Whose events to watch, as the user asked.

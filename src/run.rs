@@ -7,15 +7,16 @@ use anyhow::Result;
 use crate::cli::Cli;
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
-use crate::plain::{self, Format, PlainOptions, StopReason};
+use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::plain::{self, Format, PlainOptions};
+use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
+use crate::stop::{StopReason, StopRule};
 
 /// Batches the channel between readers and the frontend holds, per CPU. Small on purpose: a
 /// stalled consumer (a paused terminal, a slow pipe) should make the readers wait and the
 /// kernel rings take the strain (and count it as LOST), not grow perfwatch's memory.
 const CHANNEL_BATCHES_PER_CPU: usize = 8;
-/// Events the time-ordering window may hold.
-const MAX_REORDER: usize = 1 << 18;
 
 /// Translate the command line into a monitor configuration.
 pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
@@ -116,18 +117,29 @@ pub fn run(cli: Cli) -> Result<i32> {
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
+    // The events are enabled: what /proc shows now is what existed before them.
+    let pipe = Pipeline::new(
+        mon.rx.clone(),
+        &mon.info.cpus,
+        pipeline_options(&mon.info, interactive),
+    );
+    let stop = StopRule::new(
+        {
+            let signals = signals.clone();
+            move || signals.pending()
+        },
+        cli.duration,
+    );
 
     if interactive {
-        let (rx, pane_rx, scripts) = scripts.attach(mon.rx.clone(), mon.stats.clone())?;
+        let (mut pipe, pane_rx, scripts) = scripts.attach(pipe, mon.stats.clone())?;
         let opts = crate::tui::TuiOptions {
-            duration: cli.duration,
             history: cli.history,
             filter: cli.filter.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
-        let reason =
-            catch_panic(|| crate::tui::run(&mut mon, &rx, pane_rx.as_ref(), opts, &signals));
+        let reason = catch_panic(|| crate::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
         // The terminal is restored now. The notes were in the status bar; repeat them on the
         // normal screen with the script notes and the summary.
         for note in &mon.info.notes {
@@ -144,8 +156,6 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     let opts = PlainOptions {
         format,
-        duration: cli.duration,
-        max_reorder: MAX_REORDER,
         filter: cli
             .filter
             .clone()
@@ -154,18 +164,29 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let (rx, scripts) = scripts.attach_plain(
-        mon.rx.clone(),
-        mon.stats.clone(),
-        cli.script_output.as_deref(),
-    )?;
+    let (mut pipe, scripts) =
+        scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
     let reason =
-        catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
+        catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
     drop(out);
     for note in scripts.finish() {
         eprintln!("perfwatch: {note}");
     }
     finish(&mut mon, reason?)
+}
+
+/// How the pipeline reads `/proc`: names and threads always; executable mappings when an
+/// event samples addresses (not for `dummy` alone); command lines for the interactive view.
+fn pipeline_options(info: &crate::monitor::MonitorInfo, interactive: bool) -> PipelineOptions {
+    let samples = info.events.iter().any(|e| !e.is_dummy());
+    PipelineOptions {
+        seed: Some(SeedOptions {
+            maps: samples,
+            argv: interactive,
+        }),
+        argv: interactive,
+        ..PipelineOptions::default()
+    }
 }
 
 /// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has

@@ -1,16 +1,15 @@
 //! `--plain` and `--json`: one line per record on stdout, in global time order.
 
 use std::io::{self, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, select, tick};
+use crossbeam_channel::{select, tick};
 
 use crate::event::{Event, EventKind};
-use crate::order::Reorder;
-use crate::monitor::Monitor;
-use crate::perf::reader::{Batch, collect_last_batches};
 use crate::perf::tracepoint::Value;
-use crate::signals::StopSignals;
+use crate::pipeline::Pipeline;
+use crate::process::ProcessModel;
+use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
 use crate::text::escape;
 
 /// The line format.
@@ -203,34 +202,13 @@ fn json_text(raw: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// Why a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// A signal asked perfwatch to stop.
-    Signal(i32),
-    /// `--duration` elapsed.
-    Duration,
-    /// The `-- COMMAND` exited with this status.
-    CommandExited(i32),
-    /// Every monitored task is gone (`-p`/`-t`), or every reader ended.
-    TargetsGone,
-    /// The reader of stdout went away (`| head`).
-    BrokenPipe,
-    /// A reader thread failed (see `Stats::failure`).
-    ReaderFailed,
-    /// The frontend itself panicked.
-    Panicked,
-}
-
-/// A predicate deciding which events are written.
-pub type EventFilter = Box<dyn FnMut(&Event) -> bool>;
+/// A predicate deciding which events are written; it may look tasks up in the model (as of
+/// the event's time).
+pub type EventFilter = Box<dyn FnMut(&Event, &ProcessModel) -> bool>;
 
 /// Options of a plain run.
 pub struct PlainOptions {
     pub format: Format,
-    pub duration: Option<Duration>,
-    /// Events kept back for ordering at most (bounds memory).
-    pub max_reorder: usize,
     /// A predicate on events; those it rejects are not written (counters still count them).
     pub filter: Option<EventFilter>,
 }
@@ -238,57 +216,24 @@ pub struct PlainOptions {
 /// How often the loop looks at signals, the clock and the command when no batch arrives.
 /// Readers send a batch at least every 250 ms, which wakes the loop too.
 const TICK: Duration = Duration::from_millis(200);
-/// How long to wait for the readers' last batches at shutdown.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
-/// Run until stopped, writing every event to `out`.
-///
-/// `rx` is the stream of batches: the monitor's own channel, or the output of a stage that
-/// filters it (the script stage).
+/// Run until stopped, writing every event the pipeline hands on to `out`.
 pub fn run(
-    mon: &mut Monitor,
-    rx: &Receiver<Batch>,
+    pipe: &mut Pipeline,
+    watched: &mut dyn Watched,
+    stop: &StopRule,
     mut opts: PlainOptions,
-    signals: &StopSignals,
     out: &mut impl Write,
 ) -> io::Result<StopReason> {
-    let mut reorder = Reorder::new(&mon.info.cpus, opts.max_reorder);
     let ticker = tick(TICK);
-    let start = Instant::now();
     let mut write_err: Option<io::Error> = None;
-    let format = opts.format;
-    let mut emit = |ev: Event, out: &mut dyn Write, err: &mut Option<io::Error>| {
-        if err.is_some() {
-            return;
-        }
-        if let Some(f) = opts.filter.as_mut() {
-            if !f(&ev) {
-                return;
-            }
-        }
-        let mut w = out;
-        if let Err(e) = write_event(&mut w, &ev, format) {
-            *err = Some(e);
-        }
-    };
-
     let reason = loop {
-        let mut wrote = false;
         select! {
-            recv(rx) -> msg => match msg {
-                Ok(b) => {
-                    reorder.push(b);
-                    // Take whatever else is queued before writing: fewer flushes.
-                    for b in rx.try_iter().take(64) {
-                        reorder.push(b);
-                    }
-                    reorder.pop_ready(|ev| { wrote = true; emit(ev, out, &mut write_err) });
-                }
-                Err(_) => break StopReason::TargetsGone,
-            },
+            recv(pipe.batches()) -> msg => pipe.take(msg),
+            recv(pipe.staged()) -> msg => pipe.take_staged(msg),
             recv(ticker) -> _ => {}
         }
-        if wrote && write_err.is_none() {
+        if write_ready(pipe, &mut opts, out, &mut write_err) && write_err.is_none() {
             if let Err(e) = out.flush() {
                 write_err = Some(e);
             }
@@ -299,37 +244,18 @@ pub fn run(
             }
             return Err(e);
         }
-        if let Some(sig) = signals.pending() {
-            break StopReason::Signal(sig);
-        }
-        if mon.stats.failure().is_some() {
-            break StopReason::ReaderFailed;
-        }
-        crate::debug_panic_point("frontend");
-        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
-            break StopReason::Duration;
-        }
-        if let Some(status) = mon.command_exit() {
-            break StopReason::CommandExited(status);
-        }
-        if reorder.all_ended() {
-            break StopReason::TargetsGone;
+        if let Some(reason) = stop.check(watched, pipe.all_ended()) {
+            break reason;
         }
     };
 
-    mon.request_stop();
+    watched.request_stop();
     if reason == StopReason::BrokenPipe {
         return Ok(reason);
     }
-    // Collect the readers' last batches, then write out everything that is left.
-    collect_last_batches(
-        rx,
-        SHUTDOWN_GRACE,
-        &mut reorder,
-        Reorder::all_ended,
-        Reorder::push,
-    );
-    reorder.flush(|ev| emit(ev, out, &mut write_err));
+    // The readers' last batches and whatever is held, then written out.
+    pipe.finish(SHUTDOWN_GRACE);
+    write_ready(pipe, &mut opts, out, &mut write_err);
     if write_err.is_none() {
         if let Err(e) = out.flush() {
             write_err = Some(e);
@@ -340,6 +266,38 @@ pub fn run(
         Some(e) => Err(e),
         None => Ok(reason),
     }
+}
+
+/// Write the chunks that are ready; true when something was written. After a write error
+/// the rest is dropped (the caller stops).
+fn write_ready(
+    pipe: &mut Pipeline,
+    opts: &mut PlainOptions,
+    out: &mut impl Write,
+    err: &mut Option<io::Error>,
+) -> bool {
+    let mut wrote = false;
+    let model = pipe.model().clone();
+    while let Some(chunk) = pipe.next_chunk() {
+        if err.is_none() {
+            // One read lock per chunk, and only when a filter looks at the model.
+            let tasks = opts.filter.is_some().then(|| model.read());
+            for ev in &chunk.events {
+                if let (Some(f), Some(tasks)) = (opts.filter.as_mut(), tasks.as_deref()) {
+                    if !f(ev, tasks) {
+                        continue;
+                    }
+                }
+                wrote = true;
+                if let Err(e) = write_event(out, ev, opts.format) {
+                    *err = Some(e);
+                    break;
+                }
+            }
+        }
+        pipe.recycle(chunk.events);
+    }
+    wrote
 }
 
 #[cfg(test)]
@@ -378,7 +336,8 @@ mod tests {
     #[test]
     fn json_tracepoint_fields_are_typed() {
         use crate::event::EventDesc;
-        use crate::perf::tracepoint::{Format, craft};
+        use crate::perf::tracepoint::Format;
+        use crate::testkit::tracepoints as craft;
         let desc = EventDesc {
             index: 1,
             name: "sched:sched_switch",
@@ -436,6 +395,7 @@ mod tests {
                     ino_generation: 0,
                     prot: 5,
                     flags: 2,
+                    build_id: None,
                 }),
             })),
         };

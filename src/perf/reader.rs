@@ -10,7 +10,9 @@ use crossbeam_channel::{SendTimeoutError, Sender};
 
 use super::record::{DecodeError, EventDecoder};
 use super::ring::RingBuffer;
+use crate::clock::clock_ns;
 use crate::event::{Event, EventKind, RecordType};
+use crate::order::Batch;
 use crate::stats::CpuStats;
 
 /// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway.
@@ -21,48 +23,6 @@ pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 /// The poll timeout of a reader whose last look at the ring found nothing: an idle CPU costs
 /// four wake-ups a second instead of ten, and holds the time-ordering back at most this long.
 pub const IDLE_POLL_TIMEOUT: Duration = Duration::from_millis(250);
-
-/// Events from one CPU, in the order the kernel wrote them.
-#[derive(Debug, Default)]
-pub struct Batch {
-    pub cpu: u32,
-    pub events: Vec<Event>,
-    /// CLOCK_MONOTONIC ns read just before `data_head` was loaded: every record this CPU
-    /// writes later carries a time close to or after this. Readers send a batch (possibly
-    /// empty) at least every [`IDLE_POLL_TIMEOUT`], so a merger can tell a quiet CPU from a
-    /// slow one.
-    pub now: u64,
-    /// The last batch of this CPU: its reader has ended.
-    pub end: bool,
-}
-
-/// At shutdown (after the stop request): hand `take` the readers' last batches until `ended`
-/// says every reader has sent its final one, the channel closes, or `grace` runs out; then
-/// whatever is still queued. Batches a reader cannot send after that are counted as dropped
-/// by the reader when the channel closes.
-pub fn collect_last_batches<T>(
-    rx: &crossbeam_channel::Receiver<Batch>,
-    grace: Duration,
-    state: &mut T,
-    ended: impl Fn(&T) -> bool,
-    mut take: impl FnMut(&mut T, Batch),
-) {
-    let deadline = std::time::Instant::now() + grace;
-    while !ended(state) {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left.min(POLL_TIMEOUT)) {
-            Ok(b) => take(state, b),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-        }
-    }
-    for b in rx.try_iter() {
-        take(state, b);
-    }
-}
 
 /// A CPU's ring and the fds that write into it (the first one owns the mapping; the others
 /// were redirected into it with PERF_EVENT_IOC_SET_OUTPUT).
@@ -76,22 +36,6 @@ pub struct CpuRing {
     pub decoder: EventDecoder,
     /// The clock the records are stamped with (`-k`); [`Batch::now`] is read from it.
     pub clockid: libc::clockid_t,
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock the events are stamped with (`use_clockid`).
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// A clock in nanoseconds (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...).
-pub fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Counts gathered while decoding one batch, added to the shared atomics once.

@@ -224,8 +224,8 @@ pub fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::record::craft::*;
     use crate::perf::record::{SampleLayout, decode};
+    use crate::testkit::records::*;
 
     /// Write `recs` into a ring of `size` bytes starting at byte position `start`.
     fn ring_with(size: usize, start: u64, recs: &[Vec<u8>]) -> (Vec<u8>, u64, u64) {

@@ -15,10 +15,10 @@ use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyModule, PyString};
 
-use super::module::{self, PaneSink, PaneWriter, tasks};
+use super::module::{self, PaneSink, PaneWriter};
 use super::pyevent::PyEvent;
-use super::stage::{Shared, Work};
-use crate::event::{Event, EventKind};
+use super::shared::{Shared, Work};
+use crate::event::Event;
 use crate::pane::PaneMsg;
 
 /// A handler that fails this many times is switched off.
@@ -327,15 +327,8 @@ impl Worker {
                 kept.push(ev);
                 break;
             }
-            let side_band = matches!(
-                ev.kind,
-                EventKind::Fork(_) | EventKind::Exit(_) | EventKind::Comm { .. }
-            );
-            if side_band {
-                if let Ok(mut t) = tasks().lock() {
-                    t.before(&ev);
-                }
-            }
+            // Lookups (perfwatch.comm) answer as of this event.
+            module::set_event_time(ev.time);
             let obj = match Bound::new(py, PyEvent { ev: ev.clone() }) {
                 Ok(o) => o,
                 Err(_) => {
@@ -370,12 +363,8 @@ impl Worker {
                 }
                 kept.push(ev);
             }
-            if side_band {
-                if let (Some(ev), Ok(mut t)) = (kept.last(), tasks().lock()) {
-                    t.after(ev);
-                }
-            }
         }
+        module::set_event_time(u64::MAX);
         let rest: Vec<Event> = it.collect();
         self.shared.count_unseen(&rest);
         kept.extend(rest);

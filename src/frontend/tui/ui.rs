@@ -563,14 +563,14 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
         app.focus == Pane::Top,
     );
     let visible = block.inner(area).height.saturating_sub(1) as usize;
+    let tasks = app.tasks();
     let rows = top
         .iter()
         .skip(app.top_scroll)
         .take(visible)
         .map(|(pid, n)| {
-            let comm = app
-                .tasks
-                .name(*pid)
+            let comm = tasks
+                .comm(*pid)
                 .map_or_else(|| "?".to_string(), |c| c.display());
             let share = if total > 0 {
                 *n as f64 * 100.0 / total as f64
