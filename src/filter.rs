@@ -302,6 +302,12 @@ impl Filter {
     }
 
     /// True for the filter that keeps everything.
+    /// True when a term looks up task names (`comm:`): the filter then needs the process
+    /// model.
+    pub fn uses_names(&self) -> bool {
+        self.terms.iter().any(|t| matches!(t.test, Test::Comm(_)))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }

@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::event::Event;
 
@@ -73,9 +73,10 @@ impl CpuQueue {
     }
 
     /// Add a batch, keeping the queue sorted (stable: equal times keep their order).
-    fn add(&mut self, mut events: Vec<Event>) {
+    /// Returns the buffer that is no longer needed (the batch's, or the queue's old one).
+    fn add(&mut self, mut events: Vec<Event>) -> Vec<Event> {
         if events.is_empty() {
-            return;
+            return events;
         }
         if !events.is_sorted_by_key(|e| e.time) {
             events.sort_by_key(|e| e.time);
@@ -83,11 +84,11 @@ impl CpuQueue {
         let first = events[0].time;
         if self.events.is_empty() {
             // Adopt the batch's buffer rather than copy it.
-            self.events = VecDeque::from(events);
-            return;
+            let old = std::mem::replace(&mut self.events, VecDeque::from(events));
+            return Vec::from(old);
         }
         let overlaps = self.events.back().is_some_and(|l| l.time > first);
-        self.events.extend(events);
+        self.events.extend(events.drain(..));
         if overlaps {
             // A record of this batch is older than one of the last: merge the tail that
             // overlaps (rare, and short).
@@ -95,6 +96,47 @@ impl CpuQueue {
             let from = slice.partition_point(|e| e.time <= first);
             slice[from..].sort_by_key(|e| e.time);
         }
+        events
+    }
+}
+
+/// Event buffers going back from the ordering stage to the readers: a storm's batches reuse
+/// memory that is already mapped rather than fault in fresh pages for each one.
+#[derive(Clone, Debug)]
+pub struct BufferPool {
+    tx: Sender<Vec<Event>>,
+    rx: Receiver<Vec<Event>>,
+}
+
+/// A buffer larger than this (in events) is not kept: a burst's memory is given back.
+const POOLED_MAX: usize = 1 << 14;
+
+impl BufferPool {
+    /// A pool that holds at most `n` buffers.
+    pub fn new(n: usize) -> BufferPool {
+        let (tx, rx) = crossbeam_channel::bounded(n.max(1));
+        BufferPool { tx, rx }
+    }
+
+    /// An empty buffer with room for `capacity` events, reused when the pool has one.
+    pub fn take(&self, capacity: usize) -> Vec<Event> {
+        match self.rx.try_recv() {
+            Ok(mut v) => {
+                v.reserve(capacity);
+                v
+            }
+            Err(_) => Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Give a buffer back (its events are dropped); kept when there is room and it is worth
+    /// keeping.
+    pub fn give(&self, mut v: Vec<Event>) {
+        if v.capacity() == 0 || v.capacity() > POOLED_MAX {
+            return;
+        }
+        v.clear();
+        let _ = self.tx.try_send(v);
     }
 }
 
@@ -158,8 +200,9 @@ impl OrderingStage {
         self.watermark
     }
 
-    /// Take a reader's batch.
-    pub fn push(&mut self, batch: Batch) {
+    /// Take a reader's batch; returns the buffer that is no longer needed (for a
+    /// [`BufferPool`]).
+    pub fn push(&mut self, batch: Batch) -> Vec<Event> {
         let i = match self.cpus.iter().position(|c| c.cpu == batch.cpu) {
             Some(i) => i,
             None => {
@@ -171,7 +214,7 @@ impl OrderingStage {
         q.now = q.now.max(batch.now);
         q.ended |= batch.end;
         self.buffered += batch.events.len();
-        q.add(batch.events);
+        q.add(batch.events)
     }
 
     /// The time up to which no more records can arrive.

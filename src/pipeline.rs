@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
 
 use crate::event::Event;
-use crate::order::{Batch, Chunk, OrderingStage, collect_last_batches};
+use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
 use crate::process::proc::{self, SeedOptions, SeedProcess};
 use crate::process::{ModelHandle, ProcessModel};
 
@@ -45,24 +45,31 @@ const SEED_WAIT: Duration = Duration::from_secs(2);
 pub struct PipelineOptions {
     /// Events the ordering window holds at most.
     pub max_reorder: usize,
+    /// Keep the process model. It is kept for its readers (the TUI, scripts, a filter on
+    /// names, the symbolizer); a run without any (`--plain` as it is) does not pay for it.
+    pub model: bool,
     /// What to read from `/proc` at start (`None`: nothing, for tests).
     pub seed: Option<SeedOptions>,
     /// Read each exec'd process's command line (best effort, rate-limited).
     pub argv: bool,
     /// Where `/proc` is.
     pub proc_root: PathBuf,
+    /// Where the readers' emptied buffers go back to (the monitor's), if anywhere.
+    pub pool: Option<BufferPool>,
 }
 
 impl Default for PipelineOptions {
     fn default() -> PipelineOptions {
         PipelineOptions {
             max_reorder: MAX_REORDER,
+            model: true,
             seed: Some(SeedOptions {
                 maps: true,
                 argv: false,
             }),
             argv: false,
             proc_root: PathBuf::from("/proc"),
+            pool: None,
         }
     }
 }
@@ -109,7 +116,7 @@ impl Pipeline {
     pub fn new(rx: Receiver<Batch>, cpus: &[u32], opts: PipelineOptions) -> Pipeline {
         let mut model = ProcessModel::new();
         model.collect_execs(opts.argv);
-        let seed = opts.seed.clone().and_then(|what| {
+        let seed = opts.seed.clone().filter(|_| opts.model).and_then(|what| {
             // Read /proc on a thread of its own: on a busy machine it can take a while, and
             // the readers' batches must keep being taken meanwhile.
             let (tx, rx) = bounded(1);
@@ -184,9 +191,12 @@ impl Pipeline {
         self.poll_seed(false);
         match msg {
             Ok(b) => {
-                self.order.push(b);
-                for b in self.rx.try_iter().take(BATCHES_PER_TURN) {
-                    self.order.push(b);
+                let spare = self.order.push(b);
+                self.give(spare);
+                for _ in 0..BATCHES_PER_TURN {
+                    let Ok(b) = self.rx.try_recv() else { break };
+                    let spare = self.order.push(b);
+                    self.give(spare);
                 }
                 self.order_ready();
             }
@@ -240,6 +250,24 @@ impl Pipeline {
         if self.spare.len() < 4 && events.capacity() <= 1 << 16 {
             events.clear();
             self.spare.push(events);
+        } else {
+            self.give(events);
+        }
+    }
+
+    /// A buffer for a chunk: a spare one, else one from the readers' pool.
+    fn buffer(&mut self) -> Vec<Event> {
+        match (self.spare.pop(), &self.opts.pool) {
+            (Some(v), _) => v,
+            (None, Some(pool)) => pool.take(0),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// A buffer goes back to the readers.
+    fn give(&self, events: Vec<Event>) {
+        if let Some(pool) = &self.opts.pool {
+            pool.give(events);
         }
     }
 
@@ -271,7 +299,7 @@ impl Pipeline {
                 grace,
                 &mut self.order,
                 OrderingStage::all_ended,
-                OrderingStage::push,
+                |o, b| drop(o.push(b)),
             );
         }
         self.flush();
@@ -308,7 +336,7 @@ impl Pipeline {
 
     /// Let out everything the ordering stage holds.
     fn flush(&mut self) {
-        let mut events = self.spare.pop().unwrap_or_default();
+        let mut events = self.buffer();
         let before = self.order.watermark();
         let wm = self.order.flush(&mut events);
         if !events.is_empty() || wm != before {
@@ -320,7 +348,7 @@ impl Pipeline {
     }
 
     fn order_ready(&mut self) {
-        let mut events = self.spare.pop().unwrap_or_default();
+        let mut events = self.buffer();
         let before = self.order.watermark();
         let wm = self.order.pop_ready(&mut events);
         if events.is_empty() && wm == before {
@@ -337,6 +365,9 @@ impl Pipeline {
     /// the `/proc` snapshot is in, chunks wait (within a bound), so that the model knows what
     /// existed before the stream says anything.
     fn publish(&mut self, chunk: Chunk) {
+        if !self.opts.model {
+            return self.pass_on(chunk);
+        }
         if self.seed.is_some() {
             self.held_events += chunk.events.len();
             self.held.push_back(chunk);
@@ -361,6 +392,11 @@ impl Pipeline {
         if !execs.is_empty() {
             self.read_argv(execs);
         }
+        self.pass_on(chunk);
+    }
+
+    /// To the script stage, or to the frontend.
+    fn pass_on(&mut self, chunk: Chunk) {
         match &self.stage {
             Some(_) => {
                 self.to_stage.push_back(chunk);

@@ -121,7 +121,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     let pipe = Pipeline::new(
         mon.rx.clone(),
         &mon.info.cpus,
-        pipeline_options(&mon.info, interactive),
+        pipeline_options(&mon.info, &cli, interactive, mon.pool.clone()),
     );
     let stop = StopRule::new(
         {
@@ -154,14 +154,12 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
-    let opts = PlainOptions {
-        format,
-        filter: cli
-            .filter
-            .clone()
-            .filter(|f| !f.is_empty())
-            .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
-    };
+    let filter = cli
+        .filter
+        .clone()
+        .filter(|f| !f.is_empty())
+        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
+    let opts = PlainOptions::new(format, filter);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let (mut pipe, scripts) =
@@ -175,16 +173,25 @@ pub fn run(cli: Cli) -> Result<i32> {
     finish(&mut mon, reason?)
 }
 
-/// How the pipeline reads `/proc`: names and threads always; executable mappings when an
-/// event samples addresses (not for `dummy` alone); command lines for the interactive view.
-fn pipeline_options(info: &crate::monitor::MonitorInfo, interactive: bool) -> PipelineOptions {
+/// How the pipeline runs: the process model when something reads it (the TUI, scripts, a
+/// `comm:` filter); from `/proc`, names and threads always, executable mappings when an event
+/// samples addresses (not for `dummy` alone), command lines for the interactive view.
+fn pipeline_options(
+    info: &crate::monitor::MonitorInfo,
+    cli: &Cli,
+    interactive: bool,
+    pool: crate::order::BufferPool,
+) -> PipelineOptions {
     let samples = info.events.iter().any(|e| !e.is_dummy());
+    let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());
     PipelineOptions {
+        model: interactive || !cli.script.is_empty() || names,
         seed: Some(SeedOptions {
             maps: samples,
             argv: interactive,
         }),
         argv: interactive,
+        pool: Some(pool),
         ..PipelineOptions::default()
     }
 }

@@ -80,6 +80,15 @@ impl StopRule {
         (self.signal)()
     }
 
+    /// How long a loop may sleep before it must look again: `upper`, or less when
+    /// `--duration` ends sooner.
+    pub fn wait_at_most(&self, upper: Duration) -> Duration {
+        match self.duration {
+            Some(d) => upper.min(d.saturating_sub(self.started.elapsed())),
+            None => upper,
+        }
+    }
+
     /// The reason to stop now, if any. `all_ended`: every reader ended and everything it
     /// sent has been shown.
     pub fn check(&self, watched: &mut dyn Watched, all_ended: bool) -> Option<StopReason> {

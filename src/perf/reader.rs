@@ -10,19 +10,31 @@ use crossbeam_channel::{SendTimeoutError, Sender};
 
 use super::record::{DecodeError, EventDecoder};
 use super::ring::RingBuffer;
-use crate::clock::clock_ns;
+use crate::clock::{clock_ns, monotonic_ns};
 use crate::event::{Event, EventKind, RecordType};
-use crate::order::Batch;
+use crate::order::{Batch, BufferPool};
 use crate::stats::CpuStats;
 
-/// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway.
-/// Side-band records do not wake a reader until the watermark, so this is also the longest a
-/// quiet CPU's records wait before they are shown.
-pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway,
+/// when the ring's wakeup watermark (a quarter of it) does not wake it first. Records do not
+/// wake a reader until the watermark, so this is also the longest a quiet CPU's records wait
+/// before they are shown, and how long it may hold the time-ordering back. Each wake-up costs
+/// the reader and the frontend's thread tens of microseconds on a VM: four a second keeps an
+/// idle perfwatch cheap and a storm's batches large.
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// The poll timeout of a reader whose last look at the ring found nothing: an idle CPU costs
-/// four wake-ups a second instead of ten, and holds the time-ordering back at most this long.
-pub const IDLE_POLL_TIMEOUT: Duration = Duration::from_millis(250);
+/// A poll timeout that ends on the next multiple of `period` of CLOCK_MONOTONIC. Every reader
+/// wakes at the same moments, so their batches reach the frontend's thread together (one
+/// wake-up there for all of them, which on a VM costs more than the records it brings) and
+/// the ordering stage's watermark moves in one step.
+fn aligned_timeout(period: Duration) -> libc::timespec {
+    let p = period.as_nanos().max(1) as u64;
+    let left = p - monotonic_ns() % p;
+    libc::timespec {
+        tv_sec: (left / 1_000_000_000) as libc::time_t,
+        tv_nsec: (left % 1_000_000_000) as libc::c_long,
+    }
+}
 
 /// A CPU's ring and the fds that write into it (the first one owns the mapping; the others
 /// were redirected into it with PERF_EVENT_IOC_SET_OUTPUT).
@@ -140,6 +152,7 @@ const LOST_READ_INTERVAL: Duration = Duration::from_secs(1);
 pub fn spawn(
     ring: CpuRing,
     tx: Sender<Batch>,
+    pool: BufferPool,
     stop: Arc<AtomicBool>,
     stats: Arc<crate::stats::Stats>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -149,7 +162,7 @@ pub fn spawn(
         .spawn(move || {
             let shared = stats.clone();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ring, tx, stop, stats)
+                run(ring, tx, pool, stop, stats)
             }));
             if let (Err(p), Some(mine)) = (result, shared.cpu(cpu)) {
                 // The frontends see this and stop: a blind CPU must not pass for a quiet one.
@@ -162,6 +175,7 @@ pub fn spawn(
 fn run(
     mut ring: CpuRing,
     tx: Sender<Batch>,
+    pool: BufferPool,
     stop: Arc<AtomicBool>,
     stats: Arc<crate::stats::Stats>,
 ) {
@@ -188,7 +202,7 @@ fn run(
         // Decide before draining, so that the last drain sees everything written before stop.
         let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
         let now = clock_ns(ring.clockid);
-        let mut events = Vec::with_capacity(capacity);
+        let mut events = pool.take(capacity);
         maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
         crate::debug_panic_point("reader");
         capacity = events.len().clamp(64, 4096);
@@ -222,20 +236,22 @@ fn run(
         if stopping {
             break;
         }
-        if ring.ring.has_data() {
+        // More than the wakeup watermark is already waiting (the ring fills faster than it
+        // is drained): drain again at once. Less than that waits in poll() for the watermark
+        // or the timeout, so that a storm is taken in large batches (each batch wakes the
+        // frontend's thread) rather than a stream of small ones.
+        if ring.ring.pending() * 4 >= ring.ring.data_size() as u64 {
             continue;
         }
-        // SAFETY: pollfds is a valid array of pollfd of the given length.
+        let timeout = aligned_timeout(POLL_TIMEOUT);
+        // SAFETY: pollfds is a valid array of pollfd of the given length; the timespec is
+        // ours; no signal mask is changed.
         let r = unsafe {
-            libc::poll(
+            libc::ppoll(
                 pollfds.as_mut_ptr(),
                 pollfds.len() as libc::nfds_t,
-                if n == 0 {
-                    IDLE_POLL_TIMEOUT
-                } else {
-                    POLL_TIMEOUT
-                }
-                .as_millis() as i32,
+                &timeout,
+                std::ptr::null(),
             )
         };
         if r < 0 {

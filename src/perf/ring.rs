@@ -188,6 +188,12 @@ impl RingBuffer {
         self.data_size
     }
 
+    /// Bytes of records waiting.
+    pub fn pending(&self) -> u64 {
+        let head = self.head_atomic().load(Ordering::Acquire);
+        head.wrapping_sub(self.tail_atomic().load(Ordering::Relaxed))
+    }
+
     /// True when records are waiting.
     pub fn has_data(&self) -> bool {
         self.head_atomic().load(Ordering::Acquire) != self.tail_atomic().load(Ordering::Relaxed)

@@ -119,6 +119,12 @@ pub struct AddressSpace {
 }
 
 impl AddressSpace {
+    pub const fn new() -> AddressSpace {
+        AddressSpace {
+            maps: BTreeMap::new(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.maps.len()
     }

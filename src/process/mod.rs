@@ -78,43 +78,59 @@ impl std::fmt::Debug for Comm {
     }
 }
 
-/// A task's latest names, each with the time it was taken.
+/// A task's latest names, each with the time it was taken. Kept inline (no allocation):
+/// every fork makes a task, so its size is paid per record under a fork storm.
 #[derive(Clone, Copy, Debug, Default)]
 struct Names {
     n: u8,
-    at: [(u64, Comm); NAMES],
+    times: [u64; NAMES],
+    comms: [Comm; NAMES],
 }
 
 impl Names {
     fn set(&mut self, time: u64, comm: Comm) {
         if self.n as usize == NAMES {
-            self.at.copy_within(1.., 0);
+            self.times.copy_within(1.., 0);
+            self.comms.copy_within(1.., 0);
             self.n -= 1;
         }
         // Stream order makes times non-decreasing; a late record goes in its place.
         let mut i = self.n as usize;
-        while i > 0 && self.at[i - 1].0 > time {
-            self.at[i] = self.at[i - 1];
+        while i > 0 && self.times[i - 1] > time {
+            self.times[i] = self.times[i - 1];
+            self.comms[i] = self.comms[i - 1];
             i -= 1;
         }
-        self.at[i] = (time, comm);
+        self.times[i] = time;
+        self.comms[i] = comm;
         self.n += 1;
     }
 
     /// The name at `time`: the latest taken by then, else the earliest known.
     fn at(&self, time: u64) -> Option<&Comm> {
-        let known = &self.at[..self.n as usize];
-        known
+        let n = self.n as usize;
+        let i = self.times[..n]
             .iter()
-            .rev()
-            .find(|(t, _)| *t <= time)
-            .or(known.first())
-            .map(|(_, c)| c)
+            .rposition(|t| *t <= time)
+            .unwrap_or(0);
+        self.comms[..n].get(i)
     }
 
     fn latest(&self) -> Option<&Comm> {
-        self.at[..self.n as usize].last().map(|(_, c)| c)
+        self.comms[..self.n as usize].last()
     }
+}
+
+/// "Not known" for the compact id and time fields below.
+const NO_ID: u32 = u32::MAX;
+const NO_TIME: u64 = u64::MAX;
+
+fn id(v: u32) -> Option<u32> {
+    (v != NO_ID).then_some(v)
+}
+
+fn time(v: u64) -> Option<u64> {
+    (v != NO_TIME).then_some(v)
 }
 
 /// One task (a thread; a process's main thread has `tid == pid`).
@@ -123,15 +139,10 @@ pub struct Task {
     pub tid: u32,
     /// Its process (thread group).
     pub pid: u32,
-    /// The process that forked its process, when known.
-    pub ppid: Option<u32>,
-    /// The thread that created it, when its fork was seen.
-    pub ptid: Option<u32>,
-    /// When it was forked; `None` when it existed before perfwatch started or its fork was
-    /// not seen.
-    pub start: Option<u64>,
-    /// When it exited.
-    pub exit: Option<u64>,
+    ppid: u32,
+    ptid: u32,
+    start: u64,
+    exit: u64,
     names: Names,
     /// The task that had this tid before (the tid was reused), for lookups before `start`.
     prev: Option<Box<Task>>,
@@ -142,13 +153,34 @@ impl Task {
         Task {
             tid,
             pid,
-            ppid: None,
-            ptid: None,
-            start: None,
-            exit: None,
+            ppid: NO_ID,
+            ptid: NO_ID,
+            start: NO_TIME,
+            exit: NO_TIME,
             names: Names::default(),
             prev: None,
         }
+    }
+
+    /// The process that forked its process, when known.
+    pub fn ppid(&self) -> Option<u32> {
+        id(self.ppid)
+    }
+
+    /// The thread that created it, when its fork was seen.
+    pub fn ptid(&self) -> Option<u32> {
+        id(self.ptid)
+    }
+
+    /// When it was forked; `None` when it existed before perfwatch started or its fork was
+    /// not seen.
+    pub fn start(&self) -> Option<u64> {
+        time(self.start)
+    }
+
+    /// When it exited.
+    pub fn exit(&self) -> Option<u64> {
+        time(self.exit)
     }
 
     /// Its latest name.
@@ -163,14 +195,14 @@ impl Task {
 
     /// How long it lived, when both ends were seen.
     pub fn lifetime(&self) -> Option<u64> {
-        Some(self.exit?.saturating_sub(self.start?))
+        Some(self.exit()?.saturating_sub(self.start()?))
     }
 
     /// This task, or the one that had its tid before, as of `time`.
     fn at(&self, time: u64) -> Option<&Task> {
         let mut t = self;
         loop {
-            if t.start.is_none_or(|s| s <= time) {
+            if t.start().is_none_or(|s| s <= time) {
                 return Some(t);
             }
             match &t.prev {
@@ -183,25 +215,29 @@ impl Task {
     }
 }
 
+/// Address spaces an exec replaced, with the time each one ended.
+type OldSpaces = VecDeque<(u64, Arc<AddressSpace>)>;
+
+/// The address space of a process that has mapped nothing (known).
+static EMPTY_SPACE: AddressSpace = AddressSpace::new();
+
 /// One process (thread group): its threads, exec and argv, and its address space.
 #[derive(Clone, Debug)]
 pub struct Process {
     pub pid: u32,
-    pub ppid: Option<u32>,
-    /// When it was forked (`None`: before perfwatch started, or not seen).
-    pub start: Option<u64>,
-    /// When its last thread exited.
-    pub exit: Option<u64>,
-    /// When it last called execve.
-    pub exec: Option<u64>,
+    ppid: u32,
+    /// How many of its threads are alive ([`ProcessModel::threads`] lists them).
+    pub threads: u32,
+    start: u64,
+    exit: u64,
+    exec: u64,
     /// Its command line (`/proc/PID/cmdline`: NUL-separated, untrusted), read at start and
     /// at exec when the model is asked to ([`ProcessModel::set_argv`]); a fork copies it.
     pub argv: Option<Arc<[u8]>>,
-    /// Its live threads.
-    pub threads: Vec<u32>,
-    space: Arc<AddressSpace>,
-    /// Address spaces before the last execs, with the time each one ended.
-    old_spaces: VecDeque<(u64, Arc<AddressSpace>)>,
+    /// Shared with the processes it was copied to or from by a fork, until one maps
+    /// something (copy on write); `None` while empty.
+    space: Option<Arc<AddressSpace>>,
+    old_spaces: Option<Box<OldSpaces>>,
     prev: Option<Box<Process>>,
 }
 
@@ -209,34 +245,55 @@ impl Process {
     fn new(pid: u32) -> Process {
         Process {
             pid,
-            ppid: None,
-            start: None,
-            exit: None,
-            exec: None,
+            ppid: NO_ID,
+            threads: 0,
+            start: NO_TIME,
+            exit: NO_TIME,
+            exec: NO_TIME,
             argv: None,
-            threads: Vec::new(),
-            space: Arc::default(),
-            old_spaces: VecDeque::new(),
+            space: None,
+            old_spaces: None,
             prev: None,
         }
     }
 
+    /// The process that forked it, when known.
+    pub fn ppid(&self) -> Option<u32> {
+        id(self.ppid)
+    }
+
+    /// When it was forked (`None`: before perfwatch started, or not seen).
+    pub fn start(&self) -> Option<u64> {
+        time(self.start)
+    }
+
+    /// When its last thread exited.
+    pub fn exit(&self) -> Option<u64> {
+        time(self.exit)
+    }
+
+    /// When it last called execve.
+    pub fn exec(&self) -> Option<u64> {
+        time(self.exec)
+    }
+
     /// Its current address space.
-    pub fn space(&self) -> &Arc<AddressSpace> {
-        &self.space
+    pub fn space(&self) -> &AddressSpace {
+        self.space.as_deref().unwrap_or(&EMPTY_SPACE)
     }
 
     /// Its address space as of `time` (before an exec: the one the exec replaced).
-    pub fn space_at(&self, time: u64) -> &Arc<AddressSpace> {
+    pub fn space_at(&self, time: u64) -> &AddressSpace {
         self.old_spaces
             .iter()
+            .flat_map(|o| o.iter())
             .find(|(until, _)| time < *until)
-            .map_or(&self.space, |(_, s)| s)
+            .map_or(self.space(), |(_, s)| s)
     }
 
     fn at(&self, time: u64) -> &Process {
         let mut p = self;
-        while p.start.is_some_and(|s| s > time) {
+        while p.start().is_some_and(|s| s > time) {
             match &p.prev {
                 Some(prev) => p = prev,
                 None => break,
@@ -363,7 +420,7 @@ impl ProcessModel {
             EventKind::Mmap(m) if m.pid != u32::MAX => {
                 let map = Mapping::from_record(m, ev.time);
                 let p = self.process_entry(m.pid, ev.time);
-                Arc::make_mut(&mut p.space).insert(map);
+                Arc::make_mut(p.space.get_or_insert_with(Arc::default)).insert(map);
             }
             _ => {}
         }
@@ -375,18 +432,24 @@ impl ProcessModel {
             .processes
             .entry(pid)
             .or_insert_with(|| Process::new(pid));
-        if p.exit.is_some_and(|e| e < time) && p.threads.is_empty() {
+        if p.exit().is_some_and(|e| e < time) && p.threads == 0 {
             // A record for a process that had exited: the pid was reused without a fork
             // record (lost). Start a new one.
             let old = std::mem::replace(p, Process::new(pid));
             p.prev = Some(Box::new(Process { prev: None, ..old }));
-            p.start = Some(time);
+            p.start = time;
         }
         p
     }
 
-    fn task_entry(&mut self, tid: u32, pid: u32) -> &mut Task {
-        self.tasks.entry(tid).or_insert_with(|| Task::new(tid, pid))
+    /// Task `tid`, made if unknown; true when it was made.
+    fn task_entry(&mut self, tid: u32, pid: u32) -> (&mut Task, bool) {
+        let mut made = false;
+        let t = self.tasks.entry(tid).or_insert_with(|| {
+            made = true;
+            Task::new(tid, pid)
+        });
+        (t, made)
     }
 
     fn fork(&mut self, t: &TaskRecord) {
@@ -396,103 +459,101 @@ impl ProcessModel {
             .comm_at(t.ptid, t.time)
             .or_else(|| self.comm_at(t.ppid, t.time))
             .copied();
-        let ppid = if thread {
-            self.processes.get(&t.pid).and_then(|p| p.ppid)
-        } else {
-            Some(t.ppid)
-        };
         let mut task = Task::new(t.tid, t.pid);
-        task.ppid = ppid;
-        task.ptid = Some(t.ptid);
-        task.start = Some(t.time);
+        task.ptid = t.ptid;
+        task.start = t.time;
         if let Some(c) = inherited {
             task.names.set(t.time, c);
         }
-        match self.tasks.get_mut(&t.tid) {
-            Some(old) => {
-                // The tid is reused: keep the previous owner (one generation) for lookups
-                // before this fork. One whose exit was lost ends here.
-                let mut prev = std::mem::replace(old, task);
-                prev.exit.get_or_insert(t.time);
-                prev.prev = None;
-                old.prev = Some(Box::new(prev));
-            }
-            None => {
-                self.tasks.insert(t.tid, task);
-            }
-        }
         if thread {
             let p = self.process_entry(t.pid, t.time);
-            if !p.threads.contains(&t.tid) {
-                p.threads.push(t.tid);
+            p.threads += 1;
+            task.ppid = p.ppid;
+        } else {
+            // A new process: a copy of its parent's address space (shared until one of them
+            // changes it) and command line.
+            let mut p = Process::new(t.pid);
+            p.ppid = t.ppid;
+            p.start = t.time;
+            p.threads = 1;
+            if let Some(parent) = self.processes.get(&t.ppid) {
+                p.space = parent.space.clone();
+                p.argv = parent.argv.clone();
             }
-            return;
+            task.ppid = t.ppid;
+            replace_keeping_prev(
+                &mut self.processes,
+                t.pid,
+                p,
+                t.time,
+                |p| &mut p.exit,
+                |p| &mut p.prev,
+            );
         }
-        // A new process: a copy of its parent's address space (shared until one of them
-        // changes it) and command line.
-        let (space, argv) = match self.processes.get(&t.ppid) {
-            Some(parent) => (parent.space.clone(), parent.argv.clone()),
-            None => (Arc::default(), None),
-        };
-        let mut p = Process::new(t.pid);
-        p.ppid = Some(t.ppid);
-        p.start = Some(t.time);
-        p.argv = argv;
-        p.space = space;
-        p.threads.push(t.tid);
-        match self.processes.get_mut(&t.pid) {
-            Some(old) => {
-                let mut prev = std::mem::replace(old, p);
-                prev.exit.get_or_insert(t.time);
-                prev.prev = None;
-                old.prev = Some(Box::new(prev));
-            }
-            None => {
-                self.processes.insert(t.pid, p);
-            }
-        }
+        // A reused tid keeps its previous owner (one generation) for lookups before this
+        // fork; one whose exit was lost ends here.
+        replace_keeping_prev(
+            &mut self.tasks,
+            t.tid,
+            task,
+            t.time,
+            |t| &mut t.exit,
+            |t| &mut t.prev,
+        );
     }
 
     fn exit(&mut self, t: &TaskRecord) {
-        let task = self.task_entry(t.tid, t.pid);
-        task.exit = Some(t.time);
-        if task.ppid.is_none() && t.pid != t.ppid {
-            task.ppid = Some(t.ppid);
+        let (task, made) = self.task_entry(t.tid, t.pid);
+        let was_alive = !made && task.exit().is_none();
+        task.exit = t.time;
+        if task.ppid == NO_ID && t.pid != t.ppid {
+            task.ppid = t.ppid;
         }
-        if let Some(p) = self.processes.get_mut(&t.pid) {
-            p.threads.retain(|&x| x != t.tid);
-            if p.threads.is_empty() {
-                p.exit = Some(t.time);
-            }
-        } else {
-            let p = self.process_entry(t.pid, t.time);
-            p.exit = Some(t.time);
+        let p = self.process_entry(t.pid, t.time);
+        if was_alive {
+            p.threads = p.threads.saturating_sub(1);
+        }
+        if p.threads == 0 {
+            p.exit = t.time;
         }
     }
 
     fn rename(&mut self, pid: u32, tid: u32, time: u64, comm: Comm, exec: bool) {
-        let task = self.task_entry(tid, pid);
+        let (task, made) = self.task_entry(tid, pid);
         task.names.set(time, comm);
         let p = self.process_entry(pid, time);
-        if !p.threads.contains(&tid) && p.exit.is_none() {
-            p.threads.push(tid);
+        if made {
+            p.threads += 1;
         }
         if exec {
             // A new program: a new, empty address space (the kernel reports the new image's
             // mappings right after), the old one kept for samples taken before.
-            p.exec = Some(time);
+            p.exec = time;
             p.argv = None;
-            let old = std::mem::take(&mut p.space);
-            if !old.is_empty() {
-                if p.old_spaces.len() == OLD_SPACES {
-                    p.old_spaces.pop_front();
+            if let Some(old) = p.space.take().filter(|s| !s.is_empty()) {
+                let olds = p.old_spaces.get_or_insert_with(Box::default);
+                if olds.len() == OLD_SPACES {
+                    olds.pop_front();
                 }
-                p.old_spaces.push_back((time, old));
+                olds.push_back((time, old));
             }
             if self.want_argv {
                 self.execs.push(ExecSeen { pid, time, comm });
             }
         }
+    }
+
+    /// The live threads of process `pid`, by tid (a walk over every task: for views, not
+    /// for every record).
+    pub fn threads(&self, pid: u32) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .tasks
+            .values()
+            .filter(|t| t.pid == pid && t.exit().is_none())
+            .map(|t| t.tid)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// The execs applied since the last call (when [`ProcessModel::collect_execs`] is on).
@@ -503,7 +564,7 @@ impl ProcessModel {
     /// Record process `pid`'s command line, read after its exec at `time`.
     pub fn set_argv(&mut self, pid: u32, time: u64, argv: Arc<[u8]>) {
         if let Some(p) = self.processes.get_mut(&pid) {
-            if p.exec == Some(time) {
+            if p.exec() == Some(time) {
                 p.argv = Some(argv);
             }
         }
@@ -517,13 +578,15 @@ impl ProcessModel {
             let known = self.processes.contains_key(&sp.pid);
             if !known {
                 let mut p = Process::new(sp.pid);
-                p.ppid = sp.ppid;
+                p.ppid = sp.ppid.unwrap_or(NO_ID);
                 p.argv = sp.argv.map(Arc::from);
-                let mut space = AddressSpace::default();
-                for m in sp.maps {
-                    space.insert(m);
+                if !sp.maps.is_empty() {
+                    let mut space = AddressSpace::default();
+                    for m in sp.maps {
+                        space.insert(m);
+                    }
+                    p.space = Some(Arc::new(space));
                 }
-                p.space = Arc::new(space);
                 self.processes.insert(sp.pid, p);
             }
             for (tid, comm) in sp.threads {
@@ -531,13 +594,11 @@ impl ProcessModel {
                     continue;
                 }
                 let mut t = Task::new(tid, sp.pid);
-                t.ppid = sp.ppid;
+                t.ppid = sp.ppid.unwrap_or(NO_ID);
                 t.names.set(0, Comm::new(&comm));
                 self.tasks.insert(tid, t);
-                if !known {
-                    if let Some(p) = self.processes.get_mut(&sp.pid) {
-                        p.threads.push(tid);
-                    }
+                if let Some(p) = self.processes.get_mut(&sp.pid) {
+                    p.threads += 1;
                 }
             }
         }
@@ -568,35 +629,38 @@ impl ProcessModel {
         let cut = now.saturating_sub(EXITED_KEEP_NS);
         let gone = |exit: Option<u64>| exit.is_some_and(|e| e < cut);
         self.tasks.retain(|_, t| {
-            if t.prev.as_ref().is_some_and(|p| gone(p.exit)) {
+            if t.prev.as_ref().is_some_and(|p| gone(p.exit())) {
                 t.prev = None;
             }
-            !gone(t.exit)
+            !gone(t.exit())
         });
         if self.tasks.len() > MAX_TASKS {
             let target = MAX_TASKS * 3 / 4;
             // Exited ones first, the longest gone first.
-            let mut exits: Vec<u64> = self.tasks.values().filter_map(|t| t.exit).collect();
+            let mut exits: Vec<u64> = self.tasks.values().filter_map(Task::exit).collect();
             let excess = self.tasks.len() - target;
             if !exits.is_empty() {
                 let k = excess.min(exits.len()) - 1;
                 let (_, nth, _) = exits.select_nth_unstable(k);
                 let nth = *nth;
-                self.tasks.retain(|_, t| t.exit.is_none_or(|e| e > nth));
+                self.tasks.retain(|_, t| t.exit().is_none_or(|e| e > nth));
             }
             if self.tasks.len() > target {
                 // Live ones whose exit record was lost.
                 self.tasks.retain(|_, t| alive(t.pid, t.tid));
             }
             if self.tasks.len() > target {
-                let mut starts: Vec<u64> =
-                    self.tasks.values().map(|t| t.start.unwrap_or(0)).collect();
+                let mut starts: Vec<u64> = self
+                    .tasks
+                    .values()
+                    .map(|t| t.start().unwrap_or(0))
+                    .collect();
                 let excess = self.tasks.len() - target;
                 let (_, nth, _) = starts.select_nth_unstable(excess - 1);
                 let nth = *nth;
                 let mut left = excess;
                 self.tasks.retain(|_, t| {
-                    if left > 0 && t.start.unwrap_or(0) <= nth {
+                    if left > 0 && t.start().unwrap_or(0) <= nth {
                         left -= 1;
                         false
                     } else {
@@ -609,22 +673,51 @@ impl ProcessModel {
         // its tasks is left.
         let tasks = &self.tasks;
         self.processes.retain(|pid, p| {
-            if p.prev.as_ref().is_some_and(|x| gone(x.exit)) {
+            if p.prev.as_ref().is_some_and(|x| gone(x.exit())) {
                 p.prev = None;
             }
-            p.threads.retain(|t| tasks.contains_key(t));
-            let orphan = p.threads.is_empty() && !tasks.contains_key(pid);
-            !(gone(p.exit) || (orphan && p.exit.is_some()))
+            let orphan = p.exit().is_some() && !tasks.contains_key(pid);
+            !(gone(p.exit()) || orphan)
         });
         if self.processes.len() > MAX_TASKS {
             // Processes known only from a record about them (an mmap), none of whose tasks
             // is known: the first to go.
             let tasks = &self.tasks;
-            self.processes
-                .retain(|pid, p| !p.threads.is_empty() || tasks.contains_key(pid));
+            self.processes.retain(|pid, _| tasks.contains_key(pid));
         }
         for p in self.processes.values_mut() {
-            p.old_spaces.retain(|(until, _)| *until >= cut);
+            if let Some(olds) = p.old_spaces.as_mut() {
+                olds.retain(|(until, _)| *until >= cut);
+                if olds.is_empty() {
+                    p.old_spaces = None;
+                }
+            }
+        }
+    }
+}
+
+/// Put `new` at `key`; an entry already there (the id was reused) becomes its `prev`, one
+/// generation deep, ended at `time` if its end was never seen.
+fn replace_keeping_prev<T>(
+    map: &mut FxHashMap<u32, T>,
+    key: u32,
+    new: T,
+    time: u64,
+    end: impl Fn(&mut T) -> &mut u64,
+    prev: impl Fn(&mut T) -> &mut Option<Box<T>>,
+) {
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            let mut old = std::mem::replace(e.get_mut(), new);
+            let end = end(&mut old);
+            if *end == NO_TIME {
+                *end = time;
+            }
+            *prev(&mut old) = None;
+            *prev(e.get_mut()) = Some(Box::new(old));
+        }
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(new);
         }
     }
 }

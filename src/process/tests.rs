@@ -45,19 +45,19 @@ fn fork_inherits_name_parent_maps_and_argv() {
     m.apply(&[fork(0, T0, 200, 100)]);
     let t = m.task(200).unwrap();
     assert_eq!(
-        (t.pid, t.ppid, t.ptid, t.start),
+        (t.pid, t.ppid(), t.ptid(), t.start()),
         (200, Some(100), Some(100), Some(T0))
     );
     assert_eq!(name(&m, 200, T0).as_deref(), Some("bash"));
     let p = m.process(200).unwrap();
-    assert_eq!(p.threads, vec![200]);
+    assert_eq!((p.threads, m.threads(200)), (1, vec![200]));
     assert_eq!(p.argv.as_deref(), Some(&b"bash\0-l"[..]));
     assert_eq!(
         path(&m, 200, T0, 0x400010),
         Some(("/bin/bash".into(), 0x10))
     );
     // Shared until one of them maps something: then each has its own.
-    assert!(Arc::ptr_eq(m.process(100).unwrap().space(), p.space()));
+    assert!(std::ptr::eq(m.process(100).unwrap().space(), p.space()));
     m.apply(&[mmap2(0, T0 + 1, 200, 0x7000, 0x1000, 0, b"/lib/x.so", 9)]);
     assert_eq!(
         path(&m, 200, T0 + 1, 0x7000).map(|p| p.0).as_deref(),
@@ -100,7 +100,7 @@ fn exec_renames_and_replaces_the_maps_and_lookups_answer_as_of_their_time() {
     assert_eq!(name(&m, 200, T0 + 10).as_deref(), Some("sleep"));
     assert_eq!(m.comm(200).map(Comm::as_bytes), Some(&b"sleep"[..]));
     let p = m.process(200).unwrap();
-    assert_eq!(p.exec, Some(T0 + 10));
+    assert_eq!(p.exec(), Some(T0 + 10));
     assert_eq!(p.argv, None, "not the shell's any more");
     // The new image only, after the exec; the shell's before it.
     assert_eq!(path(&m, 200, T0 + 12, 0x400000), None);
@@ -139,7 +139,7 @@ fn threads_share_the_process_and_its_maps() {
         mmap2(1, T0 + 4, 300, 0x9000, 0x1000, 0, b"/lib/t.so", 4),
     ]);
     let t = m.task(301).unwrap();
-    assert_eq!((t.pid, t.ppid, t.ptid), (300, Some(100), Some(300)));
+    assert_eq!((t.pid, t.ppid(), t.ptid()), (300, Some(100), Some(300)));
     assert_eq!(
         name(&m, 301, T0 + 2).as_deref(),
         Some("srv"),
@@ -151,16 +151,18 @@ fn threads_share_the_process_and_its_maps() {
         Some("srv"),
         "the process keeps its name"
     );
-    assert_eq!(m.process(300).unwrap().threads, vec![300, 301]);
+    assert_eq!(m.threads(300), vec![300, 301]);
+    assert_eq!(m.process(300).unwrap().threads, 2);
     assert_eq!(m.processes(), 2);
     // A mapping made by a thread is the process's.
     assert!(path(&m, 300, T0 + 4, 0x9000).is_some());
     m.apply(&[thread_exit(1, T0 + 5, 300, 301)]);
     let p = m.process(300).unwrap();
-    assert_eq!((p.threads.clone(), p.exit), (vec![300], None));
+    assert_eq!((p.threads, p.exit()), (1, None));
+    assert_eq!(m.threads(300), vec![300]);
     m.apply(&[exit(0, T0 + 6, 300, 100)]);
     let p = m.process(300).unwrap();
-    assert_eq!(p.exit, Some(T0 + 6), "its last thread exited");
+    assert_eq!(p.exit(), Some(T0 + 6), "its last thread exited");
     assert_eq!(m.task(300).unwrap().lifetime(), Some(6));
 }
 
@@ -208,10 +210,10 @@ fn a_reused_pid_keeps_its_previous_owner_for_earlier_lookups() {
         Some("/bin/second")
     );
     let now = m.task(200).unwrap();
-    assert_eq!((now.start, now.exit), (Some(T0 + 10), None));
+    assert_eq!((now.start(), now.exit()), (Some(T0 + 10), None));
     // A reuse whose exit record was lost: the old one ends at the new fork.
     m.apply(&[fork(0, T0 + 20, 200, 100)]);
-    assert_eq!(m.task_at(200, T0 + 15).unwrap().exit, Some(T0 + 20));
+    assert_eq!(m.task_at(200, T0 + 15).unwrap().exit(), Some(T0 + 20));
 }
 
 #[test]
@@ -224,7 +226,7 @@ fn records_about_unknown_tasks_make_them() {
     ]);
     assert_eq!(name(&m, 55, T0).as_deref(), Some("late"));
     assert!(path(&m, 66, T0 + 1, 0x1000).is_some());
-    assert_eq!(m.task(77).unwrap().exit, Some(T0 + 2));
+    assert_eq!(m.task(77).unwrap().exit(), Some(T0 + 2));
     assert_eq!(
         m.task(77).unwrap().lifetime(),
         None,
@@ -270,8 +272,9 @@ fn seeding_fills_gaps_and_never_overrides_the_stream() {
     ]);
     assert_eq!(name(&m, 200, T0 + 5).as_deref(), Some("new"));
     assert_eq!(name(&m, 101, T0).as_deref(), Some("bash-helper"));
-    assert_eq!(m.process(100).unwrap().threads, vec![100, 101]);
-    assert_eq!(m.task(101).unwrap().ppid, Some(1));
+    assert_eq!(m.threads(100), vec![100, 101]);
+    assert_eq!(m.process(100).unwrap().threads, 2);
+    assert_eq!(m.task(101).unwrap().ppid(), Some(1));
 }
 
 #[test]

@@ -599,7 +599,9 @@ impl App {
                     ppid: Some(t.ppid),
                     comm: name(t.tid),
                     parent_comm: name(t.ppid),
-                    lifetime: task.and_then(|k| k.start).map(|s| t.time.saturating_sub(s)),
+                    lifetime: task
+                        .and_then(|k| k.start())
+                        .map(|s| t.time.saturating_sub(s)),
                 })
             }
             EventKind::Comm {
@@ -608,7 +610,7 @@ impl App {
                 comm,
                 exec,
             } => {
-                let ppid = tasks.task_at(*tid, ev.time).and_then(|k| k.ppid);
+                let ppid = tasks.task_at(*tid, ev.time).and_then(|k| k.ppid());
                 Some(TaskRow {
                     time: ev.time,
                     event: if *exec {
