@@ -151,7 +151,7 @@ fn keys_filter_the_stream_and_q_quits() {
         panes,
         totals: &|| stats.snapshot(),
         now: &now,
-        tick: Duration::from_millis(10),
+        frame: Duration::from_millis(10),
     };
     let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
     driver.join().unwrap();
@@ -209,7 +209,7 @@ fn the_run_ends_when_every_reader_has_ended_with_everything_shown() {
         panes: never(),
         totals: &|| stats.snapshot(),
         now: &now,
-        tick: Duration::from_millis(10),
+        frame: Duration::from_millis(10),
     };
     let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
     assert_eq!(reason, StopReason::TargetsGone);
@@ -244,7 +244,7 @@ fn a_command_that_exits_stops_the_loop_with_its_status() {
         panes: never(),
         totals: &|| stats.snapshot(),
         now: &now,
-        tick: Duration::from_millis(10),
+        frame: Duration::from_millis(10),
     };
     let started = Instant::now();
     let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();

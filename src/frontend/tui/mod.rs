@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, never, select, tick, unbounded};
+use crossbeam_channel::{Receiver, never, select, unbounded};
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event as TermEvent, KeyEventKind};
 use crossterm::execute;
 use crossterm::terminal::{
@@ -37,8 +37,8 @@ use crate::stats::Totals;
 use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
 use app::{App, AppConfig};
 
-/// How often the screen is redrawn (and stop conditions looked at) without input.
-pub const TICK: Duration = Duration::from_millis(100);
+/// The shortest time between two frames drawn for new records (input redraws at once).
+pub const FRAME: Duration = Duration::from_millis(100);
 
 /// Options of a TUI run.
 #[derive(Clone, Debug, Default)]
@@ -234,7 +234,7 @@ pub fn run(
         panes: panes.unwrap_or_else(never),
         totals: &|| stats.snapshot(),
         now: &now,
-        tick: TICK,
+        frame: FRAME,
     };
     let result = run_loop(&mut term, &mut app, inputs, move || drop(input));
     drop(term);
@@ -255,10 +255,10 @@ pub struct LoopInputs<'a> {
     pub panes: Receiver<PaneMsg>,
     /// The readers' counters, read on each tick.
     pub totals: &'a dyn Fn() -> Totals,
-    /// The events' clock, read on each tick.
+    /// The events' clock, read for each frame.
     pub now: &'a dyn Fn() -> u64,
-    /// How often to look at the clock and the stop rule without input.
-    pub tick: Duration,
+    /// The shortest time between two frames drawn for new records.
+    pub frame: Duration,
 }
 
 /// The TUI's loop until a stop, then the shutdown: the readers are asked to stop, and their
@@ -282,10 +282,10 @@ where
         panes,
         totals,
         now,
-        tick: every,
+        frame,
     } = inputs;
     let result = event_loop(
-        term, app, pipe, watched, stop, keys, panes, totals, now, every,
+        term, app, pipe, watched, stop, keys, panes, totals, now, frame,
     );
     input_done();
     watched.request_stop();
@@ -296,6 +296,9 @@ where
     result
 }
 
+/// The loop has no clock of its own: it wakes for records (the readers send a batch at
+/// least four times a second, all CPUs at once), for input, for a frame that is due, and for
+/// the elapsed-time display's next second. An idle TUI draws once a second.
 #[allow(clippy::too_many_arguments)]
 fn event_loop<B: Backend>(
     term: &mut Terminal<B>,
@@ -307,12 +310,12 @@ fn event_loop<B: Backend>(
     panes: Receiver<PaneMsg>,
     totals: &dyn Fn() -> Totals,
     now: &dyn Fn() -> u64,
-    every: Duration,
+    frame: Duration,
 ) -> anyhow::Result<StopReason>
 where
     B::Error: Send + Sync + 'static,
 {
-    let ticker = tick(every);
+    const SECOND: Duration = Duration::from_secs(1);
     let no_panes = never();
     let mut pane_rx = &panes;
     let no_input = never();
@@ -321,11 +324,17 @@ where
     app.on_tick(now());
     app.set_totals(totals());
     ui::render(term, app)?;
-    // Something to show since the last frame: without it a tick redraws only when the
-    // elapsed-time display moves on, so an idle TUI draws once a second.
+    let mut last_draw = Instant::now();
+    // Something to show since the last frame.
     let mut dirty = false;
     let mut drawn_second = 0;
     loop {
+        let since = start.elapsed();
+        let wait = if dirty {
+            frame.saturating_sub(last_draw.elapsed())
+        } else {
+            SECOND - Duration::from_nanos((since.as_nanos() % SECOND.as_nanos()) as u64)
+        };
         let mut redraw = false;
         select! {
             recv(pipe.batches()) -> msg => pipe.take(msg),
@@ -352,13 +361,7 @@ where
                 // The script stage ended: stop selecting on it, or the loop would spin.
                 Err(_) => pane_rx = &no_panes,
             },
-            recv(ticker) -> _ => {
-                app.on_tick(now());
-                app.set_totals(totals());
-                let second = start.elapsed().as_secs();
-                redraw = dirty || second != drawn_second;
-                drawn_second = second;
-            }
+            default(stop.wait_at_most(wait)) => {}
         }
         while let Some(chunk) = pipe.next_chunk() {
             dirty |= !chunk.events.is_empty();
@@ -371,11 +374,16 @@ where
         if let Some(reason) = stop.check(watched, pipe.all_ended()) {
             return Ok(reason);
         }
-        if redraw {
+        let second = start.elapsed().as_secs();
+        if redraw || (dirty && last_draw.elapsed() >= frame) || second != drawn_second {
+            app.on_tick(now());
+            app.set_totals(totals());
             dirty = false;
+            drawn_second = second;
+            last_draw = Instant::now();
             if let Err(e) = ui::render(term, app) {
                 // A terminal that hung up fails the write just before SIGHUP is seen.
-                std::thread::sleep(every);
+                std::thread::sleep(frame);
                 if let Some(sig) = stop.signal() {
                     return Ok(StopReason::Signal(sig));
                 }
