@@ -319,5 +319,10 @@ ffffffffc0300000 t bpf_prog_1234_x\t[bpf]
             return;
         }
         assert!(k.len() > 1000, "{} functions", k.len());
+        eprintln!(
+            "kallsyms: {} functions in {} bytes",
+            k.len(),
+            k.table.bytes()
+        );
     }
 }

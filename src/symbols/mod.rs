@@ -80,6 +80,10 @@ pub struct Config {
     /// How long one file read may take before its samples are answered `[unknown]` (the read
     /// goes on; its symbols are used once it finishes).
     pub load_timeout: Duration,
+    /// Read kallsyms when the symbolizer starts rather than at the first kernel address
+    /// (the kernel takes some 70 ms to list it; a monitor that samples the kernel pays it
+    /// before the first batch instead of in it).
+    pub preload_kernel: bool,
 }
 
 impl Default for Config {
@@ -92,6 +96,7 @@ impl Default for Config {
             result_entries: 32 << 10,
             max_binaries: 16 << 10,
             load_timeout: Duration::from_secs(2),
+            preload_kernel: false,
         }
     }
 }
@@ -337,6 +342,9 @@ impl Symbolizer {
             };
             s.binaries
                 .push(Binary::new(source, Dso::new(name, kind), key, state));
+        }
+        if s.config.preload_kernel {
+            s.ensure_loaded(KERNEL, &Request::kernel(0));
         }
         s
     }
@@ -1072,6 +1080,26 @@ mod tests {
         let c = Config::default();
         assert!(c.memory_bound() > c.table_budget);
         assert!(c.memory_bound() < 48 << 20, "{}", c.memory_bound());
+    }
+
+    #[test]
+    fn the_kernel_can_be_read_before_the_first_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = dir.path().join("kallsyms");
+        std::fs::write(&k, "ffffffff81000000 T _stext\nffffffff81001000 T do_one\n").unwrap();
+        let mut s = Symbolizer::new(Config {
+            kallsyms: k,
+            preload_kernel: true,
+            ..Config::default()
+        });
+        assert_eq!(s.stats().loads, 1);
+        assert_eq!(s.stats().loaded_binaries, 1);
+        assert_eq!(
+            s.resolve_one(&Request::kernel(0xffffffff81000010))
+                .to_string(),
+            "_stext+0x10"
+        );
+        assert_eq!(s.stats().loads, 1);
     }
 
     #[test]

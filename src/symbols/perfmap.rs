@@ -24,6 +24,8 @@ pub struct PerfMap {
     strings: Vec<u8>,
     /// The unfinished last line.
     pending: Vec<u8>,
+    /// Inside a line too long to be one, until its newline.
+    skipping: bool,
     lines: usize,
     bad_lines: usize,
 }
@@ -35,7 +37,23 @@ impl PerfMap {
 
     /// Add what was appended to the file. `Err` once the map would exceed `max_bytes`.
     pub fn feed(&mut self, mut bytes: &[u8], max_bytes: usize) -> Result<(), TooLarge> {
-        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+        loop {
+            if self.skipping {
+                // The rest of a line too long to be one.
+                let Some(nl) = bytes.iter().position(|&b| b == b'\n') else {
+                    return Ok(());
+                };
+                bytes = &bytes[nl + 1..];
+                self.skipping = false;
+            }
+            let Some(nl) = bytes.iter().position(|&b| b == b'\n') else {
+                if self.pending.len() + bytes.len() > MAX_LINE {
+                    self.too_long();
+                } else {
+                    self.pending.extend_from_slice(bytes);
+                }
+                return Ok(());
+            };
             let result = if self.pending.is_empty() {
                 self.line(&bytes[..nl], max_bytes)
             } else {
@@ -46,19 +64,22 @@ impl PerfMap {
             bytes = &bytes[nl + 1..];
             result?;
         }
-        if self.pending.len() + bytes.len() > MAX_LINE {
-            // Not a line anyone will finish: drop it, count it once.
-            if !self.pending.is_empty() || !bytes.is_empty() {
-                self.bad_lines += 1;
-            }
-            self.pending.clear();
-        } else {
-            self.pending.extend_from_slice(bytes);
-        }
-        Ok(())
+    }
+
+    /// A line longer than any perf map line: counted once, skipped to its end.
+    fn too_long(&mut self) {
+        self.lines += 1;
+        self.bad_lines += 1;
+        self.pending.clear();
+        self.skipping = true;
     }
 
     fn line(&mut self, line: &[u8], max_bytes: usize) -> Result<(), TooLarge> {
+        if line.len() > MAX_LINE {
+            self.too_long();
+            self.skipping = false;
+            return Ok(());
+        }
         self.lines += 1;
         match parse_line(line) {
             Some((start, size, name)) => self.paint(start, start + size, name, max_bytes),
@@ -250,10 +271,16 @@ mod tests {
             .unwrap();
         assert_eq!(m.len(), 1);
         assert_eq!(m.lines(), (4, 3));
-        // A line that never ends is dropped, not buffered without limit.
+        // A line that never ends is dropped, not buffered without limit, and what follows
+        // it up to its newline is not taken for a line of its own.
         m.feed(&vec![b'a'; MAX_LINE + 1], usize::MAX).unwrap();
         assert_eq!(m.lines().1, 4);
         assert!(m.bytes() < 1024);
+        m.feed(b"2000 10 tail_of_a_long_line\n3000 10 next\n", usize::MAX)
+            .unwrap();
+        assert_eq!(m.find(0x2000), None);
+        assert!(m.find(0x3000).is_some());
+        assert_eq!(m.lines(), (6, 4));
     }
 
     #[test]

@@ -102,8 +102,9 @@ impl TableBuilder {
         self.raw.dedup_by(|later, first| later.start == first.start);
         let n = self.raw.len();
         let mut starts = Vec::with_capacity(n);
-        let mut ends = Vec::with_capacity(n);
-        let mut names = Vec::with_capacity(n);
+        let mut sizes = Vec::with_capacity(n);
+        let mut name_offs = Vec::with_capacity(n);
+        let mut name_lens = Vec::with_capacity(n);
         let tagged = self.raw.iter().any(|r| r.tag != 0);
         let mut tags = Vec::with_capacity(if tagged { n } else { 0 });
         for (i, r) in self.raw.iter().enumerate() {
@@ -116,16 +117,19 @@ impl TableBuilder {
                 r.start.saturating_add(1)
             };
             starts.push(r.start);
-            ends.push(end);
-            names.push((r.name_off, r.name_len));
+            // No function is 4 GiB long: an extent past that is cut.
+            sizes.push((end - r.start).min(u32::MAX as u64) as u32);
+            name_offs.push(r.name_off);
+            name_lens.push(r.name_len as u16);
             if tagged {
                 tags.push(r.tag);
             }
         }
         SymbolTable {
             starts: starts.into_boxed_slice(),
-            ends: ends.into_boxed_slice(),
-            names: names.into_boxed_slice(),
+            sizes: sizes.into_boxed_slice(),
+            name_offs: name_offs.into_boxed_slice(),
+            name_lens: name_lens.into_boxed_slice(),
             tags: tags.into_boxed_slice(),
             strings: self.strings.into_boxed_slice(),
         }
@@ -136,15 +140,18 @@ impl TableBuilder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooLarge;
 
-/// Bytes per symbol besides its name: start, end, name offset and length, tag.
-pub(crate) const ENTRY_BYTES: usize = 8 + 8 + 8 + 2;
+/// Bytes per symbol besides its name: start, extent, name offset and length, tag.
+pub(crate) const ENTRY_BYTES: usize = 8 + 4 + 4 + 2 + 2;
 
 /// Function symbols sorted by start address.
 #[derive(Default)]
 pub(crate) struct SymbolTable {
     starts: Box<[u64]>,
-    ends: Box<[u64]>,
-    names: Box<[(u32, u32)]>,
+    /// Extents (end - start).
+    sizes: Box<[u32]>,
+    /// Offset and length in `strings` (names are at most MAX_NAME bytes).
+    name_offs: Box<[u32]>,
+    name_lens: Box<[u16]>,
     /// Empty when every tag is 0.
     tags: Box<[u16]>,
     strings: Box<[u8]>,
@@ -162,13 +169,13 @@ impl SymbolTable {
         let low = i.saturating_sub(ENCLOSING_LOOKBACK);
         (low..i)
             .rev()
-            .find(|&j| addr < self.ends[j])
+            .find(|&j| addr - self.starts[j] < self.sizes[j] as u64)
             .map(|j| (j as u32, addr - self.starts[j]))
     }
 
     pub(crate) fn name(&self, i: u32) -> &[u8] {
-        let (off, len) = self.names[i as usize];
-        &self.strings[off as usize..off as usize + len as usize]
+        let off = self.name_offs[i as usize] as usize;
+        &self.strings[off..off + self.name_lens[i as usize] as usize]
     }
 
     pub(crate) fn tag(&self, i: u32) -> u16 {
@@ -180,7 +187,7 @@ impl SymbolTable {
     }
 
     pub(crate) fn end(&self, i: u32) -> u64 {
-        self.ends[i as usize]
+        self.starts[i as usize] + self.sizes[i as usize] as u64
     }
 
     pub(crate) fn len(&self) -> usize {
