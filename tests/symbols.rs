@@ -785,6 +785,48 @@ fn each_unique_address_is_resolved_once_and_the_table_budget_holds() {
     assert!(notes[0].message.contains("too large"), "{}", notes[0]);
 }
 
+#[test]
+fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("kallsyms");
+    let text: String = (0..2000)
+        .map(|i| {
+            format!(
+                "{:016x} T kernel_fn_{i}\n",
+                0xffffffff81000000u64 + i * 0x100
+            )
+        })
+        .collect();
+    std::fs::write(&k, text).unwrap();
+    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2", "-g"]);
+    let r = Running::start(&bin, &[]);
+    let m = mapping_of(r.pid(), r.addrs[0]);
+    let s = Symbolizer::new(Config {
+        kallsyms: k,
+        debug_dirs: vec![],
+        preload_kernel: true,
+        ..Config::default()
+    });
+    let kernel_bytes = s.stats().table_bytes;
+    assert!(kernel_bytes > 40_000, "{kernel_bytes}");
+    // Room for the kernel and a few hundred bytes: the binary does not fit.
+    let mut s = Symbolizer::new(Config {
+        table_budget: kernel_bytes + 300,
+        ..s.config().clone()
+    });
+    let got = s.resolve_one(&Request::user(r.pid(), r.addrs[0], &m));
+    assert!(!got.is_known());
+    assert!(s.take_notes()[0].message.contains("too large"));
+    let loads = s.stats().loads;
+    assert_eq!(
+        s.resolve_one(&Request::kernel(0xffffffff81000104))
+            .to_string(),
+        "kernel_fn_1+0x4"
+    );
+    assert_eq!(s.stats().loads, loads, "the kernel was read again");
+    assert!(s.stats().table_bytes <= kernel_bytes + 300);
+}
+
 // ---- perfwatch's own samples, resolved from what its records said ----
 
 fn num(v: &serde_json::Value) -> Option<u64> {

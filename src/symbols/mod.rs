@@ -151,6 +151,8 @@ const VDSO: BinaryId = 1;
 /// Addresses no mapping covers.
 const NOWHERE: BinaryId = 2;
 const FIXED: usize = 3;
+/// The kernel and the vDSO: never evicted.
+const PINNED: usize = 2;
 
 /// How often a perf map that lacked an address, or is missing, is looked at again.
 const PERF_MAP_RECHECK: Duration = Duration::from_secs(1);
@@ -192,7 +194,9 @@ struct Loaded {
     table: Table,
     /// Symbols already handed out, by symbol index (perf maps: by name offset).
     interned: FxHashMap<u64, Arc<Symbol>>,
+    /// The table's bytes and the interned symbols'.
     bytes: usize,
+    interned_bytes: usize,
 }
 
 enum State {
@@ -556,6 +560,7 @@ impl Symbolizer {
             Some((sym, off)) => {
                 let added = sym.display_name().len() + mem::size_of::<Symbol>() + 48;
                 l.bytes += added;
+                l.interned_bytes += added;
                 self.table_bytes += added;
                 Symbolized::new(sym, off)
             }
@@ -566,6 +571,24 @@ impl Symbolizer {
             self.evict(id);
         }
         answer
+    }
+
+    /// Bytes of the kernel's and the vDSO's tables, which are never evicted: every process
+    /// shares them, and the kernel's takes some 70 ms to read again.
+    fn pinned_bytes(&self) -> usize {
+        self.binaries[..PINNED]
+            .iter()
+            .map(|b| match &b.state {
+                State::Loaded(l) => l.bytes,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// The most one binary's (or perf map's) table may take: the budget less the pinned
+    /// tables, so that the budget holds whatever is loaded.
+    fn room(&self) -> usize {
+        self.config.table_budget.saturating_sub(self.pinned_bytes())
     }
 
     fn may_retry(&self, id: BinaryId) -> bool {
@@ -595,7 +618,7 @@ impl Symbolizer {
                     start: m.start,
                     end: m.start.saturating_add(m.len),
                     debug_dirs: Arc::clone(&self.debug_dirs),
-                    max_bytes: self.config.table_budget,
+                    max_bytes: self.room(),
                 })
             }
             Source::Vdso => {
@@ -646,6 +669,7 @@ impl Symbolizer {
                             },
                             interned: FxHashMap::default(),
                             bytes,
+                            interned_bytes: 0,
                         }))
                     }
                     _ => State::NoSymbols,
@@ -758,6 +782,7 @@ impl Symbolizer {
             table,
             interned: FxHashMap::default(),
             bytes,
+            interned_bytes: 0,
         }));
         self.evict(id);
     }
@@ -769,10 +794,22 @@ impl Symbolizer {
                 .binaries
                 .iter()
                 .enumerate()
-                .filter(|(i, b)| *i != keep as usize && matches!(b.state, State::Loaded(_)))
+                .filter(|(i, b)| {
+                    *i != keep as usize && *i >= PINNED && matches!(b.state, State::Loaded(_))
+                })
                 .min_by_key(|(_, b)| b.last_used)
                 .map(|(i, _)| i);
             let Some(v) = victim else {
+                // Only pinned tables left: forget the symbols they handed out (answers
+                // already given keep theirs; the next ones intern anew, with equal keys).
+                for b in &mut self.binaries[..PINNED] {
+                    if let State::Loaded(l) = &mut b.state {
+                        l.interned = FxHashMap::default();
+                        l.bytes -= l.interned_bytes;
+                        self.table_bytes = self.table_bytes.saturating_sub(l.interned_bytes);
+                        l.interned_bytes = 0;
+                    }
+                }
                 break;
             };
             let b = &mut self.binaries[v];
@@ -899,6 +936,7 @@ impl Symbolizer {
         });
         let s = Symbolized::new(Arc::clone(sym), addr - start);
         l.bytes += added;
+        l.interned_bytes += added;
         self.table_bytes += added;
         Some(s)
     }
@@ -931,7 +969,7 @@ impl Symbolizer {
             let job = Job::PerfMap(PerfMapJob {
                 pid,
                 known,
-                max_bytes: self.config.table_budget,
+                max_bytes: self.room(),
             });
             let tag = self.tag(id);
             let id = match self.loader.run(job, tag) {
@@ -968,7 +1006,7 @@ impl Symbolizer {
                 return id;
             }
         };
-        let budget = self.config.table_budget;
+        let budget = self.room();
         let b = &mut self.binaries[id as usize];
         let old = mem::replace(&mut b.state, State::Unloaded);
         let (mut state, had) = match old {
@@ -991,6 +1029,7 @@ impl Symbolizer {
             table: Table::PerfMap(state),
             interned: FxHashMap::default(),
             bytes,
+            interned_bytes: 0,
         });
         if bad > 0 {
             self.note(
