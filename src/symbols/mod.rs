@@ -17,8 +17,8 @@
 //! its mapping said: nothing here reads `/proc/PID/maps`.
 //!
 //! Caching: each distinct (binary, file offset) is resolved once, then answered from a
-//! two-generation cache keyed by a small binary id and the offset (FxHash, no SipHash on the
-//! hot path). Parsed binaries are kept in a cache bounded in bytes
+//! two-generation cache keyed by a small binary id and the offset (foldhash, seeded: no
+//! SipHash on the hot path, no bucket a monitored program can aim at). Parsed binaries are kept in a cache bounded in bytes
 //! ([`Config::table_budget`]), keyed by device/inode or build id and evicted least recently
 //! used first. Everything that reads a file runs on a loader thread with a deadline
 //! ([`Config::load_timeout`]), so a file that never answers (a FIFO put in a binary's place,
@@ -232,19 +232,25 @@ impl Binary {
     }
 }
 
+/// The result cache's map. Its keys are addresses a monitored program chooses (a JIT can put
+/// code anywhere), so the hash is foldhash with a per-map random seed: as fast as FxHash on
+/// two integers, but a program cannot aim its addresses at one bucket chain.
+type ResultMap =
+    std::collections::HashMap<(BinaryId, u64), Symbolized, foldhash::fast::RandomState>;
+
 /// The answers already given, in two generations: a full current generation becomes the old
 /// one (the previous old one is dropped), and a hit in the old generation moves back.
 struct ResultCache {
-    cur: FxHashMap<(BinaryId, u64), Symbolized>,
-    old: FxHashMap<(BinaryId, u64), Symbolized>,
+    cur: ResultMap,
+    old: ResultMap,
     cap: usize,
 }
 
 impl ResultCache {
     fn new(cap: usize) -> ResultCache {
         ResultCache {
-            cur: FxHashMap::default(),
-            old: FxHashMap::default(),
+            cur: ResultMap::default(),
+            old: ResultMap::default(),
             cap: cap.max(1),
         }
     }
@@ -276,8 +282,8 @@ impl ResultCache {
     }
 
     fn clear(&mut self) {
-        self.cur = FxHashMap::default();
-        self.old = FxHashMap::default();
+        self.cur = ResultMap::default();
+        self.old = ResultMap::default();
     }
 }
 
