@@ -855,7 +855,7 @@ fn watch_and_resolve(args: &[&str]) -> Vec<(u32, String, Symbolized)> {
         match v["type"].as_str() {
             Some("comm") => {
                 comms.insert(
-                    v["pid"].as_u64().unwrap() as u32,
+                    v["pid"].as_i64().unwrap() as u32,
                     v["comm"].as_str().unwrap().into(),
                 );
             }
@@ -872,12 +872,13 @@ fn watch_and_resolve(args: &[&str]) -> Vec<(u32, String, Symbolized)> {
                     pgoff: num(&v["pgoff"]).unwrap(),
                     file: MappedFile::new(v["filename"].as_str().unwrap().as_bytes(), id),
                 };
-                maps.entry(v["pid"].as_u64().unwrap() as u32)
+                maps.entry(v["pid"].as_i64().unwrap() as u32)
                     .or_default()
                     .push(m);
             }
             Some("sample") => {
-                let pid = v["sample_pid"].as_u64().unwrap() as u32;
+                // -1 when the kernel could not tell (a task in the middle of exiting).
+                let pid = v["sample_pid"].as_i64().unwrap() as u32;
                 let ip = num(&v["sample_ip"]).unwrap();
                 let r = if ip >= 0xffff_8000_0000_0000 {
                     Request::kernel(ip)
