@@ -63,6 +63,18 @@ fn exec_mappings() -> Vec<Mapping> {
     out
 }
 
+/// This process's resident set, in KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn kernel_text() -> Vec<u64> {
     let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
     text.lines()
@@ -109,13 +121,15 @@ fn cached_mix(c: &mut Criterion) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let distinct = distinct(&mut rng);
     let stream = stream(&distinct, &mut rng, 64 << 10);
-    let mut sym = Symbolizer::default();
     let mut out = Vec::with_capacity(4096);
+    let rss_before = rss_kib();
+    let mut sym = Symbolizer::default();
     sym.resolve(&distinct, &mut out);
     let named = out.iter().filter(|s| s.is_known()).count();
     eprintln!(
-        "cached_mix: {named} of {} distinct addresses named; {:?}",
+        "cached_mix: {named} of {} distinct addresses named; RSS +{} KiB for {:?}",
         distinct.len(),
+        rss_kib().saturating_sub(rss_before),
         sym.stats()
     );
     let mut g = c.benchmark_group("symbols");
