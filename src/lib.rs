@@ -4,6 +4,7 @@
 //! [`event::Event`] model and send batches over a bounded channel; a frontend consumes them:
 //! `--plain`/`--json` ([`plain`]), or the TUI.
 
+pub mod callchain;
 pub mod cli;
 pub mod command;
 pub mod event;

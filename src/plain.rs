@@ -402,6 +402,7 @@ mod tests {
                 misc: 1,
                 event: desc,
                 raw: Some(raw.into()),
+                callchain: None,
             },
         };
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();

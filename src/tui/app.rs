@@ -1231,6 +1231,7 @@ mod tests {
                 misc: 0,
                 event: d,
                 raw: None,
+                callchain: None,
             },
         )
     }
