@@ -38,6 +38,31 @@ pub const CONTEXT_GUEST_USER: u64 = sys::PERF_CONTEXT_GUEST_USER;
 /// `/proc/sys/kernel/perf_event_max_stack` cannot be read.
 pub const DEFAULT_MAX_STACK: u16 = sys::PERF_MAX_STACK_DEPTH as u16;
 
+/// `kernel.perf_event_max_stack`: the deepest chain the kernel records, and the most an
+/// event may ask for in `sample_max_stack`.
+pub fn kernel_max_stack() -> Option<u16> {
+    let t = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack").ok()?;
+    let v: u64 = t.trim().parse().ok()?;
+    Some(v.min(u16::MAX as u64) as u16)
+}
+
+/// The `--max-stack` to use: what was asked, at most the kernel's limit (with a note saying
+/// so), or the kernel's limit when nothing was asked.
+pub fn resolve_max_stack(asked: Option<u16>, kernel: Option<u16>) -> (u16, Option<String>) {
+    let kernel = kernel.filter(|&k| k > 0);
+    match (asked, kernel) {
+        (Some(n), Some(k)) if n > k => (
+            k,
+            Some(format!(
+                "--max-stack {n} is above kernel.perf_event_max_stack ({k}); using {k} (sysctl kernel.perf_event_max_stack={n} raises the limit)"
+            )),
+        ),
+        (Some(n), _) => (n, None),
+        (None, Some(k)) => (k, None),
+        (None, None) => (DEFAULT_MAX_STACK, None),
+    }
+}
+
 /// Where a frame ran, from the last context marker before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Context {
@@ -413,6 +438,22 @@ mod tests {
         // A frame at address 0 names as 0 - 0, never wraps.
         let f: Vec<Frame> = chain(&[CONTEXT_USER, 5, 0]).frames().collect();
         assert_eq!(f[1].lookup_ip(), 0);
+    }
+
+    #[test]
+    fn max_stack_is_the_kernels_unless_asked_and_never_above_it() {
+        assert_eq!(resolve_max_stack(None, Some(127)), (127, None));
+        assert_eq!(resolve_max_stack(None, None), (DEFAULT_MAX_STACK, None));
+        assert_eq!(resolve_max_stack(Some(16), Some(127)), (16, None));
+        assert_eq!(resolve_max_stack(Some(16), None), (16, None));
+        let (n, note) = resolve_max_stack(Some(500), Some(127));
+        assert_eq!(n, 127);
+        assert!(
+            note.unwrap()
+                .contains("sysctl kernel.perf_event_max_stack=500")
+        );
+        assert_eq!(resolve_max_stack(None, Some(0)), (DEFAULT_MAX_STACK, None));
+        assert!(kernel_max_stack().is_none_or(|k| k > 0));
     }
 
     #[test]

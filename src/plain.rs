@@ -80,6 +80,7 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
         EventKind::Sample { ip, period, .. } => {
             write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?;
             write_json_event(out, ev)?;
+            write_json_callchain(out, ev, &crate::callchain::NoNames)?;
         }
         EventKind::Fork(t) | EventKind::Exit(t) => write!(
             out,
@@ -177,6 +178,23 @@ fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
                 Value::Missing => buf.extend_from_slice(b"null"),
             }
         }
+        out.write_all(buf)
+    })
+}
+
+/// A sample's `"callchain"` member (`-g`), its frames named by `names`.
+pub fn write_json_callchain(
+    out: &mut impl Write,
+    ev: &Event,
+    names: &dyn crate::callchain::FrameNames,
+) -> io::Result<()> {
+    let Some(chain) = ev.callchain() else {
+        return Ok(());
+    };
+    JSON_FIELDS.with_borrow_mut(|(buf, _)| {
+        buf.clear();
+        buf.push(b',');
+        crate::callchain::write_json(chain, names, buf);
         out.write_all(buf)
     })
 }

@@ -37,6 +37,12 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
             );
         }
     }
+    let mut events = events;
+    if let Some(max_stack) = call_graph_of(cli)? {
+        for e in events.iter_mut().filter(|e| !e.is_dummy()) {
+            e.call_graph = Some(max_stack);
+        }
+    }
     let cgroup = match &cli.cgroup {
         Some(name) => Some(crate::perf::open::resolve_cgroup(name).map_err(anyhow::Error::msg)?),
         None => None,
@@ -78,6 +84,27 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         cgroup,
         common_fields: cli.common_fields,
     })
+}
+
+/// Whether to record call chains (`-g`, `--call-graph fp`, `--folded`), and how deep: the
+/// `--max-stack` asked for, else the kernel's `perf_event_max_stack` (the monitor lowers a
+/// value above the kernel's limit, and says so).
+fn call_graph_of(cli: &Cli) -> Result<Option<u16>> {
+    let on = cli.callchains || cli.call_graph.is_some() || cli.folded.is_some();
+    if !on {
+        if let Some(n) = cli.max_stack {
+            return Err(UsageError(format!(
+                "--max-stack {n} limits call chains, which are recorded with -g (or --call-graph fp)"
+            ))
+            .into());
+        }
+        return Ok(None);
+    }
+    Ok(Some(cli.max_stack.unwrap_or_else(|| {
+        crate::callchain::kernel_max_stack()
+            .filter(|&k| k > 0)
+            .unwrap_or(crate::callchain::DEFAULT_MAX_STACK)
+    })))
 }
 
 /// A bad command line found only once the events are known (a filter key that is no field
