@@ -91,6 +91,19 @@ impl Context {
         }
     }
 
+    /// The context a sample's `misc` cpumode says its ip was taken in (for a sample without a
+    /// chain).
+    pub fn of_cpumode(misc: u16) -> Context {
+        match misc as u32 & sys::PERF_RECORD_MISC_CPUMODE_MASK {
+            sys::PERF_RECORD_MISC_KERNEL => Context::Kernel,
+            sys::PERF_RECORD_MISC_USER => Context::User,
+            sys::PERF_RECORD_MISC_HYPERVISOR => Context::Hypervisor,
+            sys::PERF_RECORD_MISC_GUEST_KERNEL => Context::GuestKernel,
+            sys::PERF_RECORD_MISC_GUEST_USER => Context::GuestUser,
+            _ => Context::Unknown,
+        }
+    }
+
     /// Kernel (host or guest) or hypervisor code.
     pub fn is_kernel(self) -> bool {
         matches!(
@@ -156,11 +169,7 @@ impl Callchain {
 
     /// The frames, innermost first; markers are skipped and set each frame's context.
     pub fn frames(&self) -> Frames<'_> {
-        Frames {
-            entries: self.0.iter(),
-            context: Context::Unknown,
-            exact: true,
-        }
+        frames_of(&self.0)
     }
 
     /// The number of frames (markers not counted).
@@ -196,6 +205,15 @@ impl fmt::Debug for Callchain {
                 format!("{:#x}{c}", fr.ip)
             }))
             .finish()
+    }
+}
+
+/// The frames of a chain's raw entries (markers included), innermost first.
+pub fn frames_of(entries: &[u64]) -> Frames<'_> {
+    Frames {
+        entries: entries.iter(),
+        context: Context::Unknown,
+        exact: true,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod command;
 pub mod event;
 pub mod filter;
+pub mod folded;
 pub mod merge;
 pub mod monitor;
 pub mod pane;

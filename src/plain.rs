@@ -251,6 +251,9 @@ pub struct PlainOptions {
     pub max_reorder: usize,
     /// A predicate on events; those it rejects are not written (counters still count them).
     pub filter: Option<EventFilter>,
+    /// `--folded [FILE]`: fed with every event in time order (before `filter`, which it
+    /// applies itself); with stdout as its output, no record is written.
+    pub folded: Option<crate::folded::Folding>,
 }
 
 /// How often the loop looks at signals, the clock and the command when no batch arrives.
@@ -275,8 +278,13 @@ pub fn run(
     let start = Instant::now();
     let mut write_err: Option<io::Error> = None;
     let format = opts.format;
+    let folded = opts.folded.take();
+    let records = !folded.as_ref().is_some_and(|f| f.replaces_records());
     let mut emit = |ev: Event, out: &mut dyn Write, err: &mut Option<io::Error>| {
-        if err.is_some() {
+        if let Some(f) = &folded {
+            f.observe(&ev);
+        }
+        if err.is_some() || !records {
             return;
         }
         if let Some(f) = opts.filter.as_mut() {

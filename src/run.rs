@@ -122,8 +122,18 @@ pub fn run(cli: Cli) -> Result<i32> {
             _ => Ok(0),
         };
     }
-    // The interactive view when stdout is a terminal and no line format was asked for.
-    let interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    if cli.json && cli.folded.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(UsageError(
+            "--folded without FILE prints folded stacks in place of the records, so --json would print nothing: give --folded FILE to have both".into(),
+        )
+        .into());
+    }
+    // The interactive view when stdout is a terminal and no line format (nor folded stacks
+    // on stdout) was asked for.
+    let interactive = !cli.json
+        && !cli.plain
+        && cli.folded.as_deref() != Some(std::path::Path::new("-"))
+        && std::io::stdout().is_terminal();
     let format = if cli.json {
         Format::Json
     } else {
@@ -141,6 +151,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
+    // `--folded FILE` is created now: a path it cannot use stops perfwatch before it starts.
+    let folding = match &cli.folded {
+        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
+        None => None,
+    };
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
 
@@ -150,6 +165,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             duration: cli.duration,
             history: cli.history,
             filter: cli.filter.clone(),
+            folded: folding.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
@@ -163,7 +179,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         for note in scripts.finish() {
             eprintln!("perfwatch: {note}");
         }
-        return finish(&mut mon, reason?);
+        let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok());
+        return finish(&mut mon, reason?).map(|code| folded_status(code, folded_ok));
     }
 
     for note in &mon.info.notes {
@@ -178,6 +195,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             .clone()
             .filter(|f| !f.is_empty())
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
+        folded: folding.clone(),
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -192,7 +210,39 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in scripts.finish() {
         eprintln!("perfwatch: {note}");
     }
-    finish(&mut mon, reason?)
+    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok());
+    finish(&mut mon, reason?).map(|code| folded_status(code, folded_ok))
+}
+
+/// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout)
+/// and say where they went; false when they could not be written.
+fn write_folded(folding: Option<&crate::folded::Folding>, reason: Option<&StopReason>) -> bool {
+    let Some(f) = folding else {
+        return true;
+    };
+    match reason {
+        None | Some(StopReason::Panicked) => return true,
+        Some(StopReason::BrokenPipe) if f.replaces_records() => return true,
+        _ => {}
+    }
+    match f.finish(&mut crate::folded::AddressNamer) {
+        Ok(line) => {
+            if !line.is_empty() {
+                eprintln!("perfwatch: {line}");
+            }
+            true
+        }
+        Err(e) => {
+            eprintln!("perfwatch: error: {e:#}");
+            false
+        }
+    }
+}
+
+/// A run whose folded stacks could not be written did not do what was asked: status 1
+/// rather than 0.
+fn folded_status(code: i32, folded_ok: bool) -> i32 {
+    if code == 0 && !folded_ok { 1 } else { code }
 }
 
 /// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has

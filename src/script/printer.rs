@@ -42,7 +42,7 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
 /// the invoking user controls. So, as root: never follow a symlink at the last component (a link to
 /// /etc/shadow would be truncated), refuse a file with other hard links or that is not a
 /// regular file, and under sudo hand the file to the invoking user, saying so.
-fn create_output(path: &Path) -> Result<File> {
+pub fn create_output(path: &Path) -> Result<File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
