@@ -56,8 +56,17 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
 
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
-    // The interactive view when stdout is a terminal and no line format was asked for.
-    let interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    // Before anything installs a handler: a signal ignored at entry stays ignored.
+    crate::signals::record_entry();
+    // The interactive view when stdout is a terminal and no line format was asked for, and
+    // the terminal can show it.
+    let mut interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    if interactive {
+        if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
+            eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
+            interactive = false;
+        }
+    }
     let format = if cli.json {
         Format::Json
     } else {
@@ -71,7 +80,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     let mut mon = Monitor::start(cfg)?;
 
     if interactive {
-        let (rx, pane_rx, scripts) = scripts.attach(mon.rx.clone(), mon.stats.clone())?;
+        let (rx, pane_rx, scripts) = scripts.attach(
+            mon.rx.clone(),
+            mon.stats.clone(),
+            cli.script_output.as_deref(),
+        )?;
         let opts = crate::tui::TuiOptions {
             duration: cli.duration,
             history: cli.history,
@@ -86,10 +99,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         for note in &mon.info.notes {
             eprintln!("perfwatch: {note}");
         }
-        for note in scripts.finish() {
-            eprintln!("perfwatch: {note}");
-        }
-        return finish(&mut mon, reason?);
+        let scripts = scripts.finish();
+        scripts.print();
+        return finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost));
     }
 
     for note in &mon.info.notes {
@@ -115,11 +127,24 @@ pub fn run(cli: Cli) -> Result<i32> {
     let reason =
         catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
     drop(out);
-    for note in scripts.finish() {
-        eprintln!("perfwatch: {note}");
-    }
-    finish(&mut mon, reason?)
+    let scripts = scripts.finish();
+    scripts.print();
+    finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost))
 }
+
+/// The exit status when output was lost (a write error on `--script-output`): a run that
+/// would have ended with 0 ends with [`EXIT_OUTPUT_LOST`] instead; a status that already says
+/// something (a signal, the command's own) is kept.
+pub fn with_lost_output(code: i32, lost: bool) -> i32 {
+    if lost && code == 0 {
+        EXIT_OUTPUT_LOST
+    } else {
+        code
+    }
+}
+
+/// Exit status of a run that lost output it should have written.
+pub const EXIT_OUTPUT_LOST: i32 = 1;
 
 /// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has
 /// already printed it), so that perfwatch still stops the command and prints the summary.

@@ -248,10 +248,29 @@ pub fn script_names(paths: &[PathBuf]) -> Vec<String> {
 }
 
 impl ScriptStage {
-    /// Start the interpreter on its own thread, load every script in order and call their
+    /// Open, check (as root, the file and every directory above it: [`super::safety`]) and
+    /// load the scripts at `paths`: what [`ScriptStage::load_opened`] does with scripts
+    /// already opened.
+    pub fn load(paths: &[PathBuf], opts: StageOptions) -> Result<ScriptStage> {
+        let who = super::safety::Invoker::current();
+        let scripts = paths
+            .iter()
+            .map(|p| super::safety::open_script(p, false, who))
+            .collect::<Result<Vec<_>, _>>()?;
+        ScriptStage::load_opened(scripts, opts)
+    }
+
+    /// Start the interpreter (isolated: [`super::interp`]), then on its own thread load every
+    /// script in order from the source that was read when it was opened, and call their
     /// `trace_begin()`. Errors (syntax, import, a script with no handler, a failing
     /// `trace_begin`) come back here with the Python traceback, before any frontend starts.
-    pub fn load(paths: &[PathBuf], opts: StageOptions) -> Result<ScriptStage> {
+    pub fn load_opened(
+        scripts: Vec<super::safety::OpenedScript>,
+        opts: StageOptions,
+    ) -> Result<ScriptStage> {
+        super::interp::init().map_err(|e| anyhow!(e))?;
+        let paths: Vec<PathBuf> = scripts.iter().map(|s| s.path.clone()).collect();
+        let paths = &paths[..];
         let names = Arc::new(script_names(paths));
         let shared = Arc::new(Shared::new());
         let (pane_tx, pane_rx) = bounded(opts.pane_messages.max(1));
@@ -267,18 +286,13 @@ impl ScriptStage {
         let (loaded_tx, loaded_rx) = bounded(1);
         let (done_tx, worker_done) = bounded::<()>(1);
         let worker = {
-            let (paths, names, shared, tick, work_rx) = (
-                paths.to_vec(),
-                names.clone(),
-                shared.clone(),
-                opts.tick,
-                work_rx.clone(),
-            );
+            let (names, shared, tick, work_rx) =
+                (names.clone(), shared.clone(), opts.tick, work_rx.clone());
             std::thread::Builder::new()
                 .name("perfwatch-python".into())
                 .spawn(move || {
                     super::worker::run(super::worker::WorkerArgs {
-                        paths,
+                        scripts,
                         names,
                         sink,
                         shared,
