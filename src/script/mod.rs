@@ -14,6 +14,8 @@ pub mod safety;
 #[cfg(feature = "python")]
 mod interp;
 #[cfg(feature = "python")]
+pub mod ledger;
+#[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
 pub mod pyevent;

@@ -14,10 +14,11 @@ use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::{PyModule, PyString};
 
+use super::ledger::{Counts, add};
 use super::module::{PaneSink, PaneWriter, tasks};
 use super::pyevent::PyEvent;
 use super::safety::OpenedScript;
-use super::stage::{Shared, Work};
+use super::stage::{Done, Shared, Work};
 use crate::event::{Event, EventKind};
 use crate::pane::PaneMsg;
 use crate::text::escape_lines;
@@ -109,7 +110,7 @@ pub struct WorkerArgs {
     /// Where the outcome of loading goes (with the traceback on failure).
     pub loaded: Sender<Result<(), String>>,
     pub work: Receiver<Work>,
-    pub results: Sender<Work>,
+    pub results: Sender<Done>,
 }
 
 /// Run on the worker thread: load, report, then serve batches until the pump goes away or
@@ -319,7 +320,7 @@ impl Worker {
         Ok(())
     }
 
-    fn serve(&mut self, work: Receiver<Work>, results: Sender<Work>) {
+    fn serve(&mut self, work: Receiver<Work>, results: Sender<Done>) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
             if self.shared.stopping() {
@@ -328,12 +329,13 @@ impl Worker {
             let wait = next_tick.saturating_duration_since(Instant::now());
             match work.recv_timeout(wait) {
                 Ok((seq, mut events)) => {
+                    let mut unseen = Vec::new();
                     if self.per_event && !events.is_empty() {
                         self.shared.mark_busy();
-                        Python::attach(|py| self.process(py, &mut events));
+                        unseen = Python::attach(|py| self.process(py, &mut events));
                         self.shared.mark_idle();
                     }
-                    if results.send((seq, events)).is_err() {
+                    if results.send((seq, events, unseen)).is_err() {
                         break;
                     }
                 }
@@ -350,14 +352,17 @@ impl Worker {
     }
 
     /// Run the filters, then `on_event`, over one batch, keeping the events that passed.
-    fn process(&mut self, py: Python<'_>, batch: &mut Vec<Event>) {
+    /// Returns how many events per CPU were passed on without the script seeing them (the
+    /// stage is stopping); the pump counts them, once.
+    fn process(&mut self, py: Python<'_>, batch: &mut Vec<Event>) -> Counts {
+        let mut unseen = Vec::new();
         let events = std::mem::take(batch);
         let mut kept = Vec::with_capacity(events.len());
         let mut it = events.into_iter();
         for ev in it.by_ref() {
             if self.shared.stopping() {
                 // Stopping: what is left passes unfiltered rather than waiting for Python.
-                self.shared.count_unseen(std::slice::from_ref(&ev));
+                add(&mut unseen, &[(ev.cpu, 1)]);
                 kept.push(ev);
                 break;
             }
@@ -410,10 +415,12 @@ impl Worker {
                 }
             }
         }
-        let rest: Vec<Event> = it.collect();
-        self.shared.count_unseen(&rest);
-        kept.extend(rest);
+        for ev in it {
+            add(&mut unseen, &[(ev.cpu, 1)]);
+            kept.push(ev);
+        }
         *batch = kept;
+        unseen
     }
 
     fn on_tick(&mut self, py: Python<'_>) {
