@@ -117,8 +117,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             .filter(|f| !f.is_empty())
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = crate::output::StdoutQueue::stdout()?;
     let (rx, scripts) = scripts.attach_plain(
         mon.rx.clone(),
         mon.stats.clone(),
@@ -126,10 +125,34 @@ pub fn run(cli: Cli) -> Result<i32> {
     )?;
     let reason =
         catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
-    drop(out);
+    // A bounded wait for a reader that stopped reading: the summary and the exit status
+    // come in a second or two whatever stdout does.
+    let flushed = out.finish(crate::output::FINISH_WAIT);
     let scripts = scripts.finish();
     scripts.print();
-    finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost))
+    let stdout_lost = flushed.unwritten > 0
+        && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    if stdout_lost {
+        eprintln!(
+            "perfwatch: {} bytes of output were not written: {}",
+            flushed.unwritten,
+            match &flushed.error {
+                Some((_, e)) => format!("stdout failed ({e})"),
+                None => format!(
+                    "stdout did not take them within {} s of the stop",
+                    crate::output::FINISH_WAIT.as_secs()
+                ),
+            }
+        );
+    }
+    let reason = match reason {
+        // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
+        Ok(_) if matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _))) => {
+            Ok(StopReason::BrokenPipe)
+        }
+        r => r,
+    };
+    finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost || stdout_lost))
 }
 
 /// The exit status when output was lost (a write error on `--script-output`): a run that

@@ -1,0 +1,303 @@
+//! `--plain`/`--json` output that never blocks the loop.
+//!
+//! When the reader of perfwatch's stdout stops reading (`perfwatch --plain | less`, a stalled
+//! consumer), a `write(2)` on stdout blocks. Done on the loop's thread, that made perfwatch
+//! deaf: no signal, `--duration` or command exit was seen until the reader moved. So the loop
+//! only formats lines into a buffer and hands the buffer to a writer thread through a small
+//! queue ([`StdoutQueue`]). While the queue holds [`QUEUE_BYTES`] or more, the loop stops
+//! taking batches ([`StdoutQueue::has_room`]): the channel fills, the readers wait, and the
+//! kernel rings take the strain and count what they cannot hold as lost, as the design wants
+//! for any slow consumer. Signals, `--duration` and the command's exit are still seen on every
+//! tick. At the end, [`StdoutQueue::finish`] waits a bounded time for the writer, and says
+//! how much could not be written.
+//!
+//! stdout stays blocking: it may be shared with other processes (the shell, the `-- COMMAND`),
+//! and setting `O_NONBLOCK` on it would change their writes too.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+
+/// Bytes handed to the writer and not yet written, past which the loop takes no more
+/// batches.
+pub const QUEUE_BYTES: usize = 256 * 1024;
+
+/// How long [`StdoutQueue::finish`] waits for the writer at the end.
+pub const FINISH_WAIT: Duration = Duration::from_secs(1);
+
+/// What the writer thread knows.
+#[derive(Default)]
+struct WriterState {
+    queued: AtomicUsize,
+    written: AtomicU64,
+    /// The first write error, once (its kind and text).
+    error: std::sync::OnceLock<(io::ErrorKind, String)>,
+}
+
+/// Lines on their way to stdout (or any writer), written by a thread of their own.
+pub struct StdoutQueue {
+    buf: Vec<u8>,
+    tx: Option<Sender<Vec<u8>>>,
+    spare: Receiver<Vec<u8>>,
+    room: Receiver<()>,
+    state: Arc<WriterState>,
+    thread: Option<JoinHandle<()>>,
+    limit: usize,
+}
+
+/// How the end went.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    /// Bytes that were not written (the reader did not take them in time, or an error).
+    pub unwritten: u64,
+    /// The write error, if one ended the output (a closed pipe included).
+    pub error: Option<(io::ErrorKind, String)>,
+}
+
+/// stdout, written with write(2) directly: no lock or buffer shared with `io::stdout()`, so
+/// that a writer left blocked at exit holds nothing the rest of the process needs.
+struct RawStdout;
+
+impl Write for RawStdout {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: writing a valid buffer to fd 1.
+            let n = unsafe { libc::write(libc::STDOUT_FILENO, data.as_ptr().cast(), data.len()) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl StdoutQueue {
+    /// The queue in front of this process's stdout.
+    pub fn stdout() -> io::Result<StdoutQueue> {
+        StdoutQueue::new(RawStdout, QUEUE_BYTES)
+    }
+
+    /// The queue in front of any writer (tests use a pipe), holding up to `limit` bytes.
+    pub fn new(mut out: impl Write + Send + 'static, limit: usize) -> io::Result<StdoutQueue> {
+        let (tx, rx) = unbounded::<Vec<u8>>();
+        let (spare_tx, spare) = bounded::<Vec<u8>>(8);
+        let (room_tx, room) = bounded::<()>(1);
+        let state = Arc::new(WriterState::default());
+        let st = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("perfwatch-stdout".into())
+            .spawn(move || {
+                for mut chunk in rx {
+                    let len = chunk.len();
+                    if st.error.get().is_none() {
+                        match out.write_all(&chunk).and_then(|()| out.flush()) {
+                            Ok(()) => {
+                                st.written.fetch_add(len as u64, Ordering::Relaxed);
+                            }
+                            Err(e) => {
+                                let _ = st.error.set((e.kind(), e.to_string()));
+                                // What is queued after an error is not written either: keep
+                                // counting it as queued.
+                                continue;
+                            }
+                        }
+                    } else {
+                        continue;
+                    }
+                    st.queued.fetch_sub(len, Ordering::AcqRel);
+                    chunk.clear();
+                    let _ = spare_tx.try_send(chunk);
+                    let _ = room_tx.try_send(());
+                }
+            })?;
+        Ok(StdoutQueue {
+            buf: Vec::with_capacity(64 * 1024),
+            tx: Some(tx),
+            spare,
+            room,
+            state,
+            thread: Some(thread),
+            limit,
+        })
+    }
+
+    /// May the loop take more batches? False while the writer is behind by the limit or
+    /// more: the loop then waits on [`StdoutQueue::room`] and its tick, not on stdout.
+    pub fn has_room(&self) -> bool {
+        self.state.queued.load(Ordering::Acquire) < self.limit
+    }
+
+    /// Ready whenever the writer has written something (to select on while full).
+    pub fn room(&self) -> &Receiver<()> {
+        &self.room
+    }
+
+    /// The write error that ended the output, if any.
+    pub fn error(&self) -> Option<io::Error> {
+        self.state
+            .error
+            .get()
+            .map(|(k, t)| io::Error::new(*k, t.clone()))
+    }
+
+    /// Bytes the writer has written.
+    pub fn written(&self) -> u64 {
+        self.state.written.load(Ordering::Relaxed)
+    }
+
+    /// Hand what was formatted since the last call to the writer. Never blocks.
+    fn hand_over(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let next = self.spare.try_recv().unwrap_or_default();
+        let chunk = std::mem::replace(&mut self.buf, next);
+        let Some(tx) = &self.tx else { return };
+        self.state.queued.fetch_add(chunk.len(), Ordering::AcqRel);
+        if tx.send(chunk).is_err() {
+            // The writer is gone (it cannot be, while tx lives); nothing to do.
+        }
+    }
+
+    /// Let the writer finish what it has, for at most `wait`; returns what could not be
+    /// written. A writer still blocked after that is left behind (the process is ending).
+    pub fn finish(mut self, wait: Duration) -> Flushed {
+        self.hand_over();
+        drop(self.tx.take());
+        let deadline = Instant::now() + wait;
+        if let Some(t) = self.thread.take() {
+            while !t.is_finished() && Instant::now() < deadline {
+                let _ = self.room.recv_timeout(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        Flushed {
+            unwritten: self.state.queued.load(Ordering::Acquire) as u64,
+            error: self.state.error.get().cloned(),
+        }
+    }
+}
+
+impl Write for StdoutQueue {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Hands the lines to the writer; a write error comes back from [`StdoutQueue::error`].
+    fn flush(&mut self) -> io::Result<()> {
+        self.hand_over();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+
+    fn pipe() -> (std::fs::File, std::fs::File) {
+        let mut fds = [0; 2];
+        // SAFETY: a valid out-array of two ints.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: two new descriptors, each owned once.
+        unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        }
+    }
+
+    /// A reader that never reads: the queue fills, says so, and never blocks the caller;
+    /// finish() returns within its bound and counts what was not written.
+    #[test]
+    fn a_stalled_reader_never_blocks_the_loop() {
+        let (_r, w) = pipe();
+        let mut q = StdoutQueue::new(w, 64 * 1024).unwrap();
+        let line = [b'x'; 1023];
+        let t0 = Instant::now();
+        let mut handed = 0u64;
+        while q.has_room() {
+            for _ in 0..64 {
+                q.write_all(&line).unwrap();
+                q.write_all(b"\n").unwrap();
+                handed += 1024;
+            }
+            q.flush().unwrap();
+            assert!(t0.elapsed() < Duration::from_secs(5), "never filled");
+        }
+        // The pipe (64 KiB) and the queue's limit are full; more writes still return at once.
+        for _ in 0..10 {
+            q.write_all(&line).unwrap();
+            q.flush().unwrap();
+            handed += 1023;
+        }
+        let t1 = Instant::now();
+        let f = q.finish(Duration::from_millis(300));
+        assert!(t1.elapsed() < Duration::from_secs(2));
+        assert!(f.unwritten > 0 && f.unwritten <= handed, "{f:?}");
+        assert!(f.error.is_none());
+    }
+
+    #[test]
+    fn everything_is_written_in_order_when_the_reader_reads() {
+        let (mut r, w) = pipe();
+        let mut q = StdoutQueue::new(w, 4096).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        });
+        let mut want = Vec::new();
+        for i in 0..20_000 {
+            let l = format!("line {i}\n");
+            want.extend_from_slice(l.as_bytes());
+            q.write_all(l.as_bytes()).unwrap();
+            if i % 100 == 0 {
+                q.flush().unwrap();
+                while !q.has_room() {
+                    let _ = q.room().recv_timeout(Duration::from_millis(10));
+                }
+            }
+        }
+        let f = q.finish(Duration::from_secs(5));
+        assert_eq!(f, Flushed::default());
+        assert_eq!(reader.join().unwrap(), want);
+    }
+
+    #[test]
+    fn a_closed_pipe_is_an_error_the_loop_sees() {
+        let (r, w) = pipe();
+        drop(r);
+        let mut q = StdoutQueue::new(w, 4096).unwrap();
+        q.write_all(b"x\n").unwrap();
+        q.flush().unwrap();
+        let t0 = Instant::now();
+        while q.error().is_none() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(q.error().unwrap().kind(), io::ErrorKind::BrokenPipe);
+        let f = q.finish(Duration::from_secs(1));
+        assert_eq!(f.error.unwrap().0, io::ErrorKind::BrokenPipe);
+    }
+}
