@@ -209,6 +209,52 @@ impl Write for StdoutQueue {
     }
 }
 
+/// How long [`stderr_bounded`] waits for a stderr that does not take its text.
+pub const STDERR_WAIT: Duration = Duration::from_millis(500);
+
+/// Write `text` to stderr without ever waiting more than [`STDERR_WAIT`] in all for a
+/// stderr nobody reads (`perfwatch --plain 2>&1 | stalled`, a terminal stopped with Ctrl-S):
+/// what perfwatch says at the end (notes, the summary) must not keep it from exiting. Once a
+/// write has timed out, later ones are dropped at once.
+pub fn stderr_bounded(text: &[u8]) {
+    static STUCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if text.is_empty() || STUCK.load(Ordering::Acquire) {
+        return;
+    }
+    let data = text.to_vec();
+    let (done_tx, done) = bounded::<()>(1);
+    let spawned = std::thread::Builder::new()
+        .name("perfwatch-stderr".into())
+        .spawn(move || {
+            let mut off = 0;
+            while off < data.len() {
+                // SAFETY: writing a valid buffer to fd 2.
+                let n = unsafe {
+                    libc::write(
+                        libc::STDERR_FILENO,
+                        data[off..].as_ptr().cast(),
+                        data.len() - off,
+                    )
+                };
+                if n > 0 {
+                    off += n as usize;
+                } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                } else {
+                    break;
+                }
+            }
+            let _ = done_tx.send(());
+        });
+    if spawned.is_err() {
+        let _ = io::stderr().write_all(text);
+        return;
+    }
+    if done.recv_timeout(STDERR_WAIT).is_err() {
+        STUCK.store(true, Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

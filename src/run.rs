@@ -133,16 +133,19 @@ pub fn run(cli: Cli) -> Result<i32> {
     let stdout_lost = flushed.unwritten > 0
         && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
     if stdout_lost {
-        eprintln!(
-            "perfwatch: {} bytes of output were not written: {}",
-            flushed.unwritten,
-            match &flushed.error {
-                Some((_, e)) => format!("stdout failed ({e})"),
-                None => format!(
-                    "stdout did not take them within {} s of the stop",
-                    crate::output::FINISH_WAIT.as_secs()
-                ),
-            }
+        crate::output::stderr_bounded(
+            format!(
+                "perfwatch: {} bytes of output were not written: {}\n",
+                flushed.unwritten,
+                match &flushed.error {
+                    Some((_, e)) => format!("stdout failed ({e})"),
+                    None => format!(
+                        "stdout did not take them within {} s of the stop",
+                        crate::output::FINISH_WAIT.as_secs()
+                    ),
+                }
+            )
+            .as_bytes(),
         );
     }
     let reason = match reason {
@@ -199,7 +202,8 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         return Ok(0);
     }
     let totals = mon.stats.snapshot();
-    let mut err = std::io::stderr().lock();
+    // Said with a bounded wait: a stderr nobody reads must not keep perfwatch from exiting.
+    let mut err = Vec::new();
     match reason {
         StopReason::TargetsGone if !mon.has_command() => {
             let _ = writeln!(err, "perfwatch: every monitored task has exited");
@@ -222,6 +226,7 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         _ => {}
     }
     let _ = err.write_all(totals.summary(elapsed).as_bytes());
+    crate::output::stderr_bounded(&err);
     Ok(match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
         StopReason::CommandExited(s) => s,

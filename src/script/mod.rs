@@ -213,11 +213,11 @@ impl Finished {
     /// Write the epilogue and the notes on stderr.
     pub fn print(&self) {
         use std::io::Write;
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(&self.epilogue);
+        let mut err = self.epilogue.clone();
         for note in &self.notes {
             let _ = writeln!(err, "perfwatch: {note}");
         }
+        crate::output::stderr_bounded(&err);
     }
 }
 
