@@ -278,8 +278,14 @@ impl RunningScripts {
                 );
             }
             let output_lost = out.write_error.is_some() || out.stuck;
-            if let Some(e) = out.write_error {
-                notes.push(format!("{e}: {} messages not written", out.unwritten));
+            match out.write_error {
+                Some(_) if out.write_error_said => notes.push(format!(
+                    "{} script output messages were not written to --script-output (see the \
+                     error above)",
+                    out.unwritten
+                )),
+                Some(e) => notes.push(format!("{e}; {} messages not written", out.unwritten)),
+                None => {}
             }
             return Finished {
                 notes,

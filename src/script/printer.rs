@@ -172,9 +172,10 @@ fn write_error_text(path: &Path, e: &io::Error) -> String {
 /// What the router did, for the end of the run.
 #[derive(Debug, Default)]
 pub struct RouterReport {
-    /// The write error on `--script-output`, when there was one (already said on stderr
-    /// when `say_errors_now`).
+    /// The write error on `--script-output`, when there was one.
     pub write_error: Option<String>,
+    /// It was said on stderr when it happened (plain mode).
+    pub write_error_said: bool,
     /// Messages that were not written because of it.
     pub unwritten: u64,
     /// Messages the TUI's panes did not take in time.
@@ -228,6 +229,7 @@ impl RouterState {
         let text = write_error_text(path, &e);
         if self.say_errors_now {
             eprintln!("perfwatch: {text}");
+            self.report.write_error_said = true;
         }
         self.report.write_error = Some(text);
     }
