@@ -256,6 +256,9 @@ pub fn is_suspend_key(k: &KeyEvent) -> bool {
     k.code == KeyCode::Char('z') && k.modifiers.contains(KeyModifiers::CONTROL)
 }
 
+/// The TUI's loop is running (suspended or not): SIGTSTP is a request to it, not a stop.
+static TUI_RUNNING: AtomicBool = AtomicBool::new(false);
+
 /// Requests to suspend: SIGTSTP (from `kill`, or from a terminal not in raw mode) and the
 /// Ctrl-Z key. Disabled when SIGTSTP was ignored when perfwatch started: it stays ignored,
 /// and Ctrl-Z does nothing either.
@@ -265,7 +268,7 @@ pub struct Suspend {
 }
 
 impl Suspend {
-    /// Catch SIGTSTP while the TUI owns the terminal (outside it, the default action: stop).
+    /// Catch SIGTSTP while the TUI runs (before and after it, the default action: stop).
     pub fn install() -> Suspend {
         let requested = Arc::new(AtomicBool::new(false));
         if crate::signals::ignored_at_entry(libc::SIGTSTP) {
@@ -278,13 +281,14 @@ impl Suspend {
         // SAFETY: the action only touches atomics and calls async-signal-safe functions.
         let ok = unsafe {
             signal_hook::low_level::register(libc::SIGTSTP, move || {
-                if ARMED.load(Ordering::Acquire) {
+                if TUI_RUNNING.load(Ordering::Acquire) {
                     flag.store(true, Ordering::Release);
                 } else {
                     let _ = signal_hook::low_level::emulate_default_handler(libc::SIGTSTP);
                 }
             })
         };
+        TUI_RUNNING.store(true, Ordering::Release);
         Suspend {
             requested,
             enabled: ok.is_ok(),
@@ -324,6 +328,12 @@ impl Suspend {
         self.requested.store(false, Ordering::Release);
         super::TerminalGuard::reenter()?;
         Ok(true)
+    }
+}
+
+impl Drop for Suspend {
+    fn drop(&mut self) {
+        TUI_RUNNING.store(false, Ordering::Release);
     }
 }
 
