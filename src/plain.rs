@@ -215,10 +215,14 @@ pub fn run(
     };
 
     let no_batches = never();
+    let no_room = never();
     let reason = loop {
         let mut wrote = false;
-        // A stalled reader of stdout: take no more batches until the writer catches up.
-        let batches = if out.has_room() { rx } else { &no_batches };
+        // A stalled reader of stdout: take no more batches until the writer catches up (and
+        // only then listen for it: a wake-up per chunk written would cost more than it saves).
+        let has_room = out.has_room();
+        let batches = if has_room { rx } else { &no_batches };
+        let room = if has_room { &no_room } else { out.room() };
         select! {
             recv(batches) -> msg => match msg {
                 Ok(b) => {
@@ -231,7 +235,7 @@ pub fn run(
                 }
                 Err(_) => break StopReason::TargetsGone,
             },
-            recv(out.room()) -> _ => {}
+            recv(room) -> _ => {}
             recv(ticker) -> _ => {}
         }
         if wrote && write_err.is_none() {
