@@ -18,6 +18,7 @@ pub mod run;
 pub mod script;
 pub mod signals;
 pub mod stats;
+pub mod symbols;
 pub mod text;
 pub mod tui;
 

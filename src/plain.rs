@@ -10,6 +10,7 @@ use crate::merge::Reorder;
 use crate::monitor::Monitor;
 use crate::output::StdoutQueue;
 use crate::perf::reader::{Batch, collect_last_batches};
+use crate::perf::tracepoint::Value;
 use crate::signals::StopSignals;
 use crate::text::escape;
 
@@ -78,7 +79,8 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
     )?;
     match &ev.kind {
         EventKind::Sample { ip, period, .. } => {
-            write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?
+            write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?;
+            write_json_event(out, ev)?;
         }
         EventKind::Fork(t) | EventKind::Exit(t) => write!(
             out,
@@ -141,6 +143,65 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
         }
     }
     out.write_all(b"}\n")
+}
+
+/// A sample's `"event"` name and its tracepoint fields as JSON members: numbers as numbers,
+/// text as (escaped) strings, arrays as lists, a field outside the record as null. Built
+/// with itoa and byte pushes into one buffer: tracepoint lines carry many fields.
+fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
+    JSON_FIELDS.with_borrow_mut(|(buf, text)| {
+        buf.clear();
+        if let Some(name) = ev.event_name() {
+            buf.extend_from_slice(b",\"event\":");
+            json_text(name.as_bytes(), buf, text);
+        }
+        for (f, v) in ev.fields(false) {
+            buf.extend_from_slice(b",\"");
+            buf.extend_from_slice(f.name.as_bytes());
+            buf.extend_from_slice(b"\":");
+            match v {
+                Value::Int(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                Value::UInt(n) | Value::Hex(n) => {
+                    buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes())
+                }
+                Value::Str(s) => json_text(s, buf, text),
+                Value::Array { .. } => {
+                    buf.push(b'[');
+                    for (i, e) in v.elements().enumerate() {
+                        if i > 0 {
+                            buf.push(b',');
+                        }
+                        buf.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
+                    }
+                    buf.push(b']');
+                }
+                Value::Missing => buf.extend_from_slice(b"null"),
+            }
+        }
+        out.write_all(buf)
+    })
+}
+
+thread_local! {
+    /// The members being formatted and a scratch buffer for escaped text.
+    static JSON_FIELDS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Untrusted text as a JSON string: escaped as in `--plain` (no control characters are
+/// left), then `"` and `\` escaped for JSON.
+fn json_text(raw: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    scratch.clear();
+    crate::text::escape_to(raw, scratch);
+    out.push(b'"');
+    for &b in scratch.iter() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b => out.push(b),
+        }
+    }
+    out.push(b'"');
 }
 
 /// Why a run ended.
@@ -329,6 +390,45 @@ mod tests {
             json(&e),
             "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
         );
+    }
+
+    #[test]
+    fn json_tracepoint_fields_are_typed() {
+        use crate::event::EventDesc;
+        use crate::perf::tracepoint::{Format, craft};
+        let desc = EventDesc {
+            index: 1,
+            name: "sched:sched_switch",
+            type_: 2,
+            config: 372,
+            format: Some(Format::parse("sched:sched_switch", craft::SCHED_SWITCH).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        let raw = craft::sched_switch(b"ba\"sh\x1b", -3, 2, b"swapper/1", 0);
+        let e = Event {
+            cpu: 1,
+            pid: 5,
+            tid: 5,
+            time: 1,
+            id: 9,
+            kind: EventKind::Sample {
+                ip: 0xffff,
+                period: 1,
+                misc: 1,
+                event: desc,
+                raw: Some(raw.into()),
+            },
+        };
+        let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
+        assert_eq!(v["event"], "sched:sched_switch");
+        assert_eq!(v["prev_comm"], "ba\"sh\\x1b");
+        assert_eq!(v["prev_pid"], -3);
+        assert_eq!(v["prev_state"], 2);
+        assert_eq!(v["next_comm"], "swapper/1");
+        assert_eq!(v["next_pid"], 0);
+        assert!(v.get("common_pid").is_none(), "common_* left out");
     }
 
     #[test]

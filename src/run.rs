@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::cli::Cli;
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
-use crate::perf::events::{DEFAULT_FREQ, Sampling, parse_event};
+use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
 use crate::plain::{self, Format, PlainOptions, StopReason};
 use crate::signals::{StopSignals, exit_code_for};
 
@@ -19,7 +19,28 @@ const MAX_REORDER: usize = 1 << 18;
 
 /// Translate the command line into a monitor configuration.
 pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
-    let event = parse_event(&cli.event)?;
+    let events = if cli.events.is_empty() {
+        vec![EventSpec::default_event()]
+    } else {
+        parse_event_list(&cli.events)?
+    };
+    if let Some(hz) = cli.freq {
+        if let Some(tp) = events
+            .iter()
+            .find(|e| e.is_tracepoint() && e.sampling.is_none())
+        {
+            anyhow::bail!(
+                "-F {hz} sets a sampling frequency, which tracepoint '{}' does not have: it samples every hit, or every Nth with -c N or {}/period=N/. To give the other events a rate, write it on them: -e cpu-clock/freq={hz}/,{}",
+                tp.name,
+                tp.name,
+                tp.name
+            );
+        }
+    }
+    let cgroup = match &cli.cgroup {
+        Some(name) => Some(crate::perf::open::resolve_cgroup(name).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let sampling = match (cli.freq, cli.period) {
         (_, Some(n)) => Sampling::Period(n),
         (Some(hz), None) => Sampling::Freq(hz),
@@ -39,7 +60,7 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         )
     };
     Ok(MonitorConfig {
-        event,
+        events,
         sampling,
         target,
         cpus: cli.cpu.as_ref().map(|c| c.0.clone()),
@@ -51,13 +72,31 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
                     .map(|c| c.len())
                     .unwrap_or(1),
         workload,
+        clockid: cli
+            .clockid
+            .map_or(libc::CLOCK_MONOTONIC, |c: crate::cli::ClockId| c.id),
+        cgroup,
+        common_fields: cli.common_fields,
     })
 }
+
+/// A bad command line found only once the events are known (a filter key that is no field
+/// of the tracepoints asked for): exit status 2, as for the errors clap finds.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
 
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
     // Before anything installs a handler: a signal ignored at entry stays ignored.
     crate::signals::record_entry();
+    if let Some(filter) = &cli.list_events {
+        let mut out = std::io::stdout().lock();
+        return match crate::perf::events::write_event_list(&mut out, filter) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+            _ => Ok(0),
+        };
+    }
     // The interactive view when stdout is a terminal and no line format was asked for, and
     // the terminal can show it.
     let mut interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
@@ -73,6 +112,14 @@ pub fn run(cli: Cli) -> Result<i32> {
         Format::Plain
     };
     let cfg = monitor_config(&cli)?;
+    if let Some(f) = &cli.filter {
+        f.check_fields(|name| {
+            cfg.events
+                .iter()
+                .any(|e| e.format.as_ref().is_some_and(|f| f.field(name).is_some()))
+        })
+        .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
+    }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;

@@ -32,7 +32,7 @@ use ratatui::backend::CrosstermBackend;
 use crate::filter::{Filter, proc_comms};
 use crate::monitor::Monitor;
 use crate::pane::PaneMsg;
-use crate::perf::reader::{Batch, monotonic_ns};
+use crate::perf::reader::{Batch, clock_ns};
 use crate::plain::StopReason;
 use crate::signals::StopSignals;
 use app::{App, AppConfig};
@@ -224,7 +224,7 @@ pub fn run(
     signals: &StopSignals,
 ) -> anyhow::Result<StopReason> {
     // Started-at in the events' clock: the monitor started just before.
-    let start_ns = monotonic_ns()
+    let start_ns = clock_ns(mon.info.clockid)
         .saturating_sub(mon.started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
     let history = if opts.history == 0 {
         app::DEFAULT_HISTORY
@@ -288,7 +288,7 @@ fn event_loop(
     let no_input = never();
     let mut input_rx = input_rx;
     let start = Instant::now();
-    app.on_tick(monotonic_ns());
+    app.on_tick(clock_ns(mon.info.clockid));
     app.set_totals(mon.stats.snapshot());
     ui::render(term, app)?;
     // Something to show since the last frame: without it a tick redraws only when the
@@ -336,7 +336,7 @@ fn event_loop(
                 Err(_) => pane_rx = &no_panes,
             },
             recv(ticker) -> _ => {
-                app.on_tick(monotonic_ns());
+                app.on_tick(clock_ns(mon.info.clockid));
                 app.set_totals(mon.stats.snapshot());
                 let second = start.elapsed().as_secs();
                 redraw = dirty || second != drawn_second;
