@@ -10,6 +10,7 @@ pub mod event;
 pub mod filter;
 pub mod merge;
 pub mod monitor;
+pub mod output;
 pub mod pane;
 pub mod perf;
 pub mod plain;
