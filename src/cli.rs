@@ -148,12 +148,13 @@ pub struct Cli {
     pub script: Vec<std::path::PathBuf>,
 
     /// Run scripts that other users could have written (as root, perfwatch refuses a script
-    /// not owned by root or the sudo user, or writable by group or others).
+    /// that it, a directory above it or a link on its path is not owned by root or the sudo
+    /// user, or is writable by group or others). Says so on stderr.
     #[arg(long = "force-script", requires = "script")]
     pub force_script: bool,
 
-    /// With --plain/--json: write the scripts' on_tick() lines and print() output to FILE
-    /// instead of stderr.
+    /// Write the scripts' on_tick() lines and print() output to FILE: instead of stderr with
+    /// --plain/--json, besides the panes in the TUI. As root it is created 0600.
     #[arg(long = "script-output", value_name = "FILE", requires = "script")]
     pub script_output: Option<std::path::PathBuf>,
 

@@ -353,15 +353,18 @@ impl Folding {
         s.comms.forget_exited(ev);
     }
 
-    /// Write the stacks (to stdout, or to the file), named by `namer`. Returns a line for
+    /// Write the stacks (to `stdout`, or to the file), named by `namer`. Returns a line for
     /// stderr saying what was written.
-    pub fn finish(&self, namer: &mut dyn FrameNamer) -> anyhow::Result<String> {
+    pub fn finish(
+        &self,
+        namer: &mut dyn FrameNamer,
+        stdout: &mut dyn Write,
+    ) -> anyhow::Result<String> {
         let mut s = self.0.borrow_mut();
         let s = &mut *s;
         let (summary, whereto) = match &mut s.output {
             Output::Stdout => {
-                let mut out = io::stdout().lock();
-                match s.stacks.write(namer, &mut out) {
+                match s.stacks.write(namer, stdout) {
                     // `| head`: the reader has what it wanted.
                     Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
                         return Ok(String::new());
@@ -405,7 +408,7 @@ fn open_output(path: &Path) -> anyhow::Result<File> {
             );
         }
     }
-    crate::script::printer::create_output(path)
+    crate::script::printer::create_output_for("--folded", path)
         .map_err(|e| anyhow::anyhow!("cannot create --folded '{shown}': {e:#}"))
 }
 
@@ -623,7 +626,7 @@ mod tests {
         f.observe(&sample(1, pid));
         f.observe(&exit(pid));
         f.observe(&sample(0, 0));
-        let said = f.clone().finish(&mut Names).unwrap();
+        let said = f.clone().finish(&mut Names, &mut io::sink()).unwrap();
         assert!(said.contains("4 samples in 3 stacks"), "{said}");
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(

@@ -12,6 +12,7 @@ pub mod filter;
 pub mod folded;
 pub mod merge;
 pub mod monitor;
+pub mod output;
 pub mod pane;
 pub mod perf;
 pub mod plain;

@@ -3,11 +3,12 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, select, tick};
+use crossbeam_channel::{Receiver, never, select, tick};
 
 use crate::event::{Event, EventKind};
 use crate::merge::Reorder;
 use crate::monitor::Monitor;
+use crate::output::StdoutQueue;
 use crate::perf::reader::{Batch, collect_last_batches};
 use crate::perf::tracepoint::Value;
 use crate::signals::StopSignals;
@@ -265,13 +266,15 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Run until stopped, writing every event to `out`.
 ///
 /// `rx` is the stream of batches: the monitor's own channel, or the output of a stage that
-/// filters it (the script stage).
+/// filters it (the script stage). `out` never blocks: while its writer is behind, the loop
+/// takes no batches (the kernel rings take the strain) but still sees signals, the clock
+/// and the command; the caller finishes it with a bounded wait.
 pub fn run(
     mon: &mut Monitor,
     rx: &Receiver<Batch>,
     mut opts: PlainOptions,
     signals: &StopSignals,
-    out: &mut impl Write,
+    out: &mut StdoutQueue,
 ) -> io::Result<StopReason> {
     let mut reorder = Reorder::new(&mon.info.cpus, opts.max_reorder);
     let ticker = tick(TICK);
@@ -298,10 +301,17 @@ pub fn run(
         }
     };
 
+    let no_batches = never();
+    let no_room = never();
     let reason = loop {
         let mut wrote = false;
+        // A stalled reader of stdout: take no more batches until the writer catches up (and
+        // only then listen for it: a wake-up per chunk written would cost more than it saves).
+        let has_room = out.has_room();
+        let batches = if has_room { rx } else { &no_batches };
+        let room = if has_room { &no_room } else { out.room() };
         select! {
-            recv(rx) -> msg => match msg {
+            recv(batches) -> msg => match msg {
                 Ok(b) => {
                     reorder.push(b);
                     // Take whatever else is queued before writing: fewer flushes.
@@ -312,12 +322,16 @@ pub fn run(
                 }
                 Err(_) => break StopReason::TargetsGone,
             },
+            recv(room) -> _ => {}
             recv(ticker) -> _ => {}
         }
         if wrote && write_err.is_none() {
             if let Err(e) = out.flush() {
                 write_err = Some(e);
             }
+        }
+        if write_err.is_none() {
+            write_err = out.error();
         }
         if let Some(e) = write_err.take() {
             if e.kind() == io::ErrorKind::BrokenPipe {
@@ -360,6 +374,9 @@ pub fn run(
         if let Err(e) = out.flush() {
             write_err = Some(e);
         }
+    }
+    if write_err.is_none() {
+        write_err = out.error();
     }
     match write_err {
         Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(StopReason::BrokenPipe),

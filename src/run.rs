@@ -115,6 +115,8 @@ pub struct UsageError(pub String);
 
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
+    // Before anything installs a handler: a signal ignored at entry stays ignored.
+    crate::signals::record_entry();
     if let Some(filter) = &cli.list_events {
         let mut out = std::io::stdout().lock();
         return match crate::perf::events::write_event_list(&mut out, filter) {
@@ -129,11 +131,17 @@ pub fn run(cli: Cli) -> Result<i32> {
         .into());
     }
     // The interactive view when stdout is a terminal and no line format (nor folded stacks
-    // on stdout) was asked for.
-    let interactive = !cli.json
+    // on stdout) was asked for, and the terminal can show it.
+    let mut interactive = !cli.json
         && !cli.plain
         && cli.folded.as_deref() != Some(std::path::Path::new("-"))
         && std::io::stdout().is_terminal();
+    if interactive {
+        if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
+            eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
+            interactive = false;
+        }
+    }
     let format = if cli.json {
         Format::Json
     } else {
@@ -160,7 +168,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     let mut mon = Monitor::start(cfg)?;
 
     if interactive {
-        let (rx, pane_rx, scripts) = scripts.attach(mon.rx.clone(), mon.stats.clone())?;
+        let (rx, pane_rx, scripts) = scripts.attach(
+            mon.rx.clone(),
+            mon.stats.clone(),
+            cli.script_output.as_deref(),
+        )?;
         let opts = crate::tui::TuiOptions {
             duration: cli.duration,
             history: cli.history,
@@ -176,11 +188,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         for note in &mon.info.notes {
             eprintln!("perfwatch: {note}");
         }
-        for note in scripts.finish() {
-            eprintln!("perfwatch: {note}");
-        }
-        let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok());
-        return finish(&mut mon, reason?).map(|code| folded_status(code, folded_ok));
+        let scripts = scripts.finish();
+        scripts.print();
+        let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
+        return finish(&mut mon, reason?)
+            .map(|code| with_lost_output(code, scripts.output_lost || !folded_ok));
     }
 
     for note in &mon.info.notes {
@@ -197,8 +209,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
         folded: folding.clone(),
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = crate::output::StdoutQueue::stdout()?;
     let (rx, scripts) = scripts.attach_plain(
         mon.rx.clone(),
         mon.stats.clone(),
@@ -206,17 +217,50 @@ pub fn run(cli: Cli) -> Result<i32> {
     )?;
     let reason =
         catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
-    drop(out);
-    for note in scripts.finish() {
-        eprintln!("perfwatch: {note}");
+    // Folded stacks on stdout go through the same queue as the records would have.
+    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
+    // A bounded wait for a reader that stopped reading: the summary and the exit status
+    // come in a second or two whatever stdout does.
+    let flushed = out.finish(crate::output::FINISH_WAIT);
+    let scripts = scripts.finish();
+    scripts.print();
+    let stdout_lost = flushed.unwritten > 0
+        && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    if stdout_lost {
+        crate::output::stderr_bounded(
+            format!(
+                "perfwatch: {} bytes of output were not written: {}\n",
+                flushed.unwritten,
+                match &flushed.error {
+                    Some((_, e)) => format!("stdout failed ({e})"),
+                    None => format!(
+                        "stdout did not take them within {} s of the stop",
+                        crate::output::FINISH_WAIT.as_secs()
+                    ),
+                }
+            )
+            .as_bytes(),
+        );
     }
-    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok());
-    finish(&mut mon, reason?).map(|code| folded_status(code, folded_ok))
+    let reason = match reason {
+        // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
+        Ok(_) if matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _))) => {
+            Ok(StopReason::BrokenPipe)
+        }
+        r => r,
+    };
+    finish(&mut mon, reason?)
+        .map(|code| with_lost_output(code, scripts.output_lost || stdout_lost || !folded_ok))
 }
 
-/// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout)
-/// and say where they went; false when they could not be written.
-fn write_folded(folding: Option<&crate::folded::Folding>, reason: Option<&StopReason>) -> bool {
+/// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):
+/// to their file, or to `stdout` (the queue the records would have gone through); say where
+/// they went. False when they could not be written.
+fn write_folded(
+    folding: Option<&crate::folded::Folding>,
+    reason: Option<&StopReason>,
+    stdout: &mut dyn Write,
+) -> bool {
     let Some(f) = folding else {
         return true;
     };
@@ -225,25 +269,29 @@ fn write_folded(folding: Option<&crate::folded::Folding>, reason: Option<&StopRe
         Some(StopReason::BrokenPipe) if f.replaces_records() => return true,
         _ => {}
     }
-    match f.finish(&mut crate::folded::AddressNamer) {
-        Ok(line) => {
-            if !line.is_empty() {
-                eprintln!("perfwatch: {line}");
-            }
-            true
-        }
-        Err(e) => {
-            eprintln!("perfwatch: error: {e:#}");
-            false
-        }
+    let said = match f.finish(&mut crate::folded::AddressNamer, stdout) {
+        Ok(line) => line,
+        Err(e) => format!("error: {e:#}"),
+    };
+    if !said.is_empty() {
+        crate::output::stderr_bounded(format!("perfwatch: {said}\n").as_bytes());
+    }
+    !said.starts_with("error: ")
+}
+
+/// The exit status when output was lost (a write error on `--script-output`): a run that
+/// would have ended with 0 ends with [`EXIT_OUTPUT_LOST`] instead; a status that already says
+/// something (a signal, the command's own) is kept.
+pub fn with_lost_output(code: i32, lost: bool) -> i32 {
+    if lost && code == 0 {
+        EXIT_OUTPUT_LOST
+    } else {
+        code
     }
 }
 
-/// A run whose folded stacks could not be written did not do what was asked: status 1
-/// rather than 0.
-fn folded_status(code: i32, folded_ok: bool) -> i32 {
-    if code == 0 && !folded_ok { 1 } else { code }
-}
+/// Exit status of a run that lost output it should have written.
+pub const EXIT_OUTPUT_LOST: i32 = 1;
 
 /// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has
 /// already printed it), so that perfwatch still stops the command and prints the summary.
@@ -275,7 +323,8 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         return Ok(0);
     }
     let totals = mon.stats.snapshot();
-    let mut err = std::io::stderr().lock();
+    // Said with a bounded wait: a stderr nobody reads must not keep perfwatch from exiting.
+    let mut err = Vec::new();
     match reason {
         StopReason::TargetsGone if !mon.has_command() => {
             let _ = writeln!(err, "perfwatch: every monitored task has exited");
@@ -298,6 +347,7 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         _ => {}
     }
     let _ = err.write_all(totals.summary(elapsed).as_bytes());
+    crate::output::stderr_bounded(&err);
     Ok(match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
         StopReason::CommandExited(s) => s,

@@ -90,6 +90,15 @@ fn rustc(dir: &Path) -> Option<PathBuf> {
     st.success().then_some(out)
 }
 
+/// A symbolizer that waits for slow reads (kallsyms takes seconds on a loaded machine) rather
+/// than answering `[unknown]` at its live-view deadline.
+fn symbolizer() -> Symbolizer {
+    Symbolizer::new(perfwatch::symbols::Config {
+        load_timeout: Duration::from_secs(60),
+        ..Default::default()
+    })
+}
+
 fn perfwatch(args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_perfwatch"))
         .args(args)
@@ -253,7 +262,7 @@ fn a_c_programs_chains_show_its_call_path_and_folded_counts_match_the_samples() 
     ]);
     let run = Run::from_json(&out.stdout);
     let pid = run.pid_of("fpprog");
-    let mut sym = Symbolizer::default();
+    let mut sym = symbolizer();
     let ours: Vec<&(u32, u64, u64, Vec<u64>)> = run.samples.iter().filter(|s| s.0 == pid).collect();
     assert!(ours.len() >= 100, "{} samples of fpprog", ours.len());
     let mut on_path = 0;
@@ -368,7 +377,7 @@ fn plain_lines_carry_the_chain_innermost_first_on_one_line() {
     }
     assert_eq!(text.lines().count(), text.matches('\n').count());
     assert!(samples >= 100, "{samples} samples");
-    let mut sym = Symbolizer::default();
+    let mut sym = symbolizer();
     let on_path = run
         .samples
         .iter()
@@ -440,7 +449,7 @@ def on_event(event):
         assert_eq!(seen.get(t), Some(chain), "sample at {t}");
     }
     let pid = run.pid_of("fpprog");
-    let mut sym = Symbolizer::default();
+    let mut sym = symbolizer();
     let on_path = run
         .samples
         .iter()
@@ -470,7 +479,7 @@ fn a_rust_program_built_with_frame_pointers_shows_its_path() {
     ]);
     let run = Run::from_json(&out.stdout);
     let pid = run.pid_of("fp_rs");
-    let mut sym = Symbolizer::default();
+    let mut sym = symbolizer();
     let ours: Vec<Vec<String>> = run
         .samples
         .iter()
@@ -540,7 +549,7 @@ fn a_syscall_heavy_load_has_kernel_frames_above_its_user_frames() {
     let kallsyms_hidden =
         std::fs::read_to_string("/proc/kallsyms").is_ok_and(|t| t.starts_with("0000000000000000"));
     if !kallsyms_hidden {
-        let mut sym = Symbolizer::default();
+        let mut sym = symbolizer();
         let names: Vec<Vec<String>> = both.iter().map(|c| run.name(&mut sym, dd, c)).collect();
         assert!(
             names

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod input;
+pub mod terminal;
 pub mod ui;
 
 use std::io::{self, Write};
@@ -62,6 +63,7 @@ pub struct TerminalGuard {
 
 /// Put the terminal back as it was. Safe to call twice.
 pub fn restore_terminal() {
+    terminal::disarm();
     let _ = disable_raw_mode();
     let mut out = io::stdout();
     let _ = execute!(
@@ -75,15 +77,24 @@ pub fn restore_terminal() {
 
 impl TerminalGuard {
     pub fn enter() -> io::Result<TerminalGuard> {
-        enable_raw_mode()?;
+        // From here a fatal signal restores the terminal before it ends perfwatch.
+        terminal::arm();
         let guard = TerminalGuard { active: true };
+        TerminalGuard::reenter()?;
+        Ok(guard)
+    }
+
+    /// Raw mode, the alternate screen (cleared) and mouse capture: at start, and again after
+    /// a suspend.
+    pub fn reenter() -> io::Result<()> {
+        terminal::arm();
+        enable_raw_mode()?;
         execute!(
             io::stdout(),
             EnterAlternateScreen,
             EnableMouseCapture,
             crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
-        )?;
-        Ok(guard)
+        )
     }
 
     /// Restore now (and not again on drop).
@@ -125,6 +136,11 @@ impl Write for FrameWriter {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if terminal::dying() {
+            // A fatal signal restored the terminal: no frame goes over it.
+            self.buf.clear();
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
         let r = out.write_all(&self.buf).and_then(|()| out.flush());
         self.buf.clear();
@@ -226,6 +242,7 @@ pub fn run(
     app.set_folding(opts.folded);
 
     install_panic_hook();
+    let suspend = terminal::Suspend::install();
     let mut guard = TerminalGuard::enter()?;
     // Not `Terminal::clear`: it asks the terminal for the cursor position, and a terminal
     // that does not answer would stop perfwatch. The guard cleared the screen already.
@@ -240,6 +257,7 @@ pub fn run(
         &input_rx,
         opts.duration,
         signals,
+        &suspend,
     );
     drop(input);
     mon.request_stop();
@@ -270,6 +288,7 @@ fn event_loop(
     input_rx: &Receiver<TermEvent>,
     duration: Option<Duration>,
     signals: &StopSignals,
+    suspend: &terminal::Suspend,
 ) -> anyhow::Result<StopReason> {
     let ticker = tick(TICK);
     let no_panes = never();
@@ -286,6 +305,7 @@ fn event_loop(
     let mut drawn_second = 0;
     loop {
         let mut redraw = false;
+        let mut suspend_key = false;
         select! {
             recv(rx) -> msg => match msg {
                 Ok(b) => {
@@ -301,6 +321,9 @@ fn event_loop(
             recv(input_rx) -> ev => match ev {
                 Ok(ev) => {
                     match ev {
+                        TermEvent::Key(k) if terminal::is_suspend_key(&k) => {
+                            suspend_key = k.kind != KeyEventKind::Release;
+                        }
                         TermEvent::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
                         TermEvent::Mouse(m) => app.on_mouse(m),
                         TermEvent::Resize(..) => term.autoresize()?,
@@ -334,6 +357,13 @@ fn event_loop(
         }
         if let Some(sig) = signals.pending() {
             return Ok(StopReason::Signal(sig));
+        }
+        if (suspend.take() || suspend_key) && suspend.suspend()? {
+            // Continued: the screen was cleared; draw every cell again, at the size the
+            // terminal has now.
+            term.autoresize()?;
+            term.swap_buffers();
+            redraw = true;
         }
         if mon.stats.failure().is_some() {
             return Ok(StopReason::ReaderFailed);
