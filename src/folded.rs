@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::callchain::{Callchain, Context, Frame, frames_of};
+use crate::callchain::{Callchain, Context, Frame, frames_of, is_marker};
 use crate::event::{Event, EventKind};
 use crate::filter::{CommLookup, CommMap, Filter};
 
@@ -37,9 +37,12 @@ pub const MAX_STACK_BYTES: usize = 64 << 20;
 /// the allocator's rounding.
 const STACK_OVERHEAD: usize = 64;
 
-/// What [`FoldedStacks::add`] keeps of a sample's chain: the kernel's entries after the
-/// process's name and pid. Each key is `[comm id, pid, entries...]`.
-const KEY_HEAD: usize = 2;
+/// A sample's stack is kept in two parts: its *callers*, `[comm id, pid, leaf position,
+/// entries without the leaf...]`, interned once (a program has few call paths), and its
+/// *leaf*, the innermost frame, which varies from sample to sample along the hot loop. So the
+/// per-sample lookup compares against a few callers that stay in cache, then counts by a
+/// small fixed-size key.
+const CALLERS_HEAD: usize = 3;
 
 /// Names frames for the folded output.
 pub trait FrameNamer {
@@ -60,7 +63,11 @@ impl FrameNamer for AddressNamer {
 
 /// Samples by stack.
 pub struct FoldedStacks {
-    stacks: FastMap<Box<[u64]>, u64>,
+    /// Callers by id, and their ids.
+    callers: Vec<Box<[u64]>>,
+    caller_ids: FastMap<Box<[u64]>, u32>,
+    /// Samples by (callers id, leaf address).
+    stacks: FastMap<(u32, u64), u64>,
     comms: Vec<Box<[u8]>>,
     comm_ids: FastMap<Box<[u8]>, u32>,
     scratch: Vec<u64>,
@@ -92,6 +99,8 @@ impl FoldedStacks {
     /// An aggregation that keeps at most `max_bytes` of distinct stacks.
     pub fn with_budget(max_bytes: usize) -> FoldedStacks {
         FoldedStacks {
+            callers: Vec::new(),
+            caller_ids: FastMap::default(),
             stacks: FastMap::default(),
             comms: Vec::new(),
             comm_ids: FastMap::default(),
@@ -116,27 +125,49 @@ impl FoldedStacks {
                 id
             }
         };
+        self.samples += 1;
+        let alone;
+        let entries = match chain.filter(|c| !c.is_empty()) {
+            Some(c) => c.entries(),
+            None => {
+                alone = [marker_of(Context::of_cpumode(misc)), ip];
+                &alone[..]
+            }
+        };
+        // Not empty: there is a frame.
+        let leaf_at = entries.iter().position(|&e| !is_marker(e)).unwrap_or(0);
+        let leaf = entries.get(leaf_at).copied().unwrap_or(ip);
         self.scratch.clear();
         self.scratch
-            .extend_from_slice(&[comm_id as u64, pid as u64]);
-        match chain.filter(|c| !c.is_empty()) {
-            Some(c) => self.scratch.extend_from_slice(c.entries()),
-            None => self
-                .scratch
-                .extend_from_slice(&[marker_of(Context::of_cpumode(misc)), ip]),
-        }
-        self.samples += 1;
-        if let Some(n) = self.stacks.get_mut(&self.scratch[..]) {
+            .extend_from_slice(&[comm_id as u64, pid as u64, leaf_at as u64]);
+        self.scratch.extend_from_slice(&entries[..leaf_at]);
+        self.scratch
+            .extend_from_slice(entries.get(leaf_at + 1..).unwrap_or(&[]));
+        let caller = match self.caller_ids.get(&self.scratch[..]) {
+            Some(&id) => id,
+            None => {
+                let size = 2 * (self.scratch.len() * 8 + STACK_OVERHEAD);
+                if self.bytes + size > self.max_bytes {
+                    self.dropped += 1;
+                    return;
+                }
+                self.bytes += size;
+                let id = self.callers.len() as u32;
+                self.callers.push(self.scratch.as_slice().into());
+                self.caller_ids.insert(self.scratch.as_slice().into(), id);
+                id
+            }
+        };
+        if let Some(n) = self.stacks.get_mut(&(caller, leaf)) {
             *n += 1;
             return;
         }
-        let size = self.scratch.len() * 8 + STACK_OVERHEAD;
-        if self.bytes + size > self.max_bytes {
+        if self.bytes + STACK_OVERHEAD > self.max_bytes {
             self.dropped += 1;
             return;
         }
-        self.bytes += size;
-        self.stacks.insert(self.scratch.as_slice().into(), 1);
+        self.bytes += STACK_OVERHEAD;
+        self.stacks.insert((caller, leaf), 1);
     }
 
     /// Samples counted (kept or not).
@@ -155,57 +186,65 @@ impl FoldedStacks {
 
     /// The folded lines, named by `namer`, merged and sorted: `(stack, count)`.
     pub fn fold(&self, namer: &mut dyn FrameNamer) -> Vec<(String, u64)> {
-        // Each distinct (process, address, context) named once; kernel addresses are the
-        // same in every process.
-        let mut name_ids: FastMap<(u32, u64, Context, bool), u32> = FastMap::default();
-        let mut names: Vec<String> = Vec::new();
-        let mut name_index: FastMap<String, u32> = FastMap::default();
-        let mut name = String::new();
-        let mut merged: FastMap<Vec<u32>, u64> = FastMap::default();
-        let mut ids: Vec<u32> = Vec::new();
+        let mut names = Names::default();
+        // Each callers part named once: its frames outermost first, as the text a line
+        // starts with, interned so that callers that name the same merge; and the context
+        // its leaf runs in.
+        let mut prefix_ids: FastMap<String, u32> = FastMap::default();
+        let mut prefixes: Vec<&str> = Vec::new();
+        let mut callers: Vec<(u32, u32, Context)> = Vec::with_capacity(self.callers.len());
+        let mut entries: Vec<u64> = Vec::new();
         let mut frames: Vec<Frame> = Vec::new();
-        for (key, &count) in &self.stacks {
-            let (head, entries) = key.split_at(KEY_HEAD);
-            let (comm, pid) = (head[0] as u32, head[1] as u32);
-            frames.clear();
-            frames.extend(frames_of(entries));
-            ids.clear();
-            ids.push(comm);
-            for f in frames.iter().rev() {
-                let owner = if f.is_kernel() { u32::MAX } else { pid };
-                let id = *name_ids
-                    .entry((owner, f.ip, f.context, f.exact))
-                    .or_insert_with(|| {
-                        // Addresses with the same name (one function) share an id.
-                        name.clear();
-                        namer.name(owner, *f, &mut name);
-                        let clean = sanitize(&name);
-                        *name_index.entry(clean).or_insert_with_key(|n| {
-                            names.push(n.clone());
-                            (names.len() - 1) as u32
-                        })
-                    });
-                ids.push(id);
-            }
-            *merged.entry(ids.clone()).or_default() += count;
-        }
         let comms: Vec<String> = self
             .comms
             .iter()
             .map(|c| sanitize(&crate::text::escape(c)))
             .collect();
+        let mut prefix_text: Vec<String> = Vec::new();
+        for key in &self.callers {
+            let (head, rest) = key.split_at(CALLERS_HEAD);
+            let (comm, pid, leaf_at) = (head[0] as usize, head[1] as u32, head[2] as usize);
+            // The chain with a stand-in leaf, for the contexts the markers give.
+            entries.clear();
+            entries.extend_from_slice(&rest[..leaf_at]);
+            entries.push(0);
+            entries.extend_from_slice(&rest[leaf_at..]);
+            frames.clear();
+            frames.extend(frames_of(&entries));
+            let leaf_context = frames.first().map_or(Context::Unknown, |f| f.context);
+            let mut text = comms[comm].clone();
+            for f in frames.iter().skip(1).rev() {
+                text.push(';');
+                text.push_str(names.name(namer, pid, *f));
+            }
+            let next = prefix_text.len() as u32;
+            let id = *prefix_ids.entry(text.clone()).or_insert_with(|| {
+                prefix_text.push(text);
+                next
+            });
+            callers.push((id, pid, leaf_context));
+        }
+        prefixes.extend(prefix_text.iter().map(String::as_str));
+        // Samples by (named callers, named leaf).
+        let mut merged: FastMap<(u32, u32), u64> = FastMap::default();
+        for (&(caller, leaf), &count) in &self.stacks {
+            let (prefix, pid, context) = callers[caller as usize];
+            let f = Frame {
+                ip: leaf,
+                context,
+                exact: true,
+            };
+            let leaf_id = names.id(namer, pid, f);
+            *merged.entry((prefix, leaf_id)).or_default() += count;
+        }
         let mut out: Vec<(String, u64)> = merged
             .into_iter()
-            .map(|(ids, count)| {
-                let mut line = String::new();
-                for (i, &id) in ids.iter().enumerate() {
-                    if i == 0 {
-                        line.push_str(&comms[id as usize]);
-                    } else {
-                        line.push(';');
-                        line.push_str(&names[id as usize]);
-                    }
-                }
+            .map(|((prefix, leaf), count)| {
+                let (p, l) = (prefixes[prefix as usize], names.text(leaf));
+                let mut line = String::with_capacity(p.len() + 1 + l.len());
+                line.push_str(p);
+                line.push(';');
+                line.push_str(l);
                 (line, count)
             })
             .collect();
@@ -232,6 +271,49 @@ impl FoldedStacks {
             samples,
             dropped: self.dropped,
         })
+    }
+}
+
+/// Frame names, each asked of the namer once per distinct (process, address, context, kind
+/// of address) (kernel addresses are the same in every process), interned by text so that
+/// addresses with one name (one function) share an id.
+#[derive(Default)]
+struct Names {
+    ids: FastMap<(u32, u64, Context, bool), u32>,
+    index: FastMap<String, u32>,
+    texts: Vec<String>,
+    scratch: String,
+}
+
+impl Names {
+    fn id(&mut self, namer: &mut dyn FrameNamer, pid: u32, f: Frame) -> u32 {
+        let owner = if f.is_kernel() { u32::MAX } else { pid };
+        if let Some(&id) = self.ids.get(&(owner, f.ip, f.context, f.exact)) {
+            return id;
+        }
+        self.scratch.clear();
+        namer.name(owner, f, &mut self.scratch);
+        let clean = sanitize(&self.scratch);
+        let next = self.texts.len() as u32;
+        let id = match self.index.get(&clean) {
+            Some(&id) => id,
+            None => {
+                self.texts.push(clean.clone());
+                self.index.insert(clean, next);
+                next
+            }
+        };
+        self.ids.insert((owner, f.ip, f.context, f.exact), id);
+        id
+    }
+
+    fn name(&mut self, namer: &mut dyn FrameNamer, pid: u32, f: Frame) -> &str {
+        let id = self.id(namer, pid, f);
+        self.text(id)
+    }
+
+    fn text(&self, id: u32) -> &str {
+        &self.texts[id as usize]
     }
 }
 
