@@ -771,4 +771,28 @@ fn bad_call_graph_options_are_refused_with_the_reason() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("executable"), "{err}");
     assert_eq!(std::fs::read(&prog).unwrap(), before);
+    // As root, a symbolic link at the output's place is not followed (it could lead to
+    // /etc/shadow): the run stops before it starts, and the link's target is untouched.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let target = dir.path().join("precious");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("out.folded");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let out = run(&[
+            "--folded",
+            link.to_str().unwrap(),
+            "--plain",
+            "-e",
+            "dummy",
+            "true",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("symbolic link") && err.contains("--folded"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    }
 }
