@@ -92,7 +92,6 @@ fn bad_targets_and_events_fail_at_start() {
 
 #[test]
 fn a_command_that_cannot_be_executed_is_named() {
-    common::perf_allowed();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("not-executable");
     std::fs::write(&p, "#!/bin/sh\n").unwrap();
@@ -120,10 +119,9 @@ fn permission_errors_explain_paranoid_and_how_to_fix() {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(2);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || paranoid < 1 {
-        eprintln!("SKIPPING permission test: needs root to drop privileges and paranoid >= 1");
-        return;
+    require_root!("to drop privileges with setpriv");
+    if paranoid < 1 {
+        skip!("kernel.perf_event_paranoid is {paranoid}: everyone may monitor the system");
     }
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
     let out = std::process::Command::new("setpriv")
@@ -147,9 +145,7 @@ fn permission_errors_explain_paranoid_and_how_to_fix() {
 
 #[test]
 fn frequency_above_the_kernel_limit_is_clamped_and_said() {
-    if !common::perf_allowed() {
-        return;
-    }
+    require_perf!();
     let max: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
         .unwrap()
         .trim()
@@ -212,8 +208,9 @@ fn too_many_open_files_raises_the_limit_or_explains() {
 /// and exits 101. (Debug builds only: the panic points are compiled out of release builds.)
 #[test]
 fn a_panicking_thread_stops_with_a_summary_and_status_101() {
-    if !cfg!(debug_assertions) || !common::perf_allowed() {
-        return;
+    require_perf!();
+    if !cfg!(debug_assertions) {
+        skip!("a release build: the panic points are compiled out");
     }
     for (point, says) in [
         ("reader", "the reader of CPU"),
@@ -258,13 +255,8 @@ fn a_missing_script_is_named() {
 /// to change.
 #[test]
 fn a_ring_too_big_to_lock_suggests_a_smaller_m() {
-    if !common::perf_allowed() {
-        return;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
+    require_perf!();
+    require_root!("to drop privileges with setpriv");
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
