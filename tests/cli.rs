@@ -174,32 +174,71 @@ fn help_documents_exit_codes_and_permissions() {
     );
 }
 
-/// EMFILE: with room to raise the soft limit perfwatch does so and runs; without, it says how.
+/// The fds a child of this process holds when it starts: 0, 1 and 2, and every fd of ours
+/// without FD_CLOEXEC, such as a caller's `exec 3>file` or `/usr/bin/time -o FILE`.
+fn fds_a_child_inherits() -> std::collections::BTreeSet<i32> {
+    let mut fds: std::collections::BTreeSet<i32> = [0, 1, 2].into();
+    for e in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let Some(fd) = e.unwrap().file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        // SAFETY: F_GETFD on any number is harmless; a closed fd answers -1.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            fds.insert(fd);
+        }
+    }
+    fds
+}
+
+/// EMFILE: with room to raise the soft limit perfwatch does so and runs; without, it says
+/// how, in its own words. The limits are set relative to the fds perfwatch inherits, so the
+/// test does not depend on what the caller left open.
 #[test]
 fn too_many_open_files_raises_the_limit_or_explains() {
-    if !common::perf_allowed() {
-        return;
+    use std::os::unix::process::CommandExt;
+    require_perf!();
+    let cpus = perfwatch::perf::cpus::online_cpus().unwrap().len();
+    if cpus < 2 {
+        skip!("one CPU online: system-wide perfwatch needs a single perf fd");
     }
+    // One free fd below the limit: the first perf event fits, the second does not.
+    let inherited = fds_a_child_inherits();
+    let first_free = (0..).find(|fd| !inherited.contains(fd)).unwrap();
+    let soft = first_free as u64 + 1;
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
-    let run = |lim: &str| {
-        std::process::Command::new("prlimit")
-            .arg(format!("--nofile={lim}"))
-            .arg(&bin)
-            .args(["--plain", "-e", "dummy", "-d", "0.2"])
-            .output()
-            .unwrap()
+    let run = |hard: u64| {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["--plain", "-e", "dummy", "-d", "0.2"]);
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.output().unwrap()
     };
-    let out = run("4:4");
+    let out = run(soft);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("too many open files") && stderr.contains("ulimit -n, now 4"),
-        "{stderr}"
+        stderr.starts_with(&format!(
+            "perfwatch: error: too many open files opening {cpus} perf events; raise the limit (ulimit -n, now {soft})"
+        )),
+        "inherited fds {inherited:?}: {stderr}"
     );
-    let out = run("4:4096");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let out = run(soft + 4096);
     assert!(
         out.status.success(),
-        "{}",
+        "inherited fds {inherited:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
