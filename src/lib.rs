@@ -8,6 +8,7 @@ pub mod cli;
 pub mod command;
 pub mod event;
 pub mod filter;
+pub mod generate;
 pub mod merge;
 pub mod monitor;
 pub mod pane;
