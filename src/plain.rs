@@ -1,4 +1,22 @@
 //! `--plain` and `--json`: one line per record on stdout, in global time order.
+//!
+//! # Numbers in `--json`
+//!
+//! JSON readers that hold numbers as doubles (jq 1.6, JavaScript) keep integers exact only up
+//! to 2^53; a kernel address such as `0xffffffff81e3c4a1` comes out of `jq .` as a different
+//! address. So:
+//!
+//! - **addresses** are strings, `"0x"` and lower-case hex without padding (`"0x0"` for zero),
+//!   as perf's own JSON writes them: `sample_ip`, mmap `start`, and every address field added
+//!   later (call-chain frames, symbol addresses, tracepoint pointers) through [`Address`];
+//! - **sizes, offsets and counts** (`len`, `pgoff`, `sample_period`, `lost`) and identifiers
+//!   (`pid`, `sample_id`, `ino`, ...) stay numbers;
+//! - **times** stay integer CLOCK_MONOTONIC nanoseconds (`sample_time`, fork/exit and
+//!   throttle `time`), exact in the text. They pass 2^53 after 104.2 days of uptime, after
+//!   which a double-based reader is off by a few nanoseconds (1 ns up to 208 days, 2 ns up to
+//!   417); `sample_time_s` gives the record's time in seconds with nine decimals (the unit of
+//!   `time.monotonic()` and of perf script's time column), for readers and people that work in
+//!   seconds.
 
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -61,24 +79,54 @@ impl std::fmt::Display for JsonStr<'_> {
     }
 }
 
+/// An address as `--json` writes it: a string, `"0x"` and lower-case hex (see the module
+/// documentation for why).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Address(pub u64);
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\"{:#x}\"", self.0)
+    }
+}
+
+/// CLOCK_MONOTONIC nanoseconds as seconds with nine decimals: the exact decimal text of the
+/// same instant.
+struct Seconds(u64);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}.{:09}",
+            self.0 / 1_000_000_000,
+            self.0 % 1_000_000_000
+        )
+    }
+}
+
 /// One JSON object per line. Field names follow perf's Python binding; text from the
 /// monitored system carries the same escaping as `--plain` (so `jq -r` never prints raw
-/// control characters), inside a valid JSON string.
+/// control characters), inside a valid JSON string; addresses are hex strings (see the
+/// module documentation).
 pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
     write!(
         out,
-        "{{\"type\":\"{}\",\"sample_cpu\":{},\"sample_pid\":{},\"sample_tid\":{},\"sample_time\":{},\"sample_id\":{}",
+        "{{\"type\":\"{}\",\"sample_cpu\":{},\"sample_pid\":{},\"sample_tid\":{},\"sample_time\":{},\"sample_time_s\":{},\"sample_id\":{}",
         ev.record_type().name(),
         ev.cpu,
         ev.pid as i32,
         ev.tid as i32,
         ev.time,
+        Seconds(ev.time),
         ev.id
     )?;
     match &ev.kind {
-        EventKind::Sample { ip, period, .. } => {
-            write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?
-        }
+        EventKind::Sample { ip, period, .. } => write!(
+            out,
+            ",\"sample_ip\":{},\"sample_period\":{period}",
+            Address(*ip)
+        )?,
         EventKind::Fork(t) | EventKind::Exit(t) => write!(
             out,
             ",\"pid\":{},\"ppid\":{},\"tid\":{},\"ptid\":{},\"time\":{}",
@@ -100,7 +148,7 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
                 ",\"pid\":{},\"tid\":{},\"start\":{},\"len\":{},\"pgoff\":{},\"filename\":{}",
                 m.pid,
                 m.tid,
-                m.start,
+                Address(m.start),
                 m.len,
                 m.pgoff,
                 JsonStr(&escape(&m.filename))
@@ -310,7 +358,7 @@ mod tests {
         };
         assert_eq!(
             json(&e),
-            "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
+            "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_time_s\":0.000000099,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
         );
     }
 
@@ -346,5 +394,172 @@ mod tests {
         assert_eq!(v["filename"], "/tmp/\"quoted\"\\\\\\x1b[2J\\n\\xff");
         assert_eq!(v["sample_pid"], -1);
         assert_eq!(v["ino"], 4);
+    }
+
+    /// One record of every type (both forms of MMAP and SWITCH), with every address at the top
+    /// of the address space, where a double-based JSON reader would round it.
+    fn one_of_each() -> Vec<Event> {
+        let top = u64::MAX - 0x5e;
+        let task = TaskRecord {
+            pid: 2,
+            ppid: 1,
+            tid: 2,
+            ptid: 1,
+            time: top,
+        };
+        let mmap = |mmap2| {
+            EventKind::Mmap(Box::new(MmapRecord {
+                pid: 2,
+                tid: 2,
+                start: top,
+                len: 0x1000,
+                pgoff: 0x2000,
+                filename: (*b"/bin/x").into(),
+                mmap2,
+            }))
+        };
+        let kinds = vec![
+            EventKind::Sample {
+                ip: top,
+                period: 1,
+                misc: 1,
+            },
+            EventKind::Fork(task),
+            EventKind::Exit(task),
+            EventKind::Comm {
+                pid: 2,
+                tid: 2,
+                comm: (*b"x").into(),
+                exec: true,
+            },
+            mmap(None),
+            mmap(Some(Mmap2Extra {
+                maj: 8,
+                min: 1,
+                ino: 4,
+                ino_generation: 0,
+                prot: 5,
+                flags: 2,
+            })),
+            EventKind::Lost { id: 7, lost: 3 },
+            EventKind::LostSamples { lost: 3 },
+            EventKind::Throttle {
+                throttled: true,
+                time: top,
+                id: 7,
+                stream_id: 7,
+            },
+            EventKind::Throttle {
+                throttled: false,
+                time: top,
+                id: 7,
+                stream_id: 7,
+            },
+            EventKind::Switch {
+                out: true,
+                preempt: false,
+                next_prev: None,
+            },
+            EventKind::Switch {
+                out: false,
+                preempt: true,
+                next_prev: Some((3, 3)),
+            },
+        ];
+        // Every variant is here: a new one fails to compile until it is added.
+        let mut seen = [false; 9];
+        for k in &kinds {
+            seen[match k {
+                EventKind::Sample { .. } => 0,
+                EventKind::Fork(_) => 1,
+                EventKind::Exit(_) => 2,
+                EventKind::Comm { .. } => 3,
+                EventKind::Mmap(_) => 4,
+                EventKind::Lost { .. } => 5,
+                EventKind::LostSamples { .. } => 6,
+                EventKind::Throttle { .. } => 7,
+                EventKind::Switch { .. } => 8,
+            }] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "{seen:?}");
+        kinds
+            .into_iter()
+            .map(|kind| Event {
+                cpu: 1,
+                pid: 2,
+                tid: 2,
+                time: top,
+                id: 7,
+                kind,
+            })
+            .collect()
+    }
+
+    /// The address fields of each record type; everything else that is not text is a number
+    /// or a boolean.
+    const ADDRESSES: &[(&str, &[&str])] = &[("sample", &["sample_ip"]), ("mmap", &["start"])];
+    const TEXT: &[&str] = &["type", "comm", "filename"];
+
+    #[test]
+    fn every_address_field_of_every_record_type_is_a_hex_string() {
+        let top = u64::MAX - 0x5e;
+        for ev in one_of_each() {
+            let line = json(&ev);
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let ty = ev.record_type().name();
+            let addresses = ADDRESSES
+                .iter()
+                .find(|(t, _)| *t == ty)
+                .map_or(&[][..], |(_, a)| a);
+            for (name, value) in v.as_object().unwrap() {
+                if addresses.contains(&name.as_str()) {
+                    assert_eq!(value, &format!("0x{top:x}"), "{ty}.{name}: {line}");
+                } else if TEXT.contains(&name.as_str()) {
+                    assert!(value.is_string(), "{ty}.{name}: {line}");
+                } else {
+                    assert!(
+                        value.is_number() || value.is_boolean(),
+                        "{ty}.{name} is an address? list it in ADDRESSES: {line}"
+                    );
+                }
+            }
+            for a in addresses {
+                assert!(v.get(a).is_some(), "{ty} has no {a}: {line}");
+            }
+        }
+        let zero = Event {
+            kind: EventKind::Sample {
+                ip: 0,
+                period: 1,
+                misc: 0,
+            },
+            ..one_of_each().remove(0)
+        };
+        assert!(json(&zero).contains("\"sample_ip\":\"0x0\""));
+    }
+
+    /// Times are exact integers in the text, with the seconds beside them; times above 2^53
+    /// (104 days of uptime) keep every digit.
+    #[test]
+    fn times_are_integer_nanoseconds_and_decimal_seconds() {
+        for (ns, secs) in [
+            (0, "0.000000000"),
+            (99, "0.000000099"),
+            (7_162_303_959_197, "7162.303959197"),
+            ((1 << 53) + 1, "9007199.254740993"),
+            (u64::MAX, "18446744073.709551615"),
+        ] {
+            let ev = Event {
+                time: ns,
+                ..one_of_each().remove(0)
+            };
+            let line = json(&ev);
+            assert!(
+                line.contains(&format!("\"sample_time\":{ns},\"sample_time_s\":{secs},")),
+                "{line}"
+            );
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["sample_time"].as_u64(), Some(ns));
+        }
     }
 }
