@@ -163,8 +163,8 @@ fn bash_completes_options_and_event_names() {
         bash_complete(&script, "perfwatch -e cpu-"),
         ["cpu-cycles", "cpu-clock", "cpu-migrations"]
     );
-    assert!(bash_complete(&script, "perfwatch --event dum") == ["dummy"]);
-    assert!(bash_complete(&script, "perfwatch --swi") == ["--switch"]);
+    assert_eq!(bash_complete(&script, "perfwatch --event dum"), ["dummy"]);
+    assert_eq!(bash_complete(&script, "perfwatch --swi"), ["--switch"]);
     assert_eq!(
         bash_complete(&script, "perfwatch --generate complete-"),
         [
