@@ -30,11 +30,7 @@ fn batch(i: u64) -> Batch {
             time: base + k,
             id: 7,
             kind: if k % 2 == 0 {
-                EventKind::Sample {
-                    ip: 0xffff_ffff_8100_0000 + k,
-                    period: 250_000,
-                    misc: 1,
-                }
+                EventKind::sample(0xffff_ffff_8100_0000 + k, 250_000, 1)
             } else {
                 EventKind::Fork(TaskRecord {
                     pid: 5000 + k as u32,

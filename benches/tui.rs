@@ -67,11 +67,7 @@ fn record(i: u64, cpu: u32, time: u64) -> Event {
             ptid: pid,
             time,
         }),
-        _ => EventKind::Sample {
-            ip: 0x5555_0000 + i * 16,
-            period: 1_000_000,
-            misc: 2,
-        },
+        _ => EventKind::sample(0x5555_0000 + i * 16, 1_000_000, 2),
     };
     Event {
         cpu,
@@ -103,6 +99,7 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
         cpus: vec![0, 1],
         history: perfwatch::tui::app::DEFAULT_HISTORY,
         start_ns,
+        events: Vec::new(),
     });
     app.seed_tasks((1000..1037).map(|p| (p, (*b"busy").into())));
     app.set_filter(Filter::parse(filter).expect("bench filter"));

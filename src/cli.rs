@@ -16,6 +16,8 @@ EXAMPLES:
   sudo perfwatch -C 0,2-3 -F 4000     CPUs 0, 2 and 3, 4000 samples per second
   sudo perfwatch -p 1234              process 1234, its threads and children
   perfwatch --plain -- make -j8       a command, from its exec, with its children
+  sudo perfwatch --plain -e cpu-clock,sched:sched_switch   a clock beside a tracepoint
+  perfwatch --list-events sched       the events and tracepoints there are, like perf list
 
 PERMISSIONS:
   System-wide monitoring needs root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0.
@@ -48,16 +50,33 @@ pub fn after_help() -> String {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "perfwatch", version, about, after_help = after_help(), max_term_width = 100)]
 pub struct Cli {
-    /// Event to sample: cycles, instructions, cpu-clock, task-clock, page-faults,
-    /// context-switches, cpu-migrations, dummy (side-band records only), or SUBSYS:TRACEPOINT.
-    /// A hardware event the machine lacks falls back to cpu-clock (task-clock for a task).
-    #[arg(
-        short = 'e',
-        long = "event",
-        value_name = "EVENT",
-        default_value = "cycles"
-    )]
-    pub event: String,
+    /// Events to sample, comma-separated or repeated [default: cycles]: cycles, instructions,
+    /// cpu-clock, task-clock, page-faults, context-switches, cpu-migrations, dummy (side-band
+    /// records only), or SUBSYS:TRACEPOINT (its fields decoded). Modifiers :u (user mode only),
+    /// :k (kernel only), :p/:pp/:ppp (precise, hardware events); terms EVENT/period=N/ or
+    /// EVENT/freq=HZ/. Only cycles falls back to cpu-clock (task-clock for a task) on a
+    /// machine without it, as in perf; any other missing event is an error.
+    #[arg(short = 'e', long = "event", value_name = "EVENT[,EVENT...]")]
+    pub events: Vec<String>,
+
+    /// List the events perfwatch can open (hardware, software, and the tracepoints in
+    /// tracefs), those containing FILTER if given, like `perf list`, and exit.
+    #[arg(long = "list-events", value_name = "FILTER", num_args = 0..=1, default_missing_value = "")]
+    pub list_events: Option<String>,
+
+    /// Only tasks in this cgroup, on every CPU (a path under the cgroup file system, e.g.
+    /// system.slice/docker-ID.scope), like perf's -G.
+    #[arg(short = 'G', long = "cgroup", value_name = "NAME", conflicts_with_all = ["pid", "tid"])]
+    pub cgroup: Option<String>,
+
+    /// The clock of event times, as perf record -k: monotonic (default), monotonic_raw,
+    /// realtime, boottime, tai, or a clockid number.
+    #[arg(short = 'k', long = "clockid", value_name = "CLOCK", value_parser = clockid)]
+    pub clockid: Option<ClockId>,
+
+    /// Also show tracepoints' common_* fields (common_pid, common_flags, ...).
+    #[arg(long = "common-fields")]
+    pub common_fields: bool,
 
     /// Sample at this frequency (samples per second per CPU) [default: 1000].
     #[arg(short = 'F', long = "freq", value_name = "HZ", value_parser = positive_u64, conflicts_with = "period")]
@@ -110,12 +129,13 @@ pub struct Cli {
     pub script: Vec<std::path::PathBuf>,
 
     /// Run scripts that other users could have written (as root, perfwatch refuses a script
-    /// not owned by root or the sudo user, or writable by group or others).
+    /// that it, a directory above it or a link on its path is not owned by root or the sudo
+    /// user, or is writable by group or others). Says so on stderr.
     #[arg(long = "force-script", requires = "script")]
     pub force_script: bool,
 
-    /// With --plain/--json: write the scripts' on_tick() lines and print() output to FILE
-    /// instead of stderr.
+    /// Write the scripts' on_tick() lines and print() output to FILE: instead of stderr with
+    /// --plain/--json, besides the panes in the TUI. As root it is created 0600.
     #[arg(long = "script-output", value_name = "FILE", requires = "script")]
     pub script_output: Option<std::path::PathBuf>,
 
@@ -137,6 +157,39 @@ pub struct Cli {
     /// stdout, and exit.
     #[arg(long = "generate", value_name = "KIND", value_enum, exclusive = true)]
     pub generate: Option<crate::generate::Generate>,
+}
+
+/// A clock for `-k`: its id and the name it goes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockId {
+    pub id: libc::clockid_t,
+    pub name: &'static str,
+}
+
+/// The clocks `-k` knows by name, with perf's aliases.
+const CLOCKS: &[(&str, &str, libc::clockid_t)] = &[
+    ("monotonic", "mono", libc::CLOCK_MONOTONIC),
+    ("monotonic_raw", "raw", libc::CLOCK_MONOTONIC_RAW),
+    ("realtime", "real", libc::CLOCK_REALTIME),
+    ("boottime", "boot", libc::CLOCK_BOOTTIME),
+    ("tai", "tai", libc::CLOCK_TAI),
+];
+
+/// Parse `-k`: a clock name (with or without `CLOCK_`), an alias, or a number.
+pub fn clockid(s: &str) -> Result<ClockId, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_prefix("clock_").unwrap_or(&t);
+    if let Some((name, _, id)) = CLOCKS.iter().find(|(n, a, _)| *n == t || *a == t) {
+        return Ok(ClockId { id: *id, name });
+    }
+    if let Ok(n) = t.parse::<libc::clockid_t>() {
+        if let Some((name, _, id)) = CLOCKS.iter().find(|(_, _, id)| *id == n) {
+            return Ok(ClockId { id: *id, name });
+        }
+    }
+    Err(format!(
+        "'{s}' is not a clock perfwatch can stamp events with (monotonic, monotonic_raw, realtime, boottime, tai, or their numbers)"
+    ))
 }
 
 /// A parsed `-C` list.
@@ -315,6 +368,30 @@ mod tests {
         for bad in ["0", "-1", "abc", "nan", "inf", "1e400", ""] {
             assert!(duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn clocks() {
+        assert_eq!(clockid("monotonic").unwrap().id, libc::CLOCK_MONOTONIC);
+        assert_eq!(clockid("CLOCK_REALTIME").unwrap().id, libc::CLOCK_REALTIME);
+        assert_eq!(clockid("raw").unwrap().name, "monotonic_raw");
+        assert_eq!(clockid("7").unwrap().name, "boottime");
+        for bad in ["", "sideways", "99", "-1", "3"] {
+            let e = clockid(bad).unwrap_err();
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn event_lists_and_list_events() {
+        let c = Cli::try_parse_from(["perfwatch", "-e", "cpu-clock,dummy", "-e", "page-faults:u"])
+            .unwrap();
+        assert_eq!(c.events, ["cpu-clock,dummy", "page-faults:u"]);
+        let c = Cli::try_parse_from(["perfwatch", "--list-events"]).unwrap();
+        assert_eq!(c.list_events.as_deref(), Some(""));
+        let c = Cli::try_parse_from(["perfwatch", "--list-events", "sched"]).unwrap();
+        assert_eq!(c.list_events.as_deref(), Some("sched"));
+        assert!(Cli::try_parse_from(["perfwatch", "-G", "x", "-p", "1"]).is_err());
     }
 
     #[test]

@@ -8,6 +8,90 @@
 //! [`Event::body`] is the `{ ... }` part alone, which is what `str(event)` gives in Python.
 
 use std::fmt;
+use std::sync::Mutex;
+
+use crate::perf::tracepoint::{Field, Format, Value};
+
+/// What a sample knows about the event that took it: its name and, for a tracepoint, the
+/// format its RAW bytes are decoded with.
+///
+/// One per opened event, shared by every sample of that event as a `&'static` (as `tracing`
+/// shares its callsites' metadata): a sample carries a pointer, not a copy or a refcount, and
+/// any consumer (the `--plain`/`--json` writers, the filter, scripts, the TUI) can name its
+/// event and decode its fields without a table passed alongside. Descriptors are interned
+/// ([`EventDesc::intern`]): opening the same events again reuses them, so the memory they
+/// take is bounded by the distinct events a process ever opens.
+#[derive(Debug, PartialEq, Eq)]
+pub struct EventDesc {
+    /// Position in the monitor's event list ([`crate::monitor::MonitorInfo::events`]).
+    pub index: u16,
+    /// The name as perf spells it, with modifiers: `cycles`, `cpu-clock:u`,
+    /// `sched:sched_switch`.
+    pub name: &'static str,
+    /// `perf_event_attr.type` and `.config`.
+    pub type_: u32,
+    pub config: u64,
+    /// A tracepoint's format.
+    pub format: Option<Format>,
+    /// Samples name their event in `--plain` (more than one event open, or a tracepoint).
+    pub show_name: bool,
+    /// Tracepoint fields include the `common_*` ones.
+    pub show_common: bool,
+}
+
+/// The descriptor of samples whose event is not known (hand-made events, a lone event).
+pub static UNNAMED: EventDesc = EventDesc {
+    index: 0,
+    name: "",
+    type_: u32::MAX,
+    config: 0,
+    format: None,
+    show_name: false,
+    show_common: false,
+};
+
+impl EventDesc {
+    /// A `&'static` copy of `self`, shared with any equal descriptor interned before.
+    pub fn intern(self) -> &'static EventDesc {
+        static ALL: Mutex<Vec<&'static EventDesc>> = Mutex::new(Vec::new());
+        let mut all = ALL.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = all.iter().find(|d| ***d == self) {
+            return d;
+        }
+        let d: &'static EventDesc = Box::leak(Box::new(self));
+        all.push(d);
+        d
+    }
+
+    /// A name leaked for [`EventDesc::name`] (interned names are few and live as long).
+    pub fn leak_name(name: &str) -> &'static str {
+        static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+        let mut all = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = all.iter().find(|n| **n == name) {
+            return n;
+        }
+        let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+        all.push(n);
+        n
+    }
+
+    pub fn is_tracepoint(&self) -> bool {
+        self.format.is_some()
+    }
+}
+
+impl EventKind {
+    /// A sample of no particular event (tests, benchmarks).
+    pub fn sample(ip: u64, period: u64, misc: u16) -> EventKind {
+        EventKind::Sample {
+            ip,
+            period,
+            misc,
+            event: &UNNAMED,
+            raw: None,
+        }
+    }
+}
 
 /// One decoded record, with the `sample_id` fields that `sample_id_all` attaches to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,8 +112,15 @@ pub struct Event {
 /// What happened. Per-type members are named as in perf's Python binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventKind {
-    /// PERF_RECORD_SAMPLE.
-    Sample { ip: u64, period: u64, misc: u16 },
+    /// PERF_RECORD_SAMPLE, of the event `event`; `raw` holds a tracepoint's PERF_SAMPLE_RAW
+    /// bytes, decoded into fields by `event.format` when they are read ([`Event::fields`]).
+    Sample {
+        ip: u64,
+        period: u64,
+        misc: u16,
+        event: &'static EventDesc,
+        raw: Option<Box<[u8]>>,
+    },
     /// PERF_RECORD_FORK: a new task (process or thread).
     Fork(TaskRecord),
     /// PERF_RECORD_EXIT.
@@ -191,6 +282,48 @@ impl Event {
         Body(&self.kind)
     }
 
+    /// The event that took a sample (`None` for side-band and loss records).
+    pub fn event_desc(&self) -> Option<&'static EventDesc> {
+        match &self.kind {
+            EventKind::Sample { event, .. } => Some(event),
+            _ => None,
+        }
+    }
+
+    /// A sample's event name, when it has one.
+    pub fn event_name(&self) -> Option<&'static str> {
+        self.event_desc().map(|d| d.name).filter(|n| !n.is_empty())
+    }
+
+    /// The tracepoint fields of a sample, decoded from its RAW bytes: all of them (with the
+    /// `common_*` ones) when `common`, else those shown by default.
+    pub fn fields(&self, common: bool) -> impl Iterator<Item = (&Field, Value<'_>)> {
+        let (fmt, raw) = match &self.kind {
+            EventKind::Sample {
+                event,
+                raw: Some(raw),
+                ..
+            } => (event.format.as_ref(), &raw[..]),
+            _ => (None, &[][..]),
+        };
+        let show = common || self.event_desc().is_some_and(|d| d.show_common);
+        fmt.into_iter()
+            .flat_map(move |f| f.shown(show))
+            .map(move |f| (f, f.value(raw)))
+    }
+
+    /// One tracepoint field by name (`common_*` ones included).
+    pub fn field(&self, name: &str) -> Option<Value<'_>> {
+        match &self.kind {
+            EventKind::Sample {
+                event,
+                raw: Some(raw),
+                ..
+            } => Some(event.format.as_ref()?.field(name)?.value(raw)),
+            _ => None,
+        }
+    }
+
     /// The task-related pid of the record: the forked/exited/renamed/mapping task for side-band
     /// records, the running task for samples. Filters on `pid:` use this.
     pub fn subject_pid(&self) -> u32 {
@@ -260,12 +393,25 @@ impl EventKind {
     pub fn write_body(&self, buf: &mut Vec<u8>) {
         let mut w = Line(buf);
         match self {
-            EventKind::Sample { ip, period, .. } => {
-                w.s("{ type: sample, ip: ")
-                    .alt_hex(*ip)
-                    .s(", period: ")
-                    .u(*period)
-                    .s(" }");
+            EventKind::Sample {
+                ip,
+                period,
+                event,
+                raw,
+                ..
+            } => {
+                w.s("{ type: sample, ");
+                if event.show_name {
+                    w.s("event: ").s(event.name).s(", ");
+                }
+                w.s("ip: ").alt_hex(*ip).s(", period: ").u(*period);
+                if let (Some(fmt), Some(raw)) = (&event.format, raw) {
+                    for f in fmt.shown(event.show_common) {
+                        w.s(", ").s(&f.name).s(": ");
+                        f.value(raw).write_plain(w.0);
+                    }
+                }
+                w.s(" }");
             }
             EventKind::Fork(t) | EventKind::Exit(t) => {
                 let ty = if matches!(self, EventKind::Fork(_)) {
@@ -540,16 +686,7 @@ mod tests {
             un.to_string(),
             "cpu: 0, pid: 0, tid: 0 { type: unthrottle, time: 6, id: 7, stream_id: 7 }"
         );
-        let s = ev(
-            0,
-            10,
-            11,
-            EventKind::Sample {
-                ip: 0xffffffff81000000,
-                period: 250000,
-                misc: 1,
-            },
-        );
+        let s = ev(0, 10, 11, EventKind::sample(0xffffffff81000000, 250000, 1));
         assert_eq!(
             s.to_string(),
             "cpu: 0, pid: 10, tid: 11 { type: sample, ip: 0xffffffff81000000, period: 250000 }"

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::event::{Event, EventKind, RecordType};
+use crate::perf::tracepoint::Value;
 use crate::text::escape;
 
 /// The syntax, for `--help` and the TUI's help overlay.
@@ -30,6 +31,8 @@ Terms separated by spaces, all must match (AND):
   ppid:1           the parent in fork/exit records
   cpu:0-1          the CPU that wrote the record
   comm:bash        task name: substring, or glob with * and ?
+  event:NAME       the sample's event (substring or glob), e.g. event:sched:*
+  FIELD:VALUE      a tracepoint field: next_pid:0, prev_comm:bash, ret:-5--1
   word             any other word: found anywhere in the line (no case)
   !term            negates a term, e.g. !type:sample !comm:kworker*";
 
@@ -73,6 +76,17 @@ enum Test {
     Ppid(Vec<Range>),
     Cpu(Vec<Range>),
     Comm(Vec<Pattern>),
+    /// The name of a sample's event.
+    Event(Vec<Pattern>),
+    /// A tracepoint field: numbers against `nums` (when the value parses as numbers), text
+    /// against `pats`.
+    Field {
+        name: String,
+        /// The term as written, for the error naming an unknown key.
+        term: String,
+        nums: Option<Vec<(i128, i128)>>,
+        pats: Vec<Pattern>,
+    },
     /// Lower-case ASCII bytes of a free word.
     Word(Vec<u8>),
 }
@@ -91,7 +105,59 @@ pub struct Filter {
     has_words: bool,
 }
 
-const KEYS: &str = "type, pid, tid, ppid, cpu, comm";
+const KEYS: &str = "type, pid, tid, ppid, cpu, comm, event";
+
+/// Substring or glob patterns, lower-cased.
+fn patterns(value: &str) -> Vec<Pattern> {
+    value
+        .split(',')
+        .map(|p| {
+            let p = p.to_lowercase();
+            if p.contains(['*', '?']) {
+                Pattern::Glob(p.chars().collect())
+            } else {
+                Pattern::Substring(p)
+            }
+        })
+        .collect()
+}
+
+/// A field value as numbers: a list of `N` or `A-B`, decimal (signed) or `0x` hex.
+fn field_numbers(value: &str) -> Option<Vec<(i128, i128)>> {
+    let num = |s: &str| -> Option<i128> {
+        let s = s.trim();
+        let (neg, digits) = match s.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, s),
+        };
+        let v = match digits.strip_prefix("0x") {
+            Some(h) => i128::from_str_radix(h, 16).ok()?,
+            None if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                digits.parse().ok()?
+            }
+            None => return None,
+        };
+        Some(if neg { -v } else { v })
+    };
+    value
+        .split(',')
+        .map(|item| match num(item) {
+            Some(v) => Some((v, v)),
+            None => {
+                // A range: the dash after the first character (which may be a minus sign).
+                let at = item.get(1..)?.find('-')? + 1;
+                let (a, b) = (num(&item[..at])?, num(&item[at + 1..])?);
+                (a <= b).then_some((a, b))
+            }
+        })
+        .collect()
+}
+
+fn is_key(key: &str) -> bool {
+    let mut b = key.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
 
 fn err(msg: String) -> FilterError {
     FilterError(msg)
@@ -138,7 +204,7 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
         return Err(err(format!("'{raw}': one '!' per term")));
     }
     let test = match body.split_once(':') {
-        Some((key, value)) if key.chars().all(|c| c.is_ascii_alphabetic()) && !key.is_empty() => {
+        Some((key, value)) if is_key(key) => {
             let key_lc = key.to_ascii_lowercase();
             if value.is_empty() {
                 return Err(err(format!("'{raw}' has no value after '{key}:'")));
@@ -161,24 +227,16 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 "tid" => Test::Tid(parse_ranges(raw, "tid", value)?),
                 "ppid" => Test::Ppid(parse_ranges(raw, "ppid", value)?),
                 "cpu" => Test::Cpu(parse_ranges(raw, "cpu", value)?),
-                "comm" => Test::Comm(
-                    value
-                        .split(',')
-                        .map(|p| {
-                            let p = p.to_lowercase();
-                            if p.contains(['*', '?']) {
-                                Pattern::Glob(p.chars().collect())
-                            } else {
-                                Pattern::Substring(p)
-                            }
-                        })
-                        .collect(),
-                ),
-                _ => {
-                    return Err(err(format!(
-                        "unknown filter key '{key}' in '{raw}' (keys: {KEYS})"
-                    )));
-                }
+                "comm" => Test::Comm(patterns(value)),
+                "event" => Test::Event(patterns(value)),
+                // Any other name is a tracepoint field; Filter::check_fields tells whether
+                // the events being watched have it.
+                _ => Test::Field {
+                    name: key.to_string(),
+                    term: body.to_string(),
+                    nums: field_numbers(value),
+                    pats: patterns(value),
+                },
             }
         }
         _ => Test::Word(body.to_ascii_lowercase().into_bytes()),
@@ -246,6 +304,22 @@ impl Filter {
         &self.source
     }
 
+    /// Refuse field terms that name no field of the events being watched (`known` says
+    /// whether a name is a field), so that a misspelt key is an error rather than a filter
+    /// that silently matches nothing.
+    pub fn check_fields(&self, known: impl Fn(&str) -> bool) -> Result<(), FilterError> {
+        for t in &self.terms {
+            if let Test::Field { name, term, .. } = &t.test {
+                if !known(name) {
+                    return Err(err(format!(
+                        "unknown filter key '{name}' in '{term}' (keys: {KEYS}, or a tracepoint field)"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Does `ev` pass? `comms` gives the names of tasks for `comm:` on non-comm records.
     pub fn matches(&self, ev: &Event, comms: &dyn CommLookup) -> bool {
         let mut line = String::new();
@@ -290,8 +364,35 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
                 }
             })
         }
+        Test::Event(pats) => ev
+            .event_name()
+            .is_some_and(|n| pattern_matches(pats, &n.to_lowercase())),
+        Test::Field {
+            name, nums, pats, ..
+        } => match ev.field(name) {
+            Some(v @ Value::Array { .. }) => nums.as_ref().is_some_and(|r| {
+                v.elements()
+                    .any(|e| r.iter().any(|(a, b)| *a <= e && e <= *b))
+            }),
+            Some(Value::Str(s)) => pattern_matches(pats, &escape(s).to_lowercase()),
+            Some(v) => match (v.as_i128(), nums) {
+                (Some(x), Some(r)) => r.iter().any(|(a, b)| *a <= x && x <= *b),
+                _ => false,
+            },
+            None => false,
+        },
         Test::Word(w) => contains_ci(line.as_bytes(), w),
     }
+}
+
+fn pattern_matches(pats: &[Pattern], shown: &str) -> bool {
+    pats.iter().any(|p| match p {
+        Pattern::Substring(s) => shown.contains(s.as_str()),
+        Pattern::Glob(g) => {
+            let s: Vec<char> = shown.chars().collect();
+            glob(g, &s)
+        }
+    })
 }
 
 /// Process names for `comm:` in `--plain`/`--json` mode: seeded from `/proc`, kept current by
@@ -423,11 +524,7 @@ mod tests {
             tid: pid,
             time: 7,
             id: 0,
-            kind: EventKind::Sample {
-                ip: 0xffff,
-                period: 1000,
-                misc: 0,
-            },
+            kind: EventKind::sample(0xffff, 1000, 0),
         }
     }
 
@@ -499,6 +596,65 @@ mod tests {
         assert!(m("comm:zsh,bash", &sample(0, 42)));
     }
 
+    fn switch(prev: &[u8], prev_pid: i32, next: &[u8], next_pid: i32) -> Event {
+        use crate::event::EventDesc;
+        use crate::perf::tracepoint::{Format, craft};
+        let desc = EventDesc {
+            index: 0,
+            name: "sched:sched_switch",
+            type_: 2,
+            config: 372,
+            format: Some(Format::parse("sched:sched_switch", craft::SCHED_SWITCH).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        Event {
+            kind: EventKind::Sample {
+                ip: 1,
+                period: 1,
+                misc: 0,
+                event: desc,
+                raw: Some(craft::sched_switch(prev, prev_pid, 1, next, next_pid).into()),
+            },
+            ..sample(0, 1)
+        }
+    }
+
+    #[test]
+    fn event_names_and_tracepoint_fields() {
+        let sw = switch(b"bash", 42, b"swapper/0", 0);
+        assert!(m("event:sched:sched_switch", &sw));
+        assert!(m("event:sched:*", &sw));
+        assert!(m("event:SWITCH", &sw));
+        assert!(!m("event:cycles", &sw));
+        assert!(!m("event:sched", &sample(0, 1)), "an unnamed sample");
+        assert!(!m("event:sched", &fork(2, 1)));
+        assert!(m("prev_comm:bash", &sw));
+        assert!(m("prev_comm:ba*", &sw));
+        assert!(!m("prev_comm:zsh", &sw));
+        assert!(m("next_pid:0", &sw));
+        assert!(m("prev_pid:40-50", &sw));
+        assert!(m("prev_pid:0x2a", &sw));
+        assert!(!m("next_pid:1", &sw));
+        assert!(m("!next_pid:1", &sw));
+        assert!(m("common_pid:42", &sw), "common fields can be asked for");
+        assert!(
+            !m("prev_pid:bash", &sw),
+            "text against a number matches nothing"
+        );
+        assert!(
+            !m("prev_comm:0", &sample(0, 1)),
+            "no such field on a plain sample"
+        );
+        let neg = switch(b"x", -5, b"y", 3);
+        assert!(m("prev_pid:-5", &neg));
+        assert!(m("prev_pid:-9--1", &neg));
+        assert!(!m("prev_pid:-4-9", &neg));
+        assert!(Filter::parse("prev_pid:5-1").is_ok(), "a bad range is text");
+        assert!(!m("prev_pid:5-1", &sw));
+    }
+
     #[test]
     fn comm_matches_the_escaped_name() {
         assert!(m("comm:\\x1b", &comm(3, b"\x1bevil")));
@@ -520,10 +676,13 @@ mod tests {
         assert!(e("pid:abc").contains("'pid:abc'"));
         assert!(e("cpu:3-1").contains("'cpu:3-1'"));
         assert!(e("pid:").contains("'pid:'"));
-        assert!(e("color:red").contains("'color'"));
+        let f = Filter::parse("color:red").unwrap();
+        let e2 = f.check_fields(|n| n == "prev_pid").unwrap_err().to_string();
+        assert!(e2.contains("'color'"), "{e2}");
+        assert!(f.check_fields(|n| n == "color").is_ok());
         assert!(e("!").contains("'!'"));
         assert!(e("!!fork").contains("'!!fork'"));
-        for s in ["type:forks", "pid:1,,2", "bogus:1", "!"] {
+        for s in ["type:forks", "pid:1,,2", "!"] {
             assert!(!e(s).contains('\n'), "one line: {}", e(s));
         }
     }

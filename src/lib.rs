@@ -11,6 +11,7 @@ pub mod filter;
 pub mod generate;
 pub mod merge;
 pub mod monitor;
+pub mod output;
 pub mod pane;
 pub mod perf;
 pub mod plain;
@@ -18,6 +19,7 @@ pub mod run;
 pub mod script;
 pub mod signals;
 pub mod stats;
+pub mod symbols;
 pub mod text;
 pub mod tui;
 

@@ -14,7 +14,11 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line (or a short paragraph for permission help) naming the offending value.
             eprintln!("perfwatch: error: {e:#}");
-            ExitCode::from(1)
+            if e.downcast_ref::<perfwatch::run::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

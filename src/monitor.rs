@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use crossbeam_channel::{Receiver, bounded};
 
 use crate::command::PausedChild;
+use crate::event::EventDesc;
 use crate::perf::cpus::{CpuList, online_cpus};
 use crate::perf::events::{EventSpec, Sampling};
 use crate::perf::open::{self, Fallback, OpenConfig, Target};
@@ -30,7 +31,8 @@ pub enum TargetSpec {
 /// Everything the monitor needs, already parsed.
 #[derive(Clone, Debug)]
 pub struct MonitorConfig {
-    pub event: EventSpec,
+    /// The events, in `-e` order (at least one).
+    pub events: Vec<EventSpec>,
     pub sampling: Sampling,
     pub target: TargetSpec,
     /// `-C`: restrict to these CPUs (validated against the online list here).
@@ -41,15 +43,46 @@ pub struct MonitorConfig {
     pub channel_capacity: usize,
     /// With a system-wide target: a command to run while watching (`-a -- COMMAND`).
     pub workload: Option<Vec<OsString>>,
+    /// The clock of event times (`-k`; CLOCK_MONOTONIC by default).
+    pub clockid: libc::clockid_t,
+    /// `-G`: with a system-wide target, only the tasks of this cgroup (its directory).
+    pub cgroup: Option<std::path::PathBuf>,
+    /// Show tracepoints' `common_*` fields.
+    pub common_fields: bool,
+}
+
+impl MonitorConfig {
+    /// A configuration with perfwatch's defaults for everything but the events and target.
+    pub fn new(events: Vec<EventSpec>, target: TargetSpec) -> MonitorConfig {
+        MonitorConfig {
+            events,
+            sampling: Sampling::Freq(crate::perf::events::DEFAULT_FREQ),
+            target,
+            cpus: None,
+            mmap_pages: 128,
+            context_switch: false,
+            channel_capacity: 64,
+            workload: None,
+            clockid: libc::CLOCK_MONOTONIC,
+            cgroup: None,
+            common_fields: false,
+        }
+    }
 }
 
 /// What is being watched, for status lines and summaries.
 #[derive(Clone, Debug)]
 pub struct MonitorInfo {
-    /// The event in use.
+    /// The main event: the first of the list that samples (not `dummy`), else the first.
     pub event: EventSpec,
-    /// Set when the requested hardware event was replaced by a software clock.
+    /// Every event in use, in list order (the event table samples index into).
+    pub events: Vec<EventSpec>,
+    /// The descriptors their samples carry, in the same order.
+    pub descs: Vec<&'static EventDesc>,
+    /// Set when a requested `cycles` was replaced by a software clock.
     pub fallback: Option<Fallback>,
+    /// The clock of event times: the frontends read this clock to compare with them.
+    pub clockid: libc::clockid_t,
     pub sampling: Sampling,
     pub target: String,
     pub cpus: Vec<u32>,
@@ -90,13 +123,33 @@ impl Monitor {
         };
         let mut notes = Vec::new();
         let mut sampling = cfg.sampling;
-        if let (Sampling::Freq(hz), Some(max)) = (sampling, open::max_sample_rate()) {
-            if hz > max && !cfg.event.is_dummy() && !cfg.event.is_tracepoint() {
-                notes.push(format!(
-                    "-F {hz} is above kernel.perf_event_max_sample_rate ({max}); using {max} Hz"
-                ));
-                sampling = Sampling::Freq(max);
+        let mut events = cfg.events.clone();
+        if let Some(max) = open::max_sample_rate() {
+            let samples = |e: &EventSpec| !e.is_dummy() && !e.is_tracepoint();
+            if let Sampling::Freq(hz) = sampling {
+                if hz > max && events.iter().any(|e| samples(e) && e.sampling.is_none()) {
+                    notes.push(format!(
+                        "-F {hz} is above kernel.perf_event_max_sample_rate ({max}); using {max} Hz"
+                    ));
+                    sampling = Sampling::Freq(max);
+                }
             }
+            for e in events.iter_mut().filter(|e| samples(e)) {
+                if let Some(Sampling::Freq(hz)) = e.sampling {
+                    if hz > max {
+                        notes.push(format!(
+                            "{}: freq={hz} is above kernel.perf_event_max_sample_rate ({max}); using {max} Hz",
+                            e.name
+                        ));
+                        e.sampling = Some(Sampling::Freq(max));
+                    }
+                }
+            }
+        }
+        if cfg.cgroup.is_some() && cfg.target != TargetSpec::System {
+            bail!(
+                "-G/--cgroup watches a cgroup on every CPU: it cannot be combined with -p, -t or a command without -a"
+            );
         }
         for p in match &cfg.target {
             TargetSpec::Pids(p) | TargetSpec::Tids(p) => p.as_slice(),
@@ -125,15 +178,18 @@ impl Monitor {
             }
         };
         let open_cfg = OpenConfig {
-            event: cfg.event.clone(),
+            events,
             sampling,
             target: target.clone(),
             cpus: cpus.clone(),
             mmap_pages: cfg.mmap_pages,
             context_switch: cfg.context_switch,
+            clockid: cfg.clockid,
+            cgroup: cfg.cgroup.clone(),
+            common_fields: cfg.common_fields,
         };
         let opened = open::open(&open_cfg)?;
-        if let Some(f) = &opened.fallback {
+        for f in &opened.fallbacks {
             notes.push(f.to_string());
         }
         let stats = Arc::new(Stats::new(&cpus));
@@ -164,8 +220,16 @@ impl Monitor {
             rx,
             stats,
             info: MonitorInfo {
-                event: opened.event,
-                fallback: opened.fallback,
+                event: opened
+                    .events
+                    .iter()
+                    .find(|e| !e.is_dummy())
+                    .unwrap_or(&opened.events[0])
+                    .clone(),
+                events: opened.events,
+                descs: opened.descs,
+                fallback: opened.fallbacks.into_iter().next(),
+                clockid: cfg.clockid,
                 sampling,
                 target: match (&target, child.as_ref()) {
                     (Target::System, Some(c)) => {
@@ -177,7 +241,16 @@ impl Monitor {
                         )
                     }
                     _ => target.describe(&cpus, all_cpus),
-                },
+                } + &cfg
+                    .cgroup
+                    .as_ref()
+                    .map(|c| {
+                        format!(
+                            ", cgroup '{}'",
+                            crate::text::escape(c.as_os_str().as_encoded_bytes())
+                        )
+                    })
+                    .unwrap_or_default(),
                 cpus,
                 mmap_pages: cfg.mmap_pages,
                 notes,

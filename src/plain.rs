@@ -7,26 +7,30 @@
 //! address. So:
 //!
 //! - **addresses** are strings, `"0x"` and lower-case hex without padding (`"0x0"` for zero),
-//!   as perf's own JSON writes them: `sample_ip`, mmap `start`, and every address field added
-//!   later (call-chain frames, symbol addresses, tracepoint pointers) through [`Address`];
+//!   as perf's own JSON writes them: `sample_ip`, mmap `start`, tracepoint fields that the
+//!   format declares as pointers ([`Value::Hex`]), and every address field added later
+//!   (call-chain frames, symbol addresses) through [`Address`];
 //! - **sizes, offsets and counts** (`len`, `pgoff`, `sample_period`, `lost`) and identifiers
 //!   (`pid`, `sample_id`, `ino`, ...) stay numbers;
-//! - **times** stay integer CLOCK_MONOTONIC nanoseconds (`sample_time`, fork/exit and
-//!   throttle `time`), exact in the text. They pass 2^53 after 104.2 days of uptime, after
-//!   which a double-based reader is off by a few nanoseconds (1 ns up to 208 days, 2 ns up to
-//!   417); `sample_time_s` gives the record's time in seconds with nine decimals (the unit of
+//! - **times** stay integer nanoseconds of the event clock (`sample_time`, fork/exit and
+//!   throttle `time`), exact in the text. CLOCK_MONOTONIC passes 2^53 after 104.2 days of
+//!   uptime, after which a double-based reader is off by a few nanoseconds (1 ns up to 208
+//!   days, 2 ns up to 417; `-k realtime` is always past it, by up to 128 ns);
+//!   `sample_time_s` gives the record's time in seconds with nine decimals (the unit of
 //!   `time.monotonic()` and of perf script's time column), for readers and people that work in
 //!   seconds.
 
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, select, tick};
+use crossbeam_channel::{Receiver, never, select, tick};
 
 use crate::event::{Event, EventKind};
 use crate::merge::Reorder;
 use crate::monitor::Monitor;
+use crate::output::StdoutQueue;
 use crate::perf::reader::{Batch, collect_last_batches};
+use crate::perf::tracepoint::Value;
 use crate::signals::StopSignals;
 use crate::text::escape;
 
@@ -122,11 +126,14 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
         ev.id
     )?;
     match &ev.kind {
-        EventKind::Sample { ip, period, .. } => write!(
-            out,
-            ",\"sample_ip\":{},\"sample_period\":{period}",
-            Address(*ip)
-        )?,
+        EventKind::Sample { ip, period, .. } => {
+            write!(
+                out,
+                ",\"sample_ip\":{},\"sample_period\":{period}",
+                Address(*ip)
+            )?;
+            write_json_event(out, ev)?;
+        }
         EventKind::Fork(t) | EventKind::Exit(t) => write!(
             out,
             ",\"pid\":{},\"ppid\":{},\"tid\":{},\"ptid\":{},\"time\":{}",
@@ -190,6 +197,68 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
     out.write_all(b"}\n")
 }
 
+/// A sample's `"event"` name and its tracepoint fields as JSON members: numbers as numbers,
+/// text as (escaped) strings, arrays as lists, a field outside the record as null. Built
+/// with itoa and byte pushes into one buffer: tracepoint lines carry many fields.
+fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
+    JSON_FIELDS.with_borrow_mut(|(buf, text)| {
+        buf.clear();
+        if let Some(name) = ev.event_name() {
+            buf.extend_from_slice(b",\"event\":");
+            json_text(name.as_bytes(), buf, text);
+        }
+        for (f, v) in ev.fields(false) {
+            buf.extend_from_slice(b",\"");
+            buf.extend_from_slice(f.name.as_bytes());
+            buf.extend_from_slice(b"\":");
+            match v {
+                Value::Int(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                Value::UInt(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                // A pointer: an address, so a string (see the module documentation).
+                Value::Hex(n) => {
+                    use std::io::Write as _;
+                    let _ = write!(buf, "{}", Address(n));
+                }
+                Value::Str(s) => json_text(s, buf, text),
+                Value::Array { .. } => {
+                    buf.push(b'[');
+                    for (i, e) in v.elements().enumerate() {
+                        if i > 0 {
+                            buf.push(b',');
+                        }
+                        buf.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
+                    }
+                    buf.push(b']');
+                }
+                Value::Missing => buf.extend_from_slice(b"null"),
+            }
+        }
+        out.write_all(buf)
+    })
+}
+
+thread_local! {
+    /// The members being formatted and a scratch buffer for escaped text.
+    static JSON_FIELDS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Untrusted text as a JSON string: escaped as in `--plain` (no control characters are
+/// left), then `"` and `\` escaped for JSON.
+fn json_text(raw: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    scratch.clear();
+    crate::text::escape_to(raw, scratch);
+    out.push(b'"');
+    for &b in scratch.iter() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
 /// Why a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -231,13 +300,15 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Run until stopped, writing every event to `out`.
 ///
 /// `rx` is the stream of batches: the monitor's own channel, or the output of a stage that
-/// filters it (the script stage).
+/// filters it (the script stage). `out` never blocks: while its writer is behind, the loop
+/// takes no batches (the kernel rings take the strain) but still sees signals, the clock
+/// and the command; the caller finishes it with a bounded wait.
 pub fn run(
     mon: &mut Monitor,
     rx: &Receiver<Batch>,
     mut opts: PlainOptions,
     signals: &StopSignals,
-    out: &mut impl Write,
+    out: &mut StdoutQueue,
 ) -> io::Result<StopReason> {
     let mut reorder = Reorder::new(&mon.info.cpus, opts.max_reorder);
     let ticker = tick(TICK);
@@ -259,10 +330,17 @@ pub fn run(
         }
     };
 
+    let no_batches = never();
+    let no_room = never();
     let reason = loop {
         let mut wrote = false;
+        // A stalled reader of stdout: take no more batches until the writer catches up (and
+        // only then listen for it: a wake-up per chunk written would cost more than it saves).
+        let has_room = out.has_room();
+        let batches = if has_room { rx } else { &no_batches };
+        let room = if has_room { &no_room } else { out.room() };
         select! {
-            recv(rx) -> msg => match msg {
+            recv(batches) -> msg => match msg {
                 Ok(b) => {
                     reorder.push(b);
                     // Take whatever else is queued before writing: fewer flushes.
@@ -273,12 +351,16 @@ pub fn run(
                 }
                 Err(_) => break StopReason::TargetsGone,
             },
+            recv(room) -> _ => {}
             recv(ticker) -> _ => {}
         }
         if wrote && write_err.is_none() {
             if let Err(e) = out.flush() {
                 write_err = Some(e);
             }
+        }
+        if write_err.is_none() {
+            write_err = out.error();
         }
         if let Some(e) = write_err.take() {
             if e.kind() == io::ErrorKind::BrokenPipe {
@@ -322,6 +404,9 @@ pub fn run(
             write_err = Some(e);
         }
     }
+    if write_err.is_none() {
+        write_err = out.error();
+    }
     match write_err {
         Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(StopReason::BrokenPipe),
         Some(e) => Err(e),
@@ -360,6 +445,45 @@ mod tests {
             json(&e),
             "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_time_s\":0.000000099,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
         );
+    }
+
+    #[test]
+    fn json_tracepoint_fields_are_typed() {
+        use crate::event::EventDesc;
+        use crate::perf::tracepoint::{Format, craft};
+        let desc = EventDesc {
+            index: 1,
+            name: "sched:sched_switch",
+            type_: 2,
+            config: 372,
+            format: Some(Format::parse("sched:sched_switch", craft::SCHED_SWITCH).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        let raw = craft::sched_switch(b"ba\"sh\x1b", -3, 2, b"swapper/1", 0);
+        let e = Event {
+            cpu: 1,
+            pid: 5,
+            tid: 5,
+            time: 1,
+            id: 9,
+            kind: EventKind::Sample {
+                ip: 0xffff,
+                period: 1,
+                misc: 1,
+                event: desc,
+                raw: Some(raw.into()),
+            },
+        };
+        let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
+        assert_eq!(v["event"], "sched:sched_switch");
+        assert_eq!(v["prev_comm"], "ba\"sh\\x1b");
+        assert_eq!(v["prev_pid"], -3);
+        assert_eq!(v["prev_state"], 2);
+        assert_eq!(v["next_comm"], "swapper/1");
+        assert_eq!(v["next_pid"], 0);
+        assert!(v.get("common_pid").is_none(), "common_* left out");
     }
 
     #[test]
@@ -419,11 +543,8 @@ mod tests {
             }))
         };
         let kinds = vec![
-            EventKind::Sample {
-                ip: top,
-                period: 1,
-                misc: 1,
-            },
+            EventKind::sample(top, 1, 1),
+            pointer_tracepoint_sample(top),
             EventKind::Fork(task),
             EventKind::Exit(task),
             EventKind::Comm {
@@ -495,10 +616,56 @@ mod tests {
             .collect()
     }
 
-    /// The address fields of each record type; everything else that is not text is a number
-    /// or a boolean.
-    const ADDRESSES: &[(&str, &[&str])] = &[("sample", &["sample_ip"]), ("mmap", &["start"])];
-    const TEXT: &[&str] = &["type", "comm", "filename"];
+    /// A tracepoint sample whose format declares a pointer (`const void * ptr`, as
+    /// kmem:kmalloc does) and a size.
+    fn pointer_tracepoint_sample(ptr: u64) -> EventKind {
+        use crate::event::EventDesc;
+        use crate::perf::tracepoint::{Format, craft};
+        const KMALLOC: &str = "name: kmalloc
+ID: 500
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:const void * ptr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:size_t bytes_alloc;\toffset:16;\tsize:8;\tsigned:0;
+
+print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
+";
+        let desc = EventDesc {
+            index: 1,
+            name: "kmem:kmalloc",
+            type_: 2,
+            config: 500,
+            format: Some(Format::parse("kmem:kmalloc", KMALLOC).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        let mut raw = Vec::new();
+        craft::common(&mut raw, 500, 2);
+        raw.extend_from_slice(&ptr.to_ne_bytes());
+        raw.extend_from_slice(&64u64.to_ne_bytes());
+        raw.extend_from_slice(&[0; 4]);
+        EventKind::Sample {
+            ip: ptr,
+            period: 1,
+            misc: 1,
+            event: desc,
+            raw: Some(raw.into()),
+        }
+    }
+
+    /// The address fields of each record type (`ptr`: the pointer of the tracepoint sample);
+    /// everything else that is not text is a number or a boolean.
+    const ADDRESSES: &[(&str, &[&str])] = &[
+        ("sample", &["sample_ip", "ptr"]),
+        ("mmap", &["start"]),
+    ];
+    const OPTIONAL: &[&str] = &["ptr"];
+    const TEXT: &[&str] = &["type", "comm", "filename", "event"];
 
     #[test]
     fn every_address_field_of_every_record_type_is_a_hex_string() {
@@ -523,16 +690,16 @@ mod tests {
                     );
                 }
             }
-            for a in addresses {
+            for a in addresses.iter().filter(|a| !OPTIONAL.contains(a)) {
                 assert!(v.get(a).is_some(), "{ty} has no {a}: {line}");
+            }
+            if v.get("event").is_some() {
+                assert!(v.get("ptr").is_some(), "{line}");
+                assert_eq!(v["bytes_alloc"], 64, "a size stays a number: {line}");
             }
         }
         let zero = Event {
-            kind: EventKind::Sample {
-                ip: 0,
-                period: 1,
-                misc: 0,
-            },
+            kind: EventKind::sample(0, 1, 0),
             ..one_of_each().remove(0)
         };
         assert!(json(&zero).contains("\"sample_ip\":\"0x0\""));

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::cli::Cli;
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
-use crate::perf::events::{DEFAULT_FREQ, Sampling, parse_event};
+use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
 use crate::plain::{self, Format, PlainOptions, StopReason};
 use crate::signals::{StopSignals, exit_code_for};
 
@@ -19,7 +19,28 @@ const MAX_REORDER: usize = 1 << 18;
 
 /// Translate the command line into a monitor configuration.
 pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
-    let event = parse_event(&cli.event)?;
+    let events = if cli.events.is_empty() {
+        vec![EventSpec::default_event()]
+    } else {
+        parse_event_list(&cli.events)?
+    };
+    if let Some(hz) = cli.freq {
+        if let Some(tp) = events
+            .iter()
+            .find(|e| e.is_tracepoint() && e.sampling.is_none())
+        {
+            anyhow::bail!(
+                "-F {hz} sets a sampling frequency, which tracepoint '{}' does not have: it samples every hit, or every Nth with -c N or {}/period=N/. To give the other events a rate, write it on them: -e cpu-clock/freq={hz}/,{}",
+                tp.name,
+                tp.name,
+                tp.name
+            );
+        }
+    }
+    let cgroup = match &cli.cgroup {
+        Some(name) => Some(crate::perf::open::resolve_cgroup(name).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let sampling = match (cli.freq, cli.period) {
         (_, Some(n)) => Sampling::Period(n),
         (Some(hz), None) => Sampling::Freq(hz),
@@ -39,7 +60,7 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         )
     };
     Ok(MonitorConfig {
-        event,
+        events,
         sampling,
         target,
         cpus: cli.cpu.as_ref().map(|c| c.0.clone()),
@@ -51,19 +72,54 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
                     .map(|c| c.len())
                     .unwrap_or(1),
         workload,
+        clockid: cli
+            .clockid
+            .map_or(libc::CLOCK_MONOTONIC, |c: crate::cli::ClockId| c.id),
+        cgroup,
+        common_fields: cli.common_fields,
     })
 }
 
+/// A bad command line found only once the events are known (a filter key that is no field
+/// of the tracepoints asked for): exit status 2, as for the errors clap finds.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
-    // The interactive view when stdout is a terminal and no line format was asked for.
-    let interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    // Before anything installs a handler: a signal ignored at entry stays ignored.
+    crate::signals::record_entry();
+    if let Some(filter) = &cli.list_events {
+        let mut out = std::io::stdout().lock();
+        return match crate::perf::events::write_event_list(&mut out, filter) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+            _ => Ok(0),
+        };
+    }
+    // The interactive view when stdout is a terminal and no line format was asked for, and
+    // the terminal can show it.
+    let mut interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    if interactive {
+        if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
+            eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
+            interactive = false;
+        }
+    }
     let format = if cli.json {
         Format::Json
     } else {
         Format::Plain
     };
     let cfg = monitor_config(&cli)?;
+    if let Some(f) = &cli.filter {
+        f.check_fields(|name| {
+            cfg.events
+                .iter()
+                .any(|e| e.format.as_ref().is_some_and(|f| f.field(name).is_some()))
+        })
+        .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
+    }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
@@ -71,7 +127,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     let mut mon = Monitor::start(cfg)?;
 
     if interactive {
-        let (rx, pane_rx, scripts) = scripts.attach(mon.rx.clone(), mon.stats.clone())?;
+        let (rx, pane_rx, scripts) = scripts.attach(
+            mon.rx.clone(),
+            mon.stats.clone(),
+            cli.script_output.as_deref(),
+        )?;
         let opts = crate::tui::TuiOptions {
             duration: cli.duration,
             history: cli.history,
@@ -86,10 +146,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         for note in &mon.info.notes {
             eprintln!("perfwatch: {note}");
         }
-        for note in scripts.finish() {
-            eprintln!("perfwatch: {note}");
-        }
-        return finish(&mut mon, reason?);
+        let scripts = scripts.finish();
+        scripts.print();
+        return finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost));
     }
 
     for note in &mon.info.notes {
@@ -105,8 +164,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             .filter(|f| !f.is_empty())
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = crate::output::StdoutQueue::stdout()?;
     let (rx, scripts) = scripts.attach_plain(
         mon.rx.clone(),
         mon.stats.clone(),
@@ -114,12 +172,52 @@ pub fn run(cli: Cli) -> Result<i32> {
     )?;
     let reason =
         catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
-    drop(out);
-    for note in scripts.finish() {
-        eprintln!("perfwatch: {note}");
+    // A bounded wait for a reader that stopped reading: the summary and the exit status
+    // come in a second or two whatever stdout does.
+    let flushed = out.finish(crate::output::FINISH_WAIT);
+    let scripts = scripts.finish();
+    scripts.print();
+    let stdout_lost = flushed.unwritten > 0
+        && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    if stdout_lost {
+        crate::output::stderr_bounded(
+            format!(
+                "perfwatch: {} bytes of output were not written: {}\n",
+                flushed.unwritten,
+                match &flushed.error {
+                    Some((_, e)) => format!("stdout failed ({e})"),
+                    None => format!(
+                        "stdout did not take them within {} s of the stop",
+                        crate::output::FINISH_WAIT.as_secs()
+                    ),
+                }
+            )
+            .as_bytes(),
+        );
     }
-    finish(&mut mon, reason?)
+    let reason = match reason {
+        // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
+        Ok(_) if matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _))) => {
+            Ok(StopReason::BrokenPipe)
+        }
+        r => r,
+    };
+    finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost || stdout_lost))
 }
+
+/// The exit status when output was lost (a write error on `--script-output`): a run that
+/// would have ended with 0 ends with [`EXIT_OUTPUT_LOST`] instead; a status that already says
+/// something (a signal, the command's own) is kept.
+pub fn with_lost_output(code: i32, lost: bool) -> i32 {
+    if lost && code == 0 {
+        EXIT_OUTPUT_LOST
+    } else {
+        code
+    }
+}
+
+/// Exit status of a run that lost output it should have written.
+pub const EXIT_OUTPUT_LOST: i32 = 1;
 
 /// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has
 /// already printed it), so that perfwatch still stops the command and prints the summary.
@@ -151,7 +249,8 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         return Ok(0);
     }
     let totals = mon.stats.snapshot();
-    let mut err = std::io::stderr().lock();
+    // Said with a bounded wait: a stderr nobody reads must not keep perfwatch from exiting.
+    let mut err = Vec::new();
     match reason {
         StopReason::TargetsGone if !mon.has_command() => {
             let _ = writeln!(err, "perfwatch: every monitored task has exited");
@@ -174,6 +273,7 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         _ => {}
     }
     let _ = err.write_all(totals.summary(elapsed).as_bytes());
+    crate::output::stderr_bounded(&err);
     Ok(match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
         StopReason::CommandExited(s) => s,

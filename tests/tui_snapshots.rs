@@ -59,6 +59,7 @@ fn app() -> App {
         cpus: vec![0, 1],
         history: 10_000,
         start_ns: T0,
+        events: Vec::new(),
     });
     app.seed_tasks([
         (1, (*b"systemd").into()),
@@ -69,11 +70,7 @@ fn app() -> App {
     for s in 0..3u64 {
         for ms in 0..1000u64 {
             let t = T0 + s * NS + ms * 1_000_000;
-            let s0 = EventKind::Sample {
-                ip: 0x4011d6,
-                period: 1_000_000,
-                misc: 2,
-            };
+            let s0 = EventKind::sample(0x4011d6, 1_000_000, 2);
             evs.push(ev(0, 600, t, s0.clone()));
             let pid1 = if ms % 4 == 0 { 700 } else { 0 };
             evs.push(ev(1, pid1, t + 500, s0));
@@ -238,4 +235,73 @@ fn resizing_relays_out() {
         assert!(s.contains("Event log"), "{w}x{h}: {s}");
         assert!(!s.contains("enlarge"), "{w}x{h}");
     }
+}
+
+/// `-e cycles,instructions,sched:sched_switch` on a machine with a PMU: the per-CPU pane has
+/// a rate column per event and IPC (cpu0 runs at IPC 1.50, cpu1 at 0.50).
+#[test]
+fn several_events_with_ipc() {
+    use perf_event_open_sys::bindings as sys;
+    use perfwatch::event::EventDesc;
+    let d = |index: u16, name: &'static str, type_: u32, config: u64| {
+        EventDesc {
+            index,
+            name,
+            type_,
+            config,
+            format: None,
+            show_name: true,
+            show_common: false,
+        }
+        .intern()
+    };
+    let cycles = d(0, "cycles", sys::PERF_TYPE_HARDWARE, 0);
+    let instructions = d(1, "instructions", sys::PERF_TYPE_HARDWARE, 1);
+    let switch = d(2, "sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 372);
+    let mut app = App::new(AppConfig {
+        event: "cycles".into(),
+        fallback: None,
+        unit: RateUnit::Events,
+        target: "system-wide".into(),
+        cpus: vec![0, 1],
+        history: 10_000,
+        start_ns: T0,
+        events: vec![cycles, instructions, switch],
+    });
+    let sample = |e, cpu, t, period| {
+        ev(
+            cpu,
+            600,
+            t,
+            EventKind::Sample {
+                ip: 0x4011d6,
+                period,
+                misc: 2,
+                event: e,
+                raw: None,
+            },
+        )
+    };
+    let mut evs = Vec::new();
+    for s in 0..3u64 {
+        for ms in 0..100u64 {
+            let t = T0 + s * NS + ms * 10_000_000;
+            evs.push(sample(cycles, 0, t, 20_000_000));
+            evs.push(sample(instructions, 0, t + 1, 30_000_000));
+            evs.push(sample(cycles, 1, t + 2, 10_000_000));
+            evs.push(sample(instructions, 1, t + 3, 5_000_000));
+            if ms % 2 == 0 {
+                evs.push(sample(switch, 1, t + 4, 1));
+            }
+        }
+    }
+    app.on_events(evs);
+    app.on_tick(T0 + 3 * NS + NS / 2);
+    let s = screen(&app, 110, 36);
+    assert!(
+        s.contains("cycles per second (last minute) · instructions · sched:sched_switch · IPC"),
+        "{s}"
+    );
+    assert!(s.contains(" 1.50 ") && s.contains(" 0.50 "), "{s}");
+    insta::assert_snapshot!(s);
 }

@@ -2,15 +2,30 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::record::DEFAULT_SAMPLE_TYPE;
+use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_PERIOD, SAMPLE_RAW};
+use super::tracepoint::{Format, FormatError};
 
-/// A perf event: what `-e NAME` resolved to.
+/// A perf event: what one entry of `-e LIST` resolved to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventSpec {
-    /// The name as the user gave it (or the fallback's name).
+    /// The name as perf spells it, with its modifiers (`cycles:u`, `sched:sched_switch`),
+    /// or the fallback's name.
     pub name: String,
     pub type_: u32,
     pub config: u64,
+    /// `:u` (count user mode only): exclude the kernel and the hypervisor.
+    pub exclude_kernel: bool,
+    /// `:k` (count kernel mode only): exclude user mode.
+    pub exclude_user: bool,
+    /// `:p`, `:pp`, `:ppp`: the skid the PMU may have (perf_event_attr.precise_ip).
+    pub precise: u8,
+    /// A sampling term of this event (`EVENT/period=N/`, `EVENT/freq=HZ/`), over `-F`/`-c`.
+    pub sampling: Option<Sampling>,
+    /// This event may be replaced by a software clock when the machine lacks it: only
+    /// `cycles` (without `:p`), as perf does, so that `-e cycles` works in a VM.
+    pub may_fall_back: bool,
+    /// A tracepoint's format, read from tracefs when the name was resolved.
+    pub format: Option<Format>,
 }
 
 impl EventSpec {
@@ -33,19 +48,67 @@ impl EventSpec {
         self.type_ == sys::PERF_TYPE_SOFTWARE && self.config == sys::PERF_COUNT_SW_DUMMY as u64
     }
 
-    pub fn cpu_clock() -> EventSpec {
+    /// An event of this type and config, without modifiers.
+    pub fn new(name: &str, type_: u32, config: u64) -> EventSpec {
         EventSpec {
-            name: "cpu-clock".into(),
-            type_: sys::PERF_TYPE_SOFTWARE,
-            config: sys::PERF_COUNT_SW_CPU_CLOCK as u64,
+            name: name.to_string(),
+            type_,
+            config,
+            exclude_kernel: false,
+            exclude_user: false,
+            precise: 0,
+            sampling: None,
+            may_fall_back: false,
+            format: None,
         }
     }
 
+    pub fn cpu_clock() -> EventSpec {
+        EventSpec::new(
+            "cpu-clock",
+            sys::PERF_TYPE_SOFTWARE,
+            sys::PERF_COUNT_SW_CPU_CLOCK as u64,
+        )
+    }
+
     pub fn task_clock() -> EventSpec {
+        EventSpec::new(
+            "task-clock",
+            sys::PERF_TYPE_SOFTWARE,
+            sys::PERF_COUNT_SW_TASK_CLOCK as u64,
+        )
+    }
+
+    /// The software clock that stands in for this hardware event, with its modifiers.
+    pub fn fallback(&self, task: bool) -> EventSpec {
+        let base = if task {
+            EventSpec::task_clock()
+        } else {
+            EventSpec::cpu_clock()
+        };
+        let mods = self.name.split_once(':').map(|(_, m)| m).unwrap_or("");
         EventSpec {
-            name: "task-clock".into(),
-            type_: sys::PERF_TYPE_SOFTWARE,
-            config: sys::PERF_COUNT_SW_TASK_CLOCK as u64,
+            name: if mods.is_empty() {
+                base.name
+            } else {
+                format!("{}:{mods}", base.name)
+            },
+            exclude_kernel: self.exclude_kernel,
+            exclude_user: self.exclude_user,
+            sampling: self.sampling,
+            ..base
+        }
+    }
+
+    /// The perfwatch default: `cycles`, replaced by `cpu-clock` where there is no PMU.
+    pub fn default_event() -> EventSpec {
+        EventSpec {
+            may_fall_back: true,
+            ..EventSpec::new(
+                "cycles",
+                sys::PERF_TYPE_HARDWARE,
+                sys::PERF_COUNT_HW_CPU_CYCLES as u64,
+            )
         }
     }
 }
@@ -170,8 +233,88 @@ pub fn known_event_names() -> impl Iterator<Item = &'static str> {
     NAMED.iter().map(|(n, _, _)| *n)
 }
 
+/// The named events with their type, for `--list-events`: `(names, type_)`, aliases of one
+/// event together (`cpu-cycles OR cycles`).
+pub fn named_events() -> Vec<(Vec<&'static str>, u32)> {
+    let mut out: Vec<(Vec<&'static str>, u32, u32)> = Vec::new();
+    for &(name, ty, cfg) in NAMED {
+        match out.iter_mut().find(|(_, t, c)| *t == ty && *c == cfg) {
+            Some(e) => e.0.push(name),
+            None => out.push((vec![name], ty, cfg)),
+        }
+    }
+    out.into_iter().map(|(n, t, _)| (n, t)).collect()
+}
+
+/// The tracepoints tracefs offers, as `sys:name`, sorted.
+pub fn tracepoints() -> Option<Vec<String>> {
+    let root = tracefs_root()?;
+    let mut out = Vec::new();
+    for sys_dir in std::fs::read_dir(format!("{root}/events")).ok()?.flatten() {
+        let Ok(sys_name) = sys_dir.file_name().into_string() else {
+            continue;
+        };
+        let Ok(tps) = std::fs::read_dir(sys_dir.path()) else {
+            continue;
+        };
+        for tp in tps.flatten() {
+            let Ok(tp_name) = tp.file_name().into_string() else {
+                continue;
+            };
+            if tp.path().join("id").exists() {
+                out.push(format!("{sys_name}:{tp_name}"));
+            }
+        }
+    }
+    out.sort();
+    Some(out)
+}
+
+/// `--list-events [FILTER]`: the named hardware and software events and the tracepoints, as
+/// `perf list` prints them, those whose name contains `filter` (any case) if it is not empty.
+pub fn write_event_list(out: &mut impl std::io::Write, filter: &str) -> std::io::Result<()> {
+    let filter = filter.trim().to_ascii_lowercase();
+    let keep = |names: &[&str]| filter.is_empty() || names.iter().any(|n| n.contains(&filter));
+    let line = |out: &mut dyn std::io::Write, name: &str, kind: &str| {
+        writeln!(
+            out,
+            "  {:<50} [{kind}]",
+            crate::text::escape(name.as_bytes())
+        )
+    };
+    for (want, kind) in [
+        (sys::PERF_TYPE_HARDWARE, "Hardware event"),
+        (sys::PERF_TYPE_SOFTWARE, "Software event"),
+    ] {
+        for (names, ty) in named_events() {
+            if ty == want && keep(&names) {
+                line(out, &names.join(" OR "), kind)?;
+            }
+        }
+    }
+    match tracepoints() {
+        Some(tps) => {
+            for tp in tps.iter().filter(|t| keep(&[&t.to_ascii_lowercase()])) {
+                line(out, tp, "Tracepoint event")?;
+            }
+        }
+        None => eprintln!(
+            "perfwatch: no tracepoints listed: tracefs is not mounted (mount -t tracefs nodev {})",
+            TRACEFS[0]
+        ),
+    }
+    Ok(())
+}
+
 /// Where tracefs lives; `/sys/kernel/debug/tracing` on older set-ups.
-const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The tracefs directory that has an `events` directory, if any.
+pub fn tracefs_root() -> Option<&'static str> {
+    TRACEFS
+        .into_iter()
+        .find(|r| std::path::Path::new(&format!("{r}/events")).is_dir())
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EventError {
@@ -180,51 +323,186 @@ pub enum EventError {
     )]
     Unknown(String),
     #[error(
-        "no tracepoint '{0}' (looked for its id under {1}/events; if tracefs is not mounted: mount -t tracefs nodev {1})"
+        "no tracepoint '{0}' (looked for its format under {1}/events; if tracefs is not mounted: mount -t tracefs nodev {1}; perfwatch --list-events lists the tracepoints there are)"
     )]
     NoTracepoint(String, String),
+    #[error("{0}")]
+    Modifier(String),
+    #[error("{0}")]
+    Format(#[from] FormatError),
 }
 
-/// Resolve an event name: perf's hardware/software names, or `subsystem:tracepoint`.
-pub fn parse_event(name: &str) -> Result<EventSpec, EventError> {
-    let trimmed = name.trim();
-    let lower = trimmed.to_ascii_lowercase();
-    // perf accepts an empty modifier list suffix such as "cycles:u"; perfwatch does not
-    // implement modifiers, so only exact names are accepted.
-    if let Some((_, ty, cfg)) = NAMED.iter().find(|(n, _, _)| *n == lower) {
-        return Ok(EventSpec {
-            name: trimmed.to_string(),
-            type_: *ty,
-            config: *cfg as u64,
-        });
-    }
-    if let Some((sys_name, tp)) = trimmed.split_once(':') {
-        let valid = |s: &str| {
-            !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        };
-        if !valid(sys_name) || !valid(tp) {
-            return Err(EventError::Unknown(name.to_string()));
+/// Split an event list on the commas that are not inside a `/.../` term list.
+pub fn split_event_list(list: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut in_terms) = (0, false);
+    for (i, c) in list.char_indices() {
+        match c {
+            '/' => in_terms = !in_terms,
+            ',' if !in_terms => {
+                out.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
         }
-        for root in TRACEFS {
-            let path = format!("{root}/events/{sys_name}/{tp}/id");
-            if let Ok(s) = std::fs::read_to_string(&path) {
-                if let Ok(id) = s.trim().parse::<u64>() {
-                    return Ok(EventSpec {
-                        name: trimmed.to_string(),
-                        type_: sys::PERF_TYPE_TRACEPOINT,
-                        config: id,
-                    });
-                }
+    }
+    out.push(&list[start..]);
+    out
+}
+
+/// Resolve every `-e` argument (each a comma-separated list) into events, in order.
+pub fn parse_event_list<S: AsRef<str>>(args: &[S]) -> Result<Vec<EventSpec>, EventError> {
+    let mut out = Vec::new();
+    for a in args {
+        for name in split_event_list(a.as_ref()) {
+            if name.trim().is_empty() {
+                return Err(EventError::Unknown(a.as_ref().to_string()));
+            }
+            out.push(parse_event(name)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Apply `u`, `k`, `p` modifiers (perf's letters) to `spec`.
+fn apply_modifiers(spec: &mut EventSpec, mods: &str, whole: &str) -> Result<(), EventError> {
+    let (mut u, mut k, mut p) = (false, false, 0u8);
+    for c in mods.chars() {
+        match c {
+            'u' => u = true,
+            'k' => k = true,
+            'p' => p += 1,
+            _ => {
+                return Err(EventError::Modifier(format!(
+                    "modifier '{c}' in '{whole}' is not supported (perfwatch knows u, k, p, pp, ppp)"
+                )));
             }
         }
-        return Err(EventError::NoTracepoint(
-            trimmed.to_string(),
-            TRACEFS[0].to_string(),
-        ));
     }
-    Err(EventError::Unknown(name.to_string()))
+    if p > 3 {
+        return Err(EventError::Modifier(format!(
+            "'{whole}': at most ppp (precise_ip 3)"
+        )));
+    }
+    if p > 0 && !spec.is_hardware() {
+        return Err(EventError::Modifier(format!(
+            "'{whole}': :p asks the PMU for skid-free samples, which only hardware events (cycles, instructions, ...) have"
+        )));
+    }
+    if u && !k && spec.is_tracepoint() {
+        return Err(EventError::Modifier(format!(
+            "'{whole}': a tracepoint fires in the kernel, so with :u it would never sample"
+        )));
+    }
+    // perf's rule: the letters say what to count; both (or neither) count everything.
+    if u != k {
+        spec.exclude_kernel = u;
+        spec.exclude_user = k;
+    }
+    spec.precise = p;
+    if p > 0 {
+        spec.may_fall_back = false;
+    }
+    Ok(())
+}
+
+/// Apply `period=N` / `freq=HZ` terms (`EVENT/period=N/`).
+fn apply_terms(spec: &mut EventSpec, terms: &str, whole: &str) -> Result<(), EventError> {
+    for t in terms.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let bad = || {
+            EventError::Modifier(format!(
+                "term '{t}' in '{whole}' is not supported (perfwatch knows period=N and freq=HZ)"
+            ))
+        };
+        let (k, v) = t.split_once('=').ok_or_else(bad)?;
+        if !matches!(k.trim(), "period" | "freq") {
+            return Err(bad());
+        }
+        let n: u64 = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            EventError::Modifier(format!(
+                "'{t}' in '{whole}': the value must be a positive whole number"
+            ))
+        })?;
+        spec.sampling = Some(match k.trim() {
+            "period" => Sampling::Period(n),
+            "freq" if spec.is_tracepoint() => {
+                return Err(EventError::Modifier(format!(
+                    "'{whole}': a tracepoint has no sampling frequency; it samples every hit, or every Nth with period=N"
+                )));
+            }
+            "freq" => Sampling::Freq(n),
+            _ => return Err(bad()),
+        });
+    }
+    Ok(())
+}
+
+/// Read and parse the format of tracepoint `sys:tp`.
+fn tracepoint_format(name: &str, sys_name: &str, tp: &str) -> Result<Format, EventError> {
+    for root in TRACEFS {
+        if let Ok(text) = std::fs::read_to_string(format!("{root}/events/{sys_name}/{tp}/format")) {
+            return Ok(Format::parse(name, &text)?);
+        }
+    }
+    Err(EventError::NoTracepoint(
+        name.to_string(),
+        TRACEFS[0].to_string(),
+    ))
+}
+
+/// Resolve one event: perf's hardware/software names or `subsystem:tracepoint`, each with
+/// optional `/period=N/` or `/freq=HZ/` terms and `:u`, `:k`, `:p` modifiers
+/// (`cycles:u`, `cpu-clock/freq=4000/`, `sched:sched_switch:k`).
+pub fn parse_event(name: &str) -> Result<EventSpec, EventError> {
+    let whole = name.trim();
+    let unknown = || EventError::Unknown(whole.to_string());
+    // NAME/terms/mods or NAME:mods.
+    let (head, terms, tail) = match whole.split_once('/') {
+        Some((head, rest)) => {
+            let (terms, mods) = rest.split_once('/').ok_or_else(unknown)?;
+            (head, Some(terms), mods.strip_prefix(':').unwrap_or(mods))
+        }
+        None => (whole, None, ""),
+    };
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    let parts: Vec<&str> = head.split(':').collect();
+    let named = |n: &str| {
+        let lower = n.to_ascii_lowercase();
+        NAMED.iter().find(|(m, _, _)| *m == lower)
+    };
+    let (mut spec, mods) = match parts.as_slice() {
+        [n] | [n, _] if named(n).is_some() => {
+            let (canon, ty, cfg) = named(n).ok_or_else(unknown)?;
+            let mut spec = EventSpec::new(canon, *ty, *cfg as u64);
+            spec.may_fall_back =
+                *ty == sys::PERF_TYPE_HARDWARE && *cfg == sys::PERF_COUNT_HW_CPU_CYCLES;
+            (spec, parts.get(1).copied().unwrap_or(""))
+        }
+        [s, t] | [s, t, _] if valid(s) && valid(t) => {
+            let tp_name = format!("{s}:{t}");
+            let format = tracepoint_format(&tp_name, s, t)?;
+            let mut spec = EventSpec::new(&tp_name, sys::PERF_TYPE_TRACEPOINT, format.id);
+            spec.format = Some(format);
+            (spec, parts.get(2).copied().unwrap_or(""))
+        }
+        _ => return Err(unknown()),
+    };
+    if !mods.is_empty() && !tail.is_empty() {
+        return Err(unknown());
+    }
+    let mods = if mods.is_empty() { tail } else { mods };
+    if let Some(terms) = terms {
+        apply_terms(&mut spec, terms, whole)?;
+    }
+    apply_modifiers(&mut spec, mods, whole)?;
+    if !mods.is_empty() {
+        spec.name = format!("{}:{mods}", spec.name);
+    }
+    Ok(spec)
 }
 
 /// How often samples are taken.
@@ -259,6 +537,37 @@ pub struct AttrOptions {
     /// Ask for PERF_FORMAT_LOST (Linux 6.0+), so that `read()` tells how many records the
     /// kernel dropped for this event, including those no LOST record has reported yet.
     pub read_lost: bool,
+    /// The clock of the records' times (`-k`; CLOCK_MONOTONIC by default).
+    pub clockid: libc::clockid_t,
+}
+
+/// The fixed sampling period of an event, or None when the kernel adjusts it (`-F`):
+/// `dummy` 1; a tracepoint every hit, or every Nth with `-c N` / `period=N`; another event
+/// its `-c N` / `period=N`.
+pub fn fixed_period(spec: &EventSpec, global: Sampling) -> Option<u64> {
+    match spec.sampling.unwrap_or(global) {
+        _ if spec.is_dummy() => Some(1),
+        Sampling::Period(n) => Some(n),
+        // A frequency for a tracepoint was refused when the command line was read.
+        Sampling::Freq(_) if spec.is_tracepoint() => Some(1),
+        Sampling::Freq(_) => None,
+    }
+}
+
+/// The sample_type of an event: RAW for tracepoints, so that their fields come along, and
+/// PERIOD only when the period varies (`-F`). A fixed period needs no reporting, and
+/// asking for it would make the kernel sample software events and tracepoints on every
+/// hit whatever `sample_period` says (perf_swevent_event() takes PERIOD in sample_type as
+/// "report each hit with its count"), so `-c N` would be ignored; perf leaves it out too.
+pub fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
+    let mut st = DEFAULT_SAMPLE_TYPE;
+    if fixed_period(spec, global).is_some() {
+        st &= !SAMPLE_PERIOD;
+    }
+    if spec.is_tracepoint() {
+        st |= SAMPLE_RAW;
+    }
+    st
 }
 
 /// Build the perf_event_attr for `spec`.
@@ -269,25 +578,29 @@ pub fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
         config: spec.config,
         ..Default::default()
     };
-    a.sample_type = DEFAULT_SAMPLE_TYPE;
-    match o.sampling {
-        _ if spec.is_dummy() => a.sample_period = 1,
-        // Tracepoints: every hit, as perf does.
-        _ if spec.is_tracepoint() => a.sample_period = 1,
-        Sampling::Freq(hz) => {
+    a.sample_type = sample_type_of(spec, o.sampling);
+    match (
+        fixed_period(spec, o.sampling),
+        spec.sampling.unwrap_or(o.sampling),
+    ) {
+        (Some(n), _) => a.sample_period = n,
+        (None, Sampling::Freq(hz)) => {
             a.set_freq(1);
             a.sample_freq = hz;
         }
-        Sampling::Period(n) => a.sample_period = n,
+        (None, Sampling::Period(n)) => a.sample_period = n,
     }
     a.set_disabled(1);
     a.set_inherit(o.inherit as u64);
     a.set_enable_on_exec(o.enable_on_exec as u64);
-    a.set_exclude_kernel(o.exclude_kernel as u64);
-    a.set_exclude_hv(o.exclude_kernel as u64);
+    let exclude_kernel = o.exclude_kernel || spec.exclude_kernel;
+    a.set_exclude_kernel(exclude_kernel as u64);
+    a.set_exclude_hv(exclude_kernel as u64);
+    a.set_exclude_user(spec.exclude_user as u64);
+    a.set_precise_ip(spec.precise.min(3) as u64);
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
-    a.clockid = libc::CLOCK_MONOTONIC;
+    a.clockid = o.clockid;
     if o.read_lost {
         a.read_format = sys::PERF_FORMAT_LOST as u64;
     }
@@ -352,6 +665,7 @@ mod tests {
             exclude_kernel: false,
             wakeup_watermark: 4096,
             read_lost: true,
+            clockid: libc::CLOCK_MONOTONIC,
         };
         let a = build_attr(&EventSpec::cpu_clock(), &o);
         assert_eq!(a.sample_type, DEFAULT_SAMPLE_TYPE);

@@ -8,3 +8,4 @@ pub mod open;
 pub mod reader;
 pub mod record;
 pub mod ring;
+pub mod tracepoint;

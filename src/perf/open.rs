@@ -8,10 +8,11 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use perf_event_open_sys as pe;
 
 use super::cpus::CpuList;
-use super::events::{AttrOptions, EventSpec, Sampling, build_attr};
+use super::events::{AttrOptions, EventSpec, Sampling, build_attr, fixed_period, sample_type_of};
 use super::reader::CpuRing;
-use super::record::{DEFAULT_SAMPLE_TYPE, SampleLayout};
+use super::record::{DecodeError, EventDecoder, SampleLayout};
 use super::ring::{RingBuffer, page_size};
+use crate::event::EventDesc;
 
 /// Whose events to watch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +56,9 @@ impl Target {
 /// Everything needed to open the events.
 #[derive(Clone, Debug)]
 pub struct OpenConfig {
-    pub event: EventSpec,
+    /// The events, in `-e` order; the first one tracks (side-band records).
+    pub events: Vec<EventSpec>,
+    /// `-F`/`-c`, for the events without a sampling term of their own.
     pub sampling: Sampling,
     pub target: Target,
     /// CPUs to open on (already validated against the online list).
@@ -63,6 +66,63 @@ pub struct OpenConfig {
     /// Data pages per CPU ring (a power of two).
     pub mmap_pages: usize,
     pub context_switch: bool,
+    /// The clock of the records' times (`-k`).
+    pub clockid: libc::clockid_t,
+    /// `-G`: only tasks in this cgroup (a directory of the cgroup file system), per CPU.
+    pub cgroup: Option<std::path::PathBuf>,
+    /// Show tracepoints' `common_*` fields.
+    pub common_fields: bool,
+}
+
+/// Resolve `-G NAME` as perf does: an existing absolute path, or a path under the cgroup file
+/// system that has the perf_event controller (a v1 hierarchy mounted with `perf_event`, else
+/// the unified v2 hierarchy).
+pub fn resolve_cgroup(name: &str) -> Result<std::path::PathBuf, String> {
+    let bad = |why: String| format!("cgroup '{}': {why}", crate::text::escape(name.as_bytes()));
+    if name.trim().is_empty() {
+        return Err(bad("empty name".into()));
+    }
+    let path = std::path::Path::new(name);
+    if path.is_absolute() {
+        return if path.is_dir() {
+            Ok(path.to_path_buf())
+        } else {
+            Err(bad("no such directory".into()))
+        };
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+    let mut v1 = None;
+    let mut v2 = None;
+    for l in mounts.lines() {
+        let mut halves = l.splitn(2, " - ");
+        let (Some(left), Some(right)) = (halves.next(), halves.next()) else {
+            continue;
+        };
+        let Some(mnt) = left.split(' ').nth(4) else {
+            continue;
+        };
+        let mut r = right.split(' ');
+        let (fstype, superopts) = (r.next(), r.nth(1).unwrap_or(""));
+        match fstype {
+            Some("cgroup") if superopts.split(',').any(|o| o == "perf_event") => {
+                v1.get_or_insert(mnt.to_string());
+            }
+            Some("cgroup2") => {
+                v2.get_or_insert(mnt.to_string());
+            }
+            _ => {}
+        }
+    }
+    let root = v1.or(v2).ok_or_else(|| {
+        bad("no cgroup file system with the perf_event controller is mounted".into())
+    })?;
+    let full = std::path::Path::new(&root).join(name.trim_start_matches('/'));
+    if full.is_dir() {
+        Ok(full)
+    } else {
+        Err(bad(format!("no such cgroup under {root}")))
+    }
 }
 
 /// Why opening failed, for the caller to explain (and for tests to tell apart).
@@ -70,8 +130,24 @@ pub struct OpenConfig {
 pub enum OpenError {
     #[error("{0}")]
     Permission(PermissionHelp),
-    #[error("event '{event}' is not supported on this machine: {err}")]
+    #[error(
+        "event '{event}' is not supported on this machine ({}): no PMU here counts it (a VM often has none). Software events (cpu-clock, task-clock, page-faults, ...) work everywhere; perfwatch --list-events lists them",
+        errno_name(err)
+    )]
     NotSupported { event: String, err: io::Error },
+    #[error(
+        "event '{event}' asks for precise_ip {precise}, which this machine's PMU cannot do ({}); use fewer p's (or none)",
+        errno_name(err)
+    )]
+    Precise {
+        event: String,
+        precise: u8,
+        err: io::Error,
+    },
+    #[error(
+        "cannot open cgroup '{path}': {err} (-G takes a cgroup's path under the cgroup file system, e.g. -G system.slice/ssh.service)"
+    )]
+    Cgroup { path: String, err: io::Error },
     #[error("no such process: '{0}'")]
     NoSuchProcess(u32),
     #[error("CPU {0} is not online")]
@@ -164,10 +240,12 @@ pub fn is_privileged() -> bool {
 /// The opened events: one ring per CPU, and what was actually opened.
 pub struct Opened {
     pub rings: Vec<CpuRing>,
-    /// The event in use (differs from the requested one after a fallback).
-    pub event: EventSpec,
-    /// Set when the requested event was not supported and a software clock is used instead.
-    pub fallback: Option<Fallback>,
+    /// The events in use, in list order (differ from the requested ones after a fallback).
+    pub events: Vec<EventSpec>,
+    /// What their samples carry.
+    pub descs: Vec<&'static EventDesc>,
+    /// The `cycles` that were replaced by a software clock.
+    pub fallbacks: Vec<Fallback>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,7 +273,12 @@ fn unsupported_errno(e: &io::Error) -> bool {
     )
 }
 
-fn open_one(attr: &mut pe::bindings::perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+fn open_one(
+    attr: &mut pe::bindings::perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    flags: libc::c_ulong,
+) -> io::Result<OwnedFd> {
     let mut raised = false;
     loop {
         // SAFETY: attr is a valid, initialised perf_event_attr.
@@ -205,7 +288,7 @@ fn open_one(attr: &mut pe::bindings::perf_event_attr, pid: i32, cpu: i32) -> io:
                 pid,
                 cpu,
                 -1,
-                pe::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+                pe::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong | flags,
             )
         };
         if fd >= 0 {
@@ -274,19 +357,38 @@ fn raise_nofile() -> u64 {
     r.rlim_cur
 }
 
-/// Open the events of `cfg`: for each CPU, one fd per task (or one for the whole CPU), the
-/// first owning the ring, the others redirected into it.
+/// Open the events of `cfg`: for each CPU, one fd per (task, event) (or per event for the
+/// whole CPU or a cgroup), all writing into the CPU's one ring: the first fd owns the mapping,
+/// the others are redirected into it. The first event is the tracking event: only it asks for
+/// side-band records (task, comm, mmap, context switches), so they are never duplicated.
 pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
-    let tasks: Vec<i32> = match &cfg.target {
-        Target::System => vec![-1],
-        Target::Pids(pids) => {
+    if cfg.events.is_empty() {
+        return Err(OpenError::Other {
+            event: String::new(),
+            cpu: 0,
+            task: String::new(),
+            err: io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    // The cgroup's directory fd stands for the "pid" of a cgroup event (PERF_FLAG_PID_CGROUP).
+    let cgroup_dir = match &cfg.cgroup {
+        Some(path) => Some(std::fs::File::open(path).map_err(|err| OpenError::Cgroup {
+            path: path.display().to_string(),
+            err,
+        })?),
+        None => None,
+    };
+    let tasks: Vec<i32> = match (&cfg.target, &cgroup_dir) {
+        (Target::System, Some(dir)) => vec![dir.as_raw_fd()],
+        (Target::System, None) => vec![-1],
+        (Target::Pids(pids), _) => {
             let mut all = Vec::new();
             for &p in pids {
                 all.extend(threads_of(p)?.into_iter().map(|t| t as i32));
             }
             all
         }
-        Target::Tids(tids) => {
+        (Target::Tids(tids), _) => {
             for &t in tids {
                 if !std::path::Path::new(&format!("/proc/{t}")).exists() {
                     return Err(OpenError::NoSuchProcess(t));
@@ -294,19 +396,15 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
             }
             tids.iter().map(|&t| t as i32).collect()
         }
-        Target::Command { pid, .. } => vec![*pid as i32],
+        (Target::Command { pid, .. }, _) => vec![*pid as i32],
     };
-    let needed = tasks.len() * cfg.cpus.len();
-    let soft = {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit into a struct we own.
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-        r.rlim_cur
+    let flags = if cgroup_dir.is_some() {
+        pe::bindings::PERF_FLAG_PID_CGROUP as libc::c_ulong
+    } else {
+        0
     };
-    if needed as u64 + 64 > soft {
+    let needed = tasks.len() * cfg.cpus.len() * cfg.events.len();
+    if needed as u64 + 64 > current_nofile() {
         raise_nofile();
     }
 
@@ -326,90 +424,115 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
         // timeout.
         wakeup_watermark: (data_bytes / 4).clamp(1, u32::MAX as usize) as u32,
         read_lost: true,
+        clockid: cfg.clockid,
     };
     let mut read_lost = true;
 
-    let mut event = cfg.event.clone();
-    let mut fallback = None;
+    let mut events = cfg.events.clone();
+    // Whether an fd of each event is open yet: a fallback must replace an event everywhere.
+    let mut opened_any = vec![false; events.len()];
+    let mut fallbacks = Vec::new();
     let target_desc = cfg.target.describe(&cfg.cpus, false);
-    let mut rings = Vec::with_capacity(cfg.cpus.len());
+    struct CpuFds {
+        cpu: u32,
+        fds: Vec<OwnedFd>,
+        ring: RingBuffer,
+        ids: Vec<(u64, u16)>,
+    }
+    let mut per_cpu: Vec<CpuFds> = Vec::with_capacity(cfg.cpus.len());
     for &cpu in &cfg.cpus {
-        let mut fds: Vec<OwnedFd> = Vec::with_capacity(tasks.len());
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(tasks.len() * events.len());
+        let mut ids = Vec::with_capacity(tasks.len() * events.len());
         let mut ring: Option<RingBuffer> = None;
-        for &task in &tasks {
-            // Every fd gets side-band records: a task's fork/exit/exec/mmap is reported only
-            // to the events of its own context, so a thread without them would be blind.
-            let mut opts = AttrOptions {
-                read_lost,
-                ..base_opts
-            };
-            let res = loop {
-                let mut attr = build_attr(&event, &opts);
-                match open_one(&mut attr, task, cpu as i32) {
+        'task: for &task in &tasks {
+            for (i, event) in events.iter_mut().enumerate() {
+                // The first event of each task tracks: a task's fork/exit/exec/mmap is
+                // reported only to the events of its own context, so every task needs one.
+                let mut opts = AttrOptions {
+                    read_lost,
+                    side_band: i == 0,
+                    context_switch: i == 0 && cfg.context_switch,
+                    ..base_opts
+                };
+                let res = loop {
+                    let mut attr = build_attr(event, &opts);
+                    match open_one(&mut attr, task, cpu as i32, flags) {
+                        Err(e)
+                            if event.may_fall_back
+                                && !opened_any[i]
+                                && event.is_hardware()
+                                && unsupported_errno(&e) =>
+                        {
+                            let to = event.fallback(cfg.target.is_task());
+                            fallbacks.push(Fallback {
+                                requested: event.name.clone(),
+                                used: to.name.clone(),
+                                reason: errno_name(&e),
+                            });
+                            *event = to;
+                        }
+                        // Kernels before 6.0 do not know PERF_FORMAT_LOST.
+                        Err(e) if read_lost && e.raw_os_error() == Some(libc::EINVAL) => {
+                            read_lost = false;
+                            opts.read_lost = false;
+                        }
+                        other => break other,
+                    }
+                };
+                let fd = match res {
+                    Ok(fd) => fd,
+                    // A thread of a -p process that exited since we listed it.
                     Err(e)
-                        if fallback.is_none() && event.is_hardware() && unsupported_errno(&e) =>
+                        if e.raw_os_error() == Some(libc::ESRCH)
+                            && matches!(cfg.target, Target::Pids(_))
+                            && tasks.len() > 1 =>
                     {
-                        let to = if cfg.target.is_task() {
-                            EventSpec::task_clock()
-                        } else {
-                            EventSpec::cpu_clock()
-                        };
-                        fallback = Some(Fallback {
-                            requested: event.name.clone(),
-                            used: to.name.clone(),
-                            reason: errno_name(&e),
-                        });
-                        event = to;
+                        continue 'task;
                     }
-                    // Kernels before 6.0 do not know PERF_FORMAT_LOST.
-                    Err(e) if read_lost && e.raw_os_error() == Some(libc::EINVAL) => {
-                        read_lost = false;
-                        opts.read_lost = false;
-                    }
-                    other => break other,
-                }
-            };
-            let fd = match res {
-                Ok(fd) => fd,
-                // A thread of a -p process that exited since we listed it.
-                Err(e)
-                    if e.raw_os_error() == Some(libc::ESRCH)
-                        && matches!(cfg.target, Target::Pids(_))
-                        && tasks.len() > 1 =>
-                {
-                    continue;
-                }
-                Err(e) => {
-                    return Err(explain(
-                        e,
-                        &event,
-                        cpu,
-                        task,
-                        &cfg.target,
-                        &target_desc,
-                        paranoid,
-                        needed,
-                    ));
-                }
-            };
-            match &ring {
-                // The ring must be mapped before other events can be redirected into it
-                // (the kernel refuses SET_OUTPUT to an unmapped event with EINVAL).
-                None => ring = Some(map_ring(fd.as_fd(), cfg.mmap_pages)?),
-                Some(_) => {
-                    let first = fds.first().map(|f| f.as_raw_fd()).unwrap_or(-1);
-                    // SAFETY: both fds are perf events on the same CPU.
-                    if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), first) } != 0 {
-                        return Err(OpenError::Other {
-                            event: event.name.clone(),
+                    Err(e) => {
+                        return Err(explain(
+                            e,
+                            event,
                             cpu,
-                            task: format!(" (redirecting thread {task})"),
-                            err: io::Error::last_os_error(),
-                        });
+                            task,
+                            &cfg.target,
+                            &target_desc,
+                            paranoid,
+                            needed,
+                        ));
+                    }
+                };
+                opened_any[i] = true;
+                match &ring {
+                    // The ring must be mapped before other events can be redirected into it
+                    // (the kernel refuses SET_OUTPUT to an unmapped event with EINVAL).
+                    None => ring = Some(map_ring(fd.as_fd(), cfg.mmap_pages)?),
+                    Some(_) => {
+                        let first = fds.first().map(|f| f.as_raw_fd()).unwrap_or(-1);
+                        // SAFETY: both fds are perf events on the same CPU.
+                        if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), first) } != 0 {
+                            return Err(OpenError::Other {
+                                event: event.name.clone(),
+                                cpu,
+                                task: format!(" (redirecting it into the ring of CPU {cpu})"),
+                                err: io::Error::last_os_error(),
+                            });
+                        }
                     }
                 }
+                let mut id = 0u64;
+                // SAFETY: fd is a perf event; the kernel writes one u64.
+                if unsafe { pe::ioctls::ID(fd.as_raw_fd(), &mut id) } != 0 {
+                    return Err(OpenError::Other {
+                        event: event.name.clone(),
+                        cpu,
+                        task: " (reading its id)".into(),
+                        err: io::Error::last_os_error(),
+                    });
+                }
+                ids.push((id, i as u16));
+                fds.push(fd);
             }
-            fds.push(fd);
         }
         let Some(ring) = ring else {
             // Every thread exited while we were opening.
@@ -419,26 +542,70 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
             };
             return Err(OpenError::NoSuchProcess(pid));
         };
-        let layout =
-            SampleLayout::new(DEFAULT_SAMPLE_TYPE, true).map_err(|_| OpenError::Other {
-                event: event.name.clone(),
-                cpu,
+        per_cpu.push(CpuFds {
+            cpu,
+            fds,
+            ring,
+            ids,
+        });
+    }
+
+    let descs = describe(&events, cfg.common_fields);
+    let mut rings = Vec::with_capacity(per_cpu.len());
+    for c in per_cpu {
+        let layouts = events
+            .iter()
+            .zip(&descs)
+            .map(|(e, d)| {
+                let layout = SampleLayout::new(sample_type_of(e, cfg.sampling), true)?
+                    .with_fixed_period(fixed_period(e, cfg.sampling).unwrap_or(0));
+                Ok((layout, *d))
+            })
+            .collect::<Result<Vec<_>, DecodeError>>();
+        let decoder = layouts
+            .and_then(|l| EventDecoder::new(l, c.ids))
+            .map_err(|_| OpenError::Other {
+                event: events[0].name.clone(),
+                cpu: c.cpu,
                 task: String::new(),
                 err: io::Error::from_raw_os_error(libc::EINVAL),
             })?;
         rings.push(CpuRing {
-            cpu,
+            cpu: c.cpu,
             read_lost,
-            fds,
-            ring,
-            layout,
+            fds: c.fds,
+            ring: c.ring,
+            decoder,
+            clockid: cfg.clockid,
         });
     }
     Ok(Opened {
         rings,
-        event,
-        fallback,
+        events,
+        descs,
+        fallbacks,
     })
+}
+
+/// The descriptors samples carry, one per event, in list order.
+pub fn describe(events: &[EventSpec], common_fields: bool) -> Vec<&'static EventDesc> {
+    let several = events.len() > 1;
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            EventDesc {
+                index: i as u16,
+                name: EventDesc::leak_name(&e.name),
+                type_: e.type_,
+                config: e.config,
+                format: e.format.clone(),
+                show_name: several || e.is_tracepoint(),
+                show_common: common_fields,
+            }
+            .intern()
+        })
+        .collect()
 }
 
 fn map_ring(fd: std::os::fd::BorrowedFd<'_>, pages: usize) -> Result<RingBuffer, OpenError> {
@@ -516,6 +683,11 @@ fn explain(
                 soft: r.rlim_cur,
             }
         }
+        Some(libc::EOPNOTSUPP | libc::EINVAL) if event.precise > 0 => OpenError::Precise {
+            event: event.name.clone(),
+            precise: event.precise,
+            err,
+        },
         Some(libc::ENODEV) if !event.is_hardware() => OpenError::CpuOffline(cpu),
         _ if unsupported_errno(&err) => OpenError::NotSupported {
             event: event.name.clone(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{SendTimeoutError, Sender};
 
-use super::record::{DecodeError, SampleLayout, decode};
+use super::record::{DecodeError, EventDecoder};
 use super::ring::RingBuffer;
 use crate::event::{Event, EventKind, RecordType};
 use crate::stats::CpuStats;
@@ -72,7 +72,10 @@ pub struct CpuRing {
     pub read_lost: bool,
     pub fds: Vec<OwnedFd>,
     pub ring: RingBuffer,
-    pub layout: SampleLayout,
+    /// Finds each record's event and layout (several events share the ring).
+    pub decoder: EventDecoder,
+    /// The clock the records are stamped with (`-k`); [`Batch::now`] is read from it.
+    pub clockid: libc::clockid_t,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the events are stamped with (`use_clockid`).
@@ -139,10 +142,10 @@ pub fn drain_ring(
     stats: &CpuStats,
 ) -> bool {
     let mut local = LocalCounts::default();
-    let (layout, cpu) = (ring.layout, ring.cpu);
+    let (decoder, cpu) = (&ring.decoder, ring.cpu);
     let out = ring
         .ring
-        .read(scratch, |rec| match decode(rec, &layout, cpu) {
+        .read(scratch, |rec| match decoder.decode(rec, cpu) {
             Ok(e) => {
                 local.count(&e);
                 events.push(e);
@@ -240,7 +243,7 @@ fn run(
     loop {
         // Decide before draining, so that the last drain sees everything written before stop.
         let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
-        let now = monotonic_ns();
+        let now = clock_ns(ring.clockid);
         let mut events = Vec::with_capacity(capacity);
         maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
         crate::debug_panic_point("reader");

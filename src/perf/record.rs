@@ -7,7 +7,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use crate::event::{Event, EventKind, Mmap2Extra, MmapRecord, TaskRecord};
+use crate::event::{Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord, UNNAMED};
 use crate::text::until_nul;
 
 pub const HEADER_SIZE: usize = 8;
@@ -39,6 +39,7 @@ pub const SAMPLE_STREAM_ID: u64 = sys::PERF_SAMPLE_STREAM_ID as u64;
 pub const SAMPLE_CPU: u64 = sys::PERF_SAMPLE_CPU as u64;
 pub const SAMPLE_PERIOD: u64 = sys::PERF_SAMPLE_PERIOD as u64;
 pub const SAMPLE_IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
+pub const SAMPLE_RAW: u64 = sys::PERF_SAMPLE_RAW as u64;
 
 /// The sample_type perfwatch asks for: enough for the `sample_*` fields of every record.
 pub const DEFAULT_SAMPLE_TYPE: u64 =
@@ -54,7 +55,8 @@ const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_ID
     | SAMPLE_STREAM_ID
     | SAMPLE_CPU
-    | SAMPLE_PERIOD;
+    | SAMPLE_PERIOD
+    | SAMPLE_RAW;
 
 /// Where the fields are, for one `sample_type`: computed once, used for every record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +71,8 @@ pub struct SampleLayout {
     tr_time: Option<usize>,
     tr_id: Option<usize>,
     tr_cpu: Option<usize>,
+    /// The period samples report when the layout has no PERIOD (a fixed `sample_period`).
+    fixed_period: u64,
 }
 
 impl SampleLayout {
@@ -101,7 +105,17 @@ impl SampleLayout {
             tr_time,
             tr_id: ident.or(id),
             tr_cpu,
+            fixed_period: 0,
         })
+    }
+
+    /// The period to report for samples of an event with a fixed `sample_period`, which
+    /// does not ask the kernel for PERIOD.
+    pub fn with_fixed_period(self, period: u64) -> SampleLayout {
+        SampleLayout {
+            fixed_period: period,
+            ..self
+        }
     }
 
     pub fn sample_type(&self) -> u64 {
@@ -168,9 +182,109 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// Which event each record of a ring belongs to, and so how to lay it out: several events
+/// write into one ring (PERF_EVENT_IOC_SET_OUTPUT), each with its own `sample_type` (RAW for
+/// tracepoints only), told apart by PERF_SAMPLE_IDENTIFIER, which sits at a fixed place in
+/// every record whatever the rest of the layout: first after the header in a sample, last in
+/// the sample_id trailer of the others.
+#[derive(Clone, Debug)]
+pub struct EventDecoder {
+    /// By event index: the layout and the descriptor samples carry.
+    events: Vec<(SampleLayout, &'static EventDesc)>,
+    /// (kernel event id, event index), sorted by id. Inherited events report their parent's
+    /// id, so the ids of the fds perfwatch opened are all there is to know.
+    ids: Vec<(u64, u16)>,
+}
+
+impl EventDecoder {
+    /// One event: no lookup at all.
+    pub fn single(layout: SampleLayout, desc: &'static EventDesc) -> EventDecoder {
+        EventDecoder {
+            events: vec![(layout, desc)],
+            ids: Vec::new(),
+        }
+    }
+
+    /// Several events, each with its layout, and the ids of the fds opened for them. With
+    /// more than one event, every layout must carry PERF_SAMPLE_IDENTIFIER and the same
+    /// trailer.
+    pub fn new(
+        events: Vec<(SampleLayout, &'static EventDesc)>,
+        mut ids: Vec<(u64, u16)>,
+    ) -> Result<EventDecoder, DecodeError> {
+        let Some((first, _)) = events.first() else {
+            return Err(DecodeError::UnsupportedSampleType(0));
+        };
+        if events.len() > 1 {
+            for (l, _) in &events {
+                if !l.has(SAMPLE_IDENTIFIER)
+                    || l.trailer_len != first.trailer_len
+                    || l.sample_id_all != first.sample_id_all
+                {
+                    return Err(DecodeError::UnsupportedSampleType(l.sample_type));
+                }
+            }
+        }
+        ids.sort_unstable();
+        ids.retain(|&(_, i)| (i as usize) < events.len());
+        Ok(EventDecoder { events, ids })
+    }
+
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// The event index of a kernel event id; the first event (which writes the side-band
+    /// records) for an id perfwatch did not open.
+    #[inline]
+    fn index(&self, id: u64) -> usize {
+        if self.ids.len() <= 8 {
+            self.ids
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map_or(0, |&(_, e)| e as usize)
+        } else {
+            self.ids
+                .binary_search_by_key(&id, |&(i, _)| i)
+                .map_or(0, |k| self.ids[k].1 as usize)
+        }
+    }
+
+    /// Decode one whole record (header included) with its event's layout.
+    #[inline]
+    pub fn decode(&self, rec: &[u8], ring_cpu: u32) -> Result<Event, DecodeError> {
+        let (layout, desc) = if self.events.len() == 1 {
+            self.events[0]
+        } else {
+            let id = match Header::parse(rec) {
+                Some(h) if h.ty == RECORD_SAMPLE => u64_at(rec, HEADER_SIZE),
+                Some(_) => rec.len().checked_sub(8).and_then(|at| u64_at(rec, at)),
+                None => None,
+            };
+            self.events[id.map_or(0, |id| self.index(id))]
+        };
+        decode_with(rec, &layout, desc, ring_cpu)
+    }
+}
+
 /// Decode one whole record (header included). `ring_cpu` is used when the record carries no
 /// CPU of its own.
 pub fn decode(rec: &[u8], layout: &SampleLayout, ring_cpu: u32) -> Result<Event, DecodeError> {
+    decode_with(rec, layout, &UNNAMED, ring_cpu)
+}
+
+/// As [`decode`], for a record of the event `desc`.
+pub fn decode_with(
+    rec: &[u8],
+    layout: &SampleLayout,
+    desc: &'static EventDesc,
+    ring_cpu: u32,
+) -> Result<Event, DecodeError> {
     let h = Header::parse(rec).ok_or(DecodeError::TooShort(rec.len()))?;
     let truncated = DecodeError::Truncated {
         ty: h.ty,
@@ -186,7 +300,7 @@ pub fn decode(rec: &[u8], layout: &SampleLayout, ring_cpu: u32) -> Result<Event,
     };
 
     if h.ty == RECORD_SAMPLE {
-        decode_sample(rec, h, layout, &mut ev).ok_or(truncated)?;
+        decode_sample(rec, h, layout, desc, &mut ev).ok_or(truncated)?;
         return Ok(ev);
     }
 
@@ -217,7 +331,13 @@ pub fn decode(rec: &[u8], layout: &SampleLayout, ring_cpu: u32) -> Result<Event,
     Ok(ev)
 }
 
-fn decode_sample(rec: &[u8], h: Header, l: &SampleLayout, ev: &mut Event) -> Option<()> {
+fn decode_sample(
+    rec: &[u8],
+    h: Header,
+    l: &SampleLayout,
+    desc: &'static EventDesc,
+    ev: &mut Event,
+) -> Option<()> {
     let mut at = HEADER_SIZE;
     let mut next = || {
         let v = u64_at(rec, at);
@@ -255,14 +375,22 @@ fn decode_sample(rec: &[u8], h: Header, l: &SampleLayout, ev: &mut Event) -> Opt
     if l.has(SAMPLE_CPU) {
         ev.cpu = next()? as u32;
     }
-    let mut period = 0;
+    let mut period = l.fixed_period;
     if l.has(SAMPLE_PERIOD) {
         period = next()?;
+    }
+    // READ and CALLCHAIN would come here; the layout refuses them.
+    let mut raw = None;
+    if l.has(SAMPLE_RAW) {
+        let size = u32_at(rec, at)? as usize;
+        raw = Some(rec.get(at + 4..(at + 4).checked_add(size)?)?.into());
     }
     ev.kind = EventKind::Sample {
         ip,
         period,
         misc: h.misc,
+        event: desc,
+        raw,
     };
     Some(())
 }
@@ -492,7 +620,30 @@ pub mod craft {
             .finish(layout, ids)
     }
 
-    /// A sample laid out for `layout` (which must be the default sample type).
+    /// A sample laid out for `layout`, with `raw` as its PERF_SAMPLE_RAW data when the
+    /// layout has RAW (the kernel pads it so that the record ends 8-byte aligned).
+    pub fn sample_raw(
+        layout: &SampleLayout,
+        ids: Ids,
+        ip: u64,
+        period: u64,
+        raw: &[u8],
+    ) -> Vec<u8> {
+        let mut rec = sample(layout, ids, ip, period);
+        if layout.sample_type & SAMPLE_RAW != 0 {
+            let mut body = raw.to_vec();
+            while (body.len() + 4) % 8 != 0 {
+                body.push(0);
+            }
+            rec.extend_from_slice(&(body.len() as u32).to_ne_bytes());
+            rec.extend_from_slice(&body);
+            let size = rec.len() as u16;
+            rec[6..8].copy_from_slice(&size.to_ne_bytes());
+        }
+        rec
+    }
+
+    /// A sample laid out for `layout` (without RAW data).
     pub fn sample(layout: &SampleLayout, ids: Ids, ip: u64, period: u64) -> Vec<u8> {
         let st = layout.sample_type;
         let mut b = RecordBuilder::new(RECORD_SAMPLE, 1);
@@ -714,14 +865,7 @@ mod tests {
             (e.cpu, e.pid, e.tid, e.time, e.id),
             (1, 100, 101, 5_000, 42)
         );
-        assert_eq!(
-            e.kind,
-            EventKind::Sample {
-                ip: 0xffff_ffff_8100_0000,
-                period: 250_000,
-                misc: 1
-            }
-        );
+        assert_eq!(e.kind, EventKind::sample(0xffff_ffff_8100_0000, 250_000, 1));
     }
 
     #[test]
@@ -795,5 +939,92 @@ mod tests {
             panic!()
         };
         assert_eq!(&*comm, b"abcdefgh");
+    }
+
+    fn tp_desc(index: u16) -> &'static EventDesc {
+        use crate::perf::tracepoint::{Format, craft::SCHED_SWITCH};
+        EventDesc {
+            index,
+            name: "sched:sched_switch",
+            type_: sys::PERF_TYPE_TRACEPOINT,
+            config: 372,
+            format: Some(Format::parse("sched:sched_switch", SCHED_SWITCH).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern()
+    }
+
+    #[test]
+    fn several_events_in_one_ring_are_told_apart_by_identifier() {
+        use crate::perf::tracepoint::craft::sched_switch;
+        let clock = EventDesc {
+            index: 0,
+            name: "cpu-clock",
+            type_: sys::PERF_TYPE_SOFTWARE,
+            config: 0,
+            format: None,
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        let tp = tp_desc(1);
+        let l0 = SampleLayout::default();
+        let l1 = SampleLayout::new(DEFAULT_SAMPLE_TYPE | SAMPLE_RAW, true).unwrap();
+        let d =
+            EventDecoder::new(vec![(l0, clock), (l1, tp)], vec![(900, 1), (7, 0), (8, 1)]).unwrap();
+        let with_id = |id| Ids { id, ..ids() };
+        let raw = sched_switch(b"bash", 42, 1, b"swapper/0", 0);
+        let e = d
+            .decode(&sample_raw(&l1, with_id(900), 0xffff, 1, &raw), 0)
+            .unwrap();
+        assert_eq!(e.event_name(), Some("sched:sched_switch"));
+        assert_eq!(
+            e.to_string(),
+            "cpu: 1, pid: 100, tid: 101 { type: sample, event: sched:sched_switch, ip: 0xffff, period: 1, prev_comm: bash, prev_pid: 42, prev_prio: 120, prev_state: 1, next_comm: swapper/0, next_pid: 0, next_prio: 120 }"
+        );
+        assert_eq!(
+            e.field("next_comm"),
+            Some(crate::perf::tracepoint::Value::Str(b"swapper/0"))
+        );
+        assert_eq!(e.fields(true).count(), 11);
+        let e = d.decode(&sample(&l0, with_id(7), 0x10, 5), 0).unwrap();
+        assert_eq!(e.event_name(), Some("cpu-clock"));
+        assert_eq!(e.fields(true).count(), 0);
+        // Side-band records of either event decode with the shared trailer.
+        let e = d.decode(&fork(&l0, with_id(8), 5, 4, 3), 0).unwrap();
+        assert_eq!((e.id, e.event_name()), (8, None));
+        // An id perfwatch did not open: the first event's layout.
+        let e = d.decode(&sample(&l0, with_id(12345), 0x10, 5), 0).unwrap();
+        assert_eq!(e.event_name(), Some("cpu-clock"));
+        // Many ids: the binary search agrees with the linear one.
+        let many: Vec<(u64, u16)> = (0..100u64)
+            .map(|i| (1000 + i * 3, (i % 2) as u16))
+            .collect();
+        let d = EventDecoder::new(vec![(l0, clock), (l1, tp)], many).unwrap();
+        let e = d
+            .decode(&sample_raw(&l1, with_id(1003), 0xffff, 1, &raw), 0)
+            .unwrap();
+        assert_eq!(e.event_name(), Some("sched:sched_switch"));
+        // Layouts whose trailers differ cannot share a ring.
+        let bad = SampleLayout::new(SAMPLE_IDENTIFIER | SAMPLE_TID, true).unwrap();
+        assert!(EventDecoder::new(vec![(l0, clock), (bad, tp)], vec![]).is_err());
+    }
+
+    #[test]
+    fn raw_that_overruns_the_record_is_an_error() {
+        let l = SampleLayout::new(DEFAULT_SAMPLE_TYPE | SAMPLE_RAW, true).unwrap();
+        let mut rec = sample_raw(&l, ids(), 1, 1, &[1, 2, 3, 4]);
+        assert!(decode(&rec, &l, 0).is_ok());
+        let at = rec.len() - 8;
+        rec[at..at + 4].copy_from_slice(&100u32.to_ne_bytes());
+        assert!(matches!(
+            decode(&rec, &l, 0),
+            Err(DecodeError::Truncated { .. })
+        ));
+        let rec = sample_raw(&l, ids(), 1, 1, &[9; 20]);
+        for n in 8..rec.len() {
+            assert!(decode(&rec[..n], &l, 0).is_err(), "cut at {n}");
+        }
     }
 }

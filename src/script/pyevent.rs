@@ -18,6 +18,8 @@ pub enum Value {
     UInt(u64),
     Bool(bool),
     Str(String),
+    List(Vec<i128>),
+    Null,
 }
 
 impl<'py> IntoPyObject<'py> for Value {
@@ -31,6 +33,10 @@ impl<'py> IntoPyObject<'py> for Value {
             Value::UInt(v) => v.into_pyobject(py)?.into_any(),
             Value::Bool(v) => v.into_pyobject(py)?.to_owned().into_any(),
             Value::Str(v) => v.into_pyobject(py)?.into_any(),
+            Value::List(v) => pyo3::types::PyList::new(py, v)
+                .map(|l| l.into_any())
+                .unwrap_or_else(|_| py.None().into_bound(py)),
+            Value::Null => py.None().into_bound(py),
         })
     }
 }
@@ -115,7 +121,20 @@ pub fn member(ev: &Event, name: &str) -> Option<Value> {
         (EventKind::Switch { next_prev, .. }, "next_prev_tid") => {
             Int(next_prev.map_or(-1, |(_, t)| t as i32 as i64))
         }
-        _ => return None,
+        _ => return field(ev, name),
+    })
+}
+
+/// A tracepoint field of a sample, as a Python value: int, str (undecodable bytes as
+/// U+FFFD), a list of ints for arrays, None for a field the record does not hold.
+pub fn field(ev: &Event, name: &str) -> Option<Value> {
+    use crate::perf::tracepoint::Value as F;
+    Some(match ev.field(name)? {
+        F::Int(v) => Value::Int(v),
+        F::UInt(v) | F::Hex(v) => Value::UInt(v),
+        F::Str(s) => text(s),
+        v @ F::Array { .. } => Value::List(v.elements().collect()),
+        F::Missing => Value::Null,
     })
 }
 
@@ -163,6 +182,12 @@ impl PyEvent {
             _ => 0,
         }
     }
+    /// The name of the sample's event (`"cpu-clock"`, `"sched:sched_switch"`); None for
+    /// records that are not samples.
+    #[getter]
+    fn name(&self) -> Option<&'static str> {
+        self.ev.event_name()
+    }
     /// The sample's instruction pointer; 0 for records that are not samples.
     #[getter]
     fn sample_ip(&self) -> u64 {
@@ -193,9 +218,15 @@ impl PyEvent {
         d.set_item("sample_id", self.sample_id())?;
         d.set_item("sample_period", self.sample_period())?;
         d.set_item("sample_ip", self.sample_ip())?;
+        d.set_item("name", self.name())?;
         for name in member_names(&self.ev.kind) {
             if let Some(v) = member(&self.ev, name) {
                 d.set_item(*name, v)?;
+            }
+        }
+        for (f, _) in self.ev.fields(false) {
+            if let Some(v) = field(&self.ev, &f.name) {
+                d.set_item(&*f.name, v)?;
             }
         }
         Ok(d)

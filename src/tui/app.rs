@@ -71,6 +71,17 @@ pub struct AppConfig {
     pub history: usize,
     /// CLOCK_MONOTONIC ns when monitoring started.
     pub start_ns: u64,
+    /// The events being watched (for the filter's tracepoint field names).
+    pub events: Vec<&'static crate::event::EventDesc>,
+}
+
+impl AppConfig {
+    /// Whether `name` is a field of one of the tracepoints being watched.
+    pub fn has_field(&self, name: &str) -> bool {
+        self.events
+            .iter()
+            .any(|d| d.format.as_ref().is_some_and(|f| f.field(name).is_some()))
+    }
 }
 
 impl AppConfig {
@@ -94,6 +105,99 @@ impl AppConfig {
             cpus: info.cpus.clone(),
             history,
             start_ns,
+            events: info.descs.clone(),
+        }
+    }
+}
+
+/// Instructions per cycle from the two counts (or rates) of the same span: None when no
+/// cycle was counted (or a figure is not a number), so that an idle CPU shows nothing rather
+/// than a division by zero.
+pub fn ipc(instructions: f64, cycles: f64) -> Option<f64> {
+    (cycles > 0.0 && instructions.is_finite() && cycles.is_finite() && instructions >= 0.0)
+        .then(|| instructions / cycles)
+}
+
+/// The rate unit of one event of the list: a software clock's utilisation, otherwise the
+/// sum of sample periods per second (a tracepoint's hits per second).
+fn unit_of(d: &crate::event::EventDesc) -> RateUnit {
+    use perf_event_open_sys::bindings as sys;
+    let clock = d.type_ == sys::PERF_TYPE_SOFTWARE
+        && (d.config == sys::PERF_COUNT_SW_CPU_CLOCK as u64
+            || d.config == sys::PERF_COUNT_SW_TASK_CLOCK as u64);
+    if clock {
+        RateUnit::Utilisation
+    } else {
+        RateUnit::Events
+    }
+}
+
+fn is_dummy(d: &crate::event::EventDesc) -> bool {
+    use perf_event_open_sys::bindings as sys;
+    d.type_ == sys::PERF_TYPE_SOFTWARE && d.config == sys::PERF_COUNT_SW_DUMMY as u64
+}
+
+fn is_hw(d: &crate::event::EventDesc, config: u32) -> bool {
+    use perf_event_open_sys::bindings as sys;
+    d.type_ == sys::PERF_TYPE_HARDWARE && d.config == config as u64
+}
+
+/// Per-CPU rates of the events besides the main one (`-e a,b,...`), and the IPC pair.
+#[derive(Debug, Default)]
+pub struct EventRates {
+    /// The main event's index in the list: its samples feed [`App::rates`].
+    pub main: Option<u16>,
+    /// The other sampling events, each with its rates.
+    pub others: Vec<(&'static crate::event::EventDesc, Rates)>,
+    /// Indexes of `cycles` and `instructions` when both are open: (cycles, instructions).
+    ipc_pair: Option<(u16, u16)>,
+}
+
+impl EventRates {
+    fn new(cfg: &AppConfig) -> EventRates {
+        let main = cfg.events.iter().find(|d| !is_dummy(d)).map(|d| d.index);
+        let others = if cfg.events.len() > 1 {
+            cfg.events
+                .iter()
+                .filter(|d| Some(d.index) != main && !is_dummy(d))
+                .map(|d| (*d, Rates::new(unit_of(d), &cfg.cpus, cfg.start_ns)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        use perf_event_open_sys::bindings as sys;
+        let find = |c: u32| cfg.events.iter().find(|d| is_hw(d, c)).map(|d| d.index);
+        let ipc_pair =
+            find(sys::PERF_COUNT_HW_CPU_CYCLES).zip(find(sys::PERF_COUNT_HW_INSTRUCTIONS));
+        EventRates {
+            main,
+            others,
+            ipc_pair,
+        }
+    }
+
+    /// True when `ev` is a sample of an event other than the main one (with several events
+    /// open), which must not count in the main rates.
+    #[inline]
+    fn account(&mut self, ev: &Event) -> bool {
+        if self.others.is_empty() {
+            return false;
+        }
+        let Some(d) = ev.event_desc() else {
+            return false;
+        };
+        if Some(d.index) == self.main {
+            return false;
+        }
+        if let Some((_, r)) = self.others.iter_mut().find(|(o, _)| o.index == d.index) {
+            r.account(ev);
+        }
+        true
+    }
+
+    fn close(&mut self, now: u64) {
+        for (_, r) in &mut self.others {
+            r.close(now);
         }
     }
 }
@@ -408,6 +512,8 @@ pub struct FilterEdit {
 /// The whole state of the TUI.
 pub struct App {
     pub cfg: AppConfig,
+    /// Rates of the other events of the list, and the IPC pair.
+    pub event_rates: EventRates,
     reorder: Reorder,
     scratch: Vec<Event>,
     pub rates: Rates,
@@ -455,6 +561,7 @@ impl App {
             reorder: Reorder::new(&cfg.cpus, REORDER_MAX),
             scratch: Vec::new(),
             rates: Rates::new(cfg.unit, &cfg.cpus, cfg.start_ns),
+            event_rates: EventRates::new(&cfg),
             tasks: TaskTable::default(),
             task_rows: VecDeque::new(),
             top_acc: FxHashMap::default(),
@@ -561,7 +668,9 @@ impl App {
 
     #[inline]
     fn account(&mut self, ev: &Event) {
-        self.rates.account(ev);
+        if !self.event_rates.account(ev) {
+            self.rates.account(ev);
+        }
         if matches!(ev.kind, EventKind::Sample { .. }) {
             *self.top_acc.entry(ev.pid).or_insert(0) += 1;
         }
@@ -710,6 +819,32 @@ impl App {
     }
 
     /// The top tasks of the last second: (pid, samples), most first, and all samples.
+    /// The rates of the event with list index `index` (the main one or another).
+    pub fn rates_of(&self, index: u16) -> Option<&Rates> {
+        if Some(index) == self.event_rates.main {
+            return Some(&self.rates);
+        }
+        self.event_rates
+            .others
+            .iter()
+            .find(|(d, _)| d.index == index)
+            .map(|(_, r)| r)
+    }
+
+    /// Instructions per cycle of CPU row `i` (the all-CPU row is `cpus.len()`) over the
+    /// latest final second, when both cycles and instructions are open.
+    pub fn ipc(&self, i: usize) -> Option<f64> {
+        let (c, n) = self.event_rates.ipc_pair?;
+        let cycles = self.rates_of(c)?.latest(i)?;
+        let instructions = self.rates_of(n)?.latest(i)?;
+        ipc(instructions, cycles)
+    }
+
+    /// Whether the per-CPU pane has an IPC column.
+    pub fn has_ipc(&self) -> bool {
+        self.event_rates.ipc_pair.is_some()
+    }
+
     pub fn top(&self) -> (&[(u32, u64)], u64) {
         (&self.top, self.top_total)
     }
@@ -718,6 +853,7 @@ impl App {
     /// list, forgets old exited tasks.
     pub fn on_tick(&mut self, now: u64) {
         self.now_ns = now;
+        self.event_rates.close(now);
         if self.rates.close(now) > 0 {
             if !self.paused {
                 self.top.clear();
@@ -876,7 +1012,9 @@ impl App {
         // Live preview: a valid expression applies at once; an invalid one shows its error
         // and the view keeps the filter that was in force before editing.
         let (text, before) = (edit.text.clone(), edit.before.clone());
-        match Filter::parse(&text) {
+        let parsed = Filter::parse(&text)
+            .and_then(|f| f.check_fields(|n| self.cfg.has_field(n)).map(|()| f));
+        match parsed {
             Ok(f) => {
                 if let Some(e) = self.edit.as_mut() {
                     e.error = None;
@@ -966,7 +1104,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::TaskRecord;
+    use crate::event::{EventDesc, TaskRecord};
 
     const T0: u64 = 100 * NS;
 
@@ -979,6 +1117,7 @@ mod tests {
             cpus: vec![0, 1],
             history,
             start_ns: T0,
+            events: Vec::new(),
         }
     }
 
@@ -994,16 +1133,7 @@ mod tests {
     }
 
     fn sample(cpu: u32, pid: u32, time: u64, period: u64) -> Event {
-        ev(
-            cpu,
-            pid,
-            time,
-            EventKind::Sample {
-                ip: 1,
-                period,
-                misc: 0,
-            },
-        )
+        ev(cpu, pid, time, EventKind::sample(1, period, 0))
     }
 
     fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
@@ -1064,6 +1194,84 @@ mod tests {
         app.on_tick(T0 + 4 * NS + RATE_LAG_NS);
         assert_eq!(app.rates.latest(1), Some(1.0));
         assert_eq!(app.rates.latest(0), Some(0.0));
+    }
+
+    #[test]
+    fn ipc_maths() {
+        assert_eq!(ipc(3_000.0, 1_000.0), Some(3.0));
+        assert_eq!(ipc(500.0, 1_000.0), Some(0.5));
+        assert_eq!(ipc(0.0, 1_000.0), Some(0.0));
+        assert_eq!(ipc(1_000.0, 0.0), None, "no cycles: nothing to show");
+        assert_eq!(ipc(f64::NAN, 1.0), None);
+        assert_eq!(ipc(1.0, f64::INFINITY), None);
+        assert_eq!(ipc(-1.0, 1.0), None);
+    }
+
+    fn desc(index: u16, name: &'static str, type_: u32, config: u64) -> &'static EventDesc {
+        EventDesc {
+            index,
+            name,
+            type_,
+            config,
+            format: None,
+            show_name: true,
+            show_common: false,
+        }
+        .intern()
+    }
+
+    fn sample_of(d: &'static EventDesc, cpu: u32, time: u64, period: u64) -> Event {
+        ev(
+            cpu,
+            5,
+            time,
+            EventKind::Sample {
+                ip: 1,
+                period,
+                misc: 0,
+                event: d,
+                raw: None,
+            },
+        )
+    }
+
+    #[test]
+    fn each_event_has_its_rate_and_cycles_with_instructions_give_ipc() {
+        use perf_event_open_sys::bindings as sys;
+        let cycles = desc(0, "cycles", sys::PERF_TYPE_HARDWARE, 0);
+        let instructions = desc(1, "instructions", sys::PERF_TYPE_HARDWARE, 1);
+        let switch = desc(2, "sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 372);
+        let mut c = cfg(RateUnit::Events, 100);
+        c.events = vec![cycles, instructions, switch];
+        let mut app = App::new(c);
+        assert!(app.has_ipc());
+        // In the first whole second: cpu0 runs 2e9 cycles and 3e9 instructions (IPC 1.5),
+        // cpu1 1e9 cycles and 0.5e9 instructions (IPC 0.5); 7 switches on cpu1.
+        let t = T0 + NS;
+        let mut evs = Vec::new();
+        for k in 0..4 {
+            evs.push(sample_of(cycles, 0, t + k, 500_000_000));
+            evs.push(sample_of(instructions, 0, t + k, 750_000_000));
+            evs.push(sample_of(cycles, 1, t + k, 250_000_000));
+            evs.push(sample_of(instructions, 1, t + k, 125_000_000));
+        }
+        for k in 0..7 {
+            evs.push(sample_of(switch, 1, t + 10 + k, 1));
+        }
+        app.on_events(evs);
+        app.flush();
+        app.on_tick(T0 + 3 * NS);
+        assert_eq!(app.rates.latest(0), Some(2e9), "the main event is cycles");
+        assert_eq!(app.rates_of(1).and_then(|r| r.latest(0)), Some(3e9));
+        assert_eq!(app.rates_of(2).and_then(|r| r.latest(1)), Some(7.0));
+        assert_eq!(app.rates_of(2).and_then(|r| r.latest(0)), Some(0.0));
+        assert_eq!(app.ipc(0), Some(1.5));
+        assert_eq!(app.ipc(1), Some(0.5));
+        assert_eq!(app.ipc(2), Some(3.5e9 / 3e9), "all CPUs");
+        // No IPC without both.
+        let mut c = cfg(RateUnit::Events, 100);
+        c.events = vec![cycles, switch];
+        assert!(!App::new(c).has_ipc());
     }
 
     #[test]

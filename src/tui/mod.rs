@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod input;
+pub mod terminal;
 pub mod ui;
 
 use std::io::{self, Write};
@@ -31,7 +32,7 @@ use ratatui::backend::CrosstermBackend;
 use crate::filter::{Filter, proc_comms};
 use crate::monitor::Monitor;
 use crate::pane::PaneMsg;
-use crate::perf::reader::{Batch, monotonic_ns};
+use crate::perf::reader::{Batch, clock_ns};
 use crate::plain::StopReason;
 use crate::signals::StopSignals;
 use app::{App, AppConfig};
@@ -60,6 +61,7 @@ pub struct TerminalGuard {
 
 /// Put the terminal back as it was. Safe to call twice.
 pub fn restore_terminal() {
+    terminal::disarm();
     let _ = disable_raw_mode();
     let mut out = io::stdout();
     let _ = execute!(
@@ -73,15 +75,24 @@ pub fn restore_terminal() {
 
 impl TerminalGuard {
     pub fn enter() -> io::Result<TerminalGuard> {
-        enable_raw_mode()?;
+        // From here a fatal signal restores the terminal before it ends perfwatch.
+        terminal::arm();
         let guard = TerminalGuard { active: true };
+        TerminalGuard::reenter()?;
+        Ok(guard)
+    }
+
+    /// Raw mode, the alternate screen (cleared) and mouse capture: at start, and again after
+    /// a suspend.
+    pub fn reenter() -> io::Result<()> {
+        terminal::arm();
+        enable_raw_mode()?;
         execute!(
             io::stdout(),
             EnterAlternateScreen,
             EnableMouseCapture,
             crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
-        )?;
-        Ok(guard)
+        )
     }
 
     /// Restore now (and not again on drop).
@@ -123,6 +134,11 @@ impl Write for FrameWriter {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if terminal::dying() {
+            // A fatal signal restored the terminal: no frame goes over it.
+            self.buf.clear();
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
         let r = out.write_all(&self.buf).and_then(|()| out.flush());
         self.buf.clear();
@@ -208,7 +224,7 @@ pub fn run(
     signals: &StopSignals,
 ) -> anyhow::Result<StopReason> {
     // Started-at in the events' clock: the monitor started just before.
-    let start_ns = monotonic_ns()
+    let start_ns = clock_ns(mon.info.clockid)
         .saturating_sub(mon.started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
     let history = if opts.history == 0 {
         app::DEFAULT_HISTORY
@@ -222,6 +238,7 @@ pub fn run(
     }
 
     install_panic_hook();
+    let suspend = terminal::Suspend::install();
     let mut guard = TerminalGuard::enter()?;
     // Not `Terminal::clear`: it asks the terminal for the cursor position, and a terminal
     // that does not answer would stop perfwatch. The guard cleared the screen already.
@@ -236,6 +253,7 @@ pub fn run(
         &input_rx,
         opts.duration,
         signals,
+        &suspend,
     );
     drop(input);
     mon.request_stop();
@@ -262,6 +280,7 @@ fn event_loop(
     input_rx: &Receiver<TermEvent>,
     duration: Option<Duration>,
     signals: &StopSignals,
+    suspend: &terminal::Suspend,
 ) -> anyhow::Result<StopReason> {
     let ticker = tick(TICK);
     let no_panes = never();
@@ -269,7 +288,7 @@ fn event_loop(
     let no_input = never();
     let mut input_rx = input_rx;
     let start = Instant::now();
-    app.on_tick(monotonic_ns());
+    app.on_tick(clock_ns(mon.info.clockid));
     app.set_totals(mon.stats.snapshot());
     ui::render(term, app)?;
     // Something to show since the last frame: without it a tick redraws only when the
@@ -278,6 +297,7 @@ fn event_loop(
     let mut drawn_second = 0;
     loop {
         let mut redraw = false;
+        let mut suspend_key = false;
         select! {
             recv(rx) -> msg => match msg {
                 Ok(b) => {
@@ -293,6 +313,9 @@ fn event_loop(
             recv(input_rx) -> ev => match ev {
                 Ok(ev) => {
                     match ev {
+                        TermEvent::Key(k) if terminal::is_suspend_key(&k) => {
+                            suspend_key = k.kind != KeyEventKind::Release;
+                        }
                         TermEvent::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
                         TermEvent::Mouse(m) => app.on_mouse(m),
                         TermEvent::Resize(..) => term.autoresize()?,
@@ -313,7 +336,7 @@ fn event_loop(
                 Err(_) => pane_rx = &no_panes,
             },
             recv(ticker) -> _ => {
-                app.on_tick(monotonic_ns());
+                app.on_tick(clock_ns(mon.info.clockid));
                 app.set_totals(mon.stats.snapshot());
                 let second = start.elapsed().as_secs();
                 redraw = dirty || second != drawn_second;
@@ -326,6 +349,13 @@ fn event_loop(
         }
         if let Some(sig) = signals.pending() {
             return Ok(StopReason::Signal(sig));
+        }
+        if (suspend.take() || suspend_key) && suspend.suspend()? {
+            // Continued: the screen was cleared; draw every cell again, at the size the
+            // terminal has now.
+            term.autoresize()?;
+            term.swap_buffers();
+            redraw = true;
         }
         if mon.stats.failure().is_some() {
             return Ok(StopReason::ReaderFailed);

@@ -282,6 +282,12 @@ fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
         RateUnit::Events => format!("{} per second (last minute)", app.cfg.event),
         RateUnit::Records => "records per second (last minute)".to_string(),
     };
+    // With several events: a column per other event, and IPC with cycles and instructions.
+    let others = &app.event_rates.others;
+    let title = others
+        .iter()
+        .fold(title, |t, (d, _)| format!("{t} · {}", d.name))
+        + if app.has_ipc() { " · IPC" } else { "" };
     let block = pane_block(title, app.focus == Pane::Cpus);
     let inner = block.inner(area);
     f.render_widget(block, area);
@@ -331,7 +337,34 @@ fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
         } else {
             shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v))
         };
-        let cols = columns(row, &[7, 10, 22]);
+        let mut widths = vec![7, 10];
+        widths.extend(others.iter().map(|_| 10));
+        if app.has_ipc() {
+            widths.push(7);
+        }
+        widths.push(22);
+        let cols = columns(row, &widths);
+        let extra = others.len() + app.has_ipc() as usize;
+        for (k, (_, er)) in others.iter().enumerate() {
+            let v = er.latest(i).map(|v| match (er.unit(), is_total) {
+                (RateUnit::Utilisation, true) => v / n.max(1) as f64,
+                _ => v,
+            });
+            let text = v.map_or_else(|| "     …".to_string(), |v| rate_text(er.unit(), v));
+            f.render_widget(Paragraph::new(text), cols[2 + k]);
+        }
+        if app.has_ipc() {
+            let text = app
+                .ipc(i)
+                .map_or_else(|| "    …".to_string(), |v| format!("{v:5.2}"));
+            f.render_widget(Paragraph::new(text), cols[2 + others.len()]);
+        }
+        // The bar and the sparkline come after the extra columns.
+        let cols: Vec<Rect> = cols[..2]
+            .iter()
+            .chain(&cols[2 + extra..])
+            .copied()
+            .collect();
         let style = if is_total {
             Style::default().add_modifier(Modifier::BOLD)
         } else {
