@@ -43,3 +43,14 @@ pub fn debug_panic_point(point: &str) {
         panic!("PERFWATCH_DEBUG_PANIC={point}");
     }
 }
+
+/// A unit test that cannot run here says so where a plain `cargo test` shows it: libtest
+/// captures `eprintln!` (and shows it only for a failing test), so this writes to the real
+/// stderr, in one write, as the integration tests' `skip!` does.
+#[cfg(test)]
+pub(crate) fn skip_test(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("\nSKIPPED {test}: {why}\n").as_bytes());
+}

@@ -660,10 +660,8 @@ print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
 
     /// The address fields of each record type (`ptr`: the pointer of the tracepoint sample);
     /// everything else that is not text is a number or a boolean.
-    const ADDRESSES: &[(&str, &[&str])] = &[
-        ("sample", &["sample_ip", "ptr"]),
-        ("mmap", &["start"]),
-    ];
+    const ADDRESSES: &[(&str, &[&str])] =
+        &[("sample", &["sample_ip", "ptr"]), ("mmap", &["start"])];
     const OPTIONAL: &[&str] = &["ptr"];
     const TEXT: &[&str] = &["type", "comm", "filename", "event"];
 

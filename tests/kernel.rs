@@ -540,13 +540,9 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
 
 #[test]
 fn tracepoints_sample_every_hit() {
-    require_perf!();
     // tracefs is not mounted by default on this kind of machine; as root the test mounts it,
     // as `perf trace` users do, and the guard unmounts it again however the test ends.
-    let _tracefs = match common::tracefs() {
-        Ok(t) => t,
-        Err(why) => skip!("{why}"),
-    };
+    let _tracefs = require_tracefs!();
     if !std::path::Path::new(common::TRACEFS)
         .join("events/sched/sched_process_fork")
         .exists()

@@ -186,7 +186,30 @@ pub fn tracefs() -> Result<Tracefs, String> {
         users.1 = true;
     }
     users.0 += 1;
-    Ok(Tracefs(()))
+    let guard = Tracefs(());
+    if !std::path::Path::new(TRACEFS).join("events").is_dir() {
+        return Err(format!("tracefs at {TRACEFS} has no events directory"));
+    }
+    Ok(guard)
+}
+
+/// tracefs mounted for the calling test (see [`tracefs`]), or return from it: a failure under
+/// `CI=true`, else a visible skip. Needs perf events too, as [`require_perf!`].
+#[macro_export]
+macro_rules! require_tracefs {
+    () => {{
+        if let Some(why) = $crate::common::perf_refusal() {
+            $crate::common::refuse($crate::test_name!(), why);
+            return;
+        }
+        match $crate::common::tracefs() {
+            Ok(guard) => guard,
+            Err(why) => {
+                $crate::common::refuse($crate::test_name!(), &why);
+                return;
+            }
+        }
+    }};
 }
 
 impl Drop for Tracefs {
