@@ -32,7 +32,6 @@ use crate::output::StdoutQueue;
 use crate::perf::reader::{Batch, collect_last_batches};
 use crate::perf::tracepoint::Value;
 use crate::signals::StopSignals;
-use crate::text::escape;
 
 /// The line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,28 +60,6 @@ thread_local! {
     static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A JSON string literal of already-escaped (control-free) text.
-struct JsonStr<'a>(&'a str);
-
-impl std::fmt::Display for JsonStr<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("\"")?;
-        let mut rest = self.0;
-        while let Some(i) = rest.find(|c: char| c == '"' || c == '\\' || c.is_control()) {
-            f.write_str(&rest[..i])?;
-            let c = rest[i..].chars().next().unwrap_or(' ');
-            match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                c => write!(f, "\\u{:04x}", c as u32)?,
-            }
-            rest = &rest[i + c.len_utf8()..];
-        }
-        f.write_str(rest)?;
-        f.write_str("\"")
-    }
-}
-
 /// An address as `--json` writes it: a string, `"0x"` and lower-case hex (see the module
 /// documentation for why).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,153 +71,200 @@ impl std::fmt::Display for Address {
     }
 }
 
-/// CLOCK_MONOTONIC nanoseconds as seconds with nine decimals: the exact decimal text of the
-/// same instant.
-struct Seconds(u64);
-
-impl std::fmt::Display for Seconds {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}.{:09}",
-            self.0 / 1_000_000_000,
-            self.0 % 1_000_000_000
-        )
+/// Append `v` as a JSON address: `"0x..."`, lower-case hex, `"0x0"` for zero.
+pub fn push_address(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(b"\"0x");
+    let digits = (16 - v.leading_zeros() as usize / 4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
     }
+    out.push(b'"');
+}
+
+/// Append nanoseconds as seconds with nine decimals: the exact decimal text of the instant.
+fn push_seconds(out: &mut Vec<u8>, ns: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(ns / 1_000_000_000).as_bytes());
+    let mut frac = [b'0'; 10];
+    frac[0] = b'.';
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(ns % 1_000_000_000).as_bytes();
+    frac[10 - digits.len()..].copy_from_slice(digits);
+    out.extend_from_slice(&frac);
+}
+
+/// The members of one JSON line, appended to a buffer: `,"name":value`.
+struct Members<'a> {
+    out: &'a mut Vec<u8>,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl Members<'_> {
+    fn key(&mut self, name: &str) -> &mut Self {
+        self.out.extend_from_slice(b",\"");
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self
+    }
+    fn uint(&mut self, name: &str, v: u64) -> &mut Self {
+        self.key(name);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self
+    }
+    fn int(&mut self, name: &str, v: i64) -> &mut Self {
+        self.key(name);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self
+    }
+    fn boolean(&mut self, name: &str, v: bool) -> &mut Self {
+        self.key(name);
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        self
+    }
+    fn address(&mut self, name: &str, v: u64) -> &mut Self {
+        self.key(name);
+        push_address(self.out, v);
+        self
+    }
+    fn text(&mut self, name: &str, raw: &[u8]) -> &mut Self {
+        self.key(name);
+        json_text(raw, self.out, self.scratch);
+        self
+    }
+}
+
+thread_local! {
+    /// The line being formatted and a scratch buffer for escaped text, reused so that no
+    /// line allocates.
+    static JSON_LINE: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// One JSON object per line. Field names follow perf's Python binding; text from the
 /// monitored system carries the same escaping as `--plain` (so `jq -r` never prints raw
 /// control characters), inside a valid JSON string; addresses are hex strings (see the
-/// module documentation).
+/// module documentation). The line is built in a reused buffer and written at once.
 pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
-    write!(
-        out,
-        "{{\"type\":\"{}\",\"sample_cpu\":{},\"sample_pid\":{},\"sample_tid\":{},\"sample_time\":{},\"sample_time_s\":{},\"sample_id\":{}",
-        ev.record_type().name(),
-        ev.cpu,
-        ev.pid as i32,
-        ev.tid as i32,
-        ev.time,
-        Seconds(ev.time),
-        ev.id
-    )?;
+    JSON_LINE.with_borrow_mut(|(line, scratch)| {
+        line.clear();
+        json_line(line, scratch, ev);
+        out.write_all(line)
+    })
+}
+
+fn json_line(line: &mut Vec<u8>, scratch: &mut Vec<u8>, ev: &Event) {
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(ev.record_type().name().as_bytes());
+    line.push(b'"');
+    let mut m = Members { out: line, scratch };
+    m.uint("sample_cpu", ev.cpu as u64)
+        .int("sample_pid", ev.pid as i32 as i64)
+        .int("sample_tid", ev.tid as i32 as i64)
+        .uint("sample_time", ev.time)
+        .key("sample_time_s");
+    push_seconds(m.out, ev.time);
+    m.uint("sample_id", ev.id);
     match &ev.kind {
         EventKind::Sample { ip, period, .. } => {
-            write!(
-                out,
-                ",\"sample_ip\":{},\"sample_period\":{period}",
-                Address(*ip)
-            )?;
-            write_json_event(out, ev)?;
+            m.address("sample_ip", *ip).uint("sample_period", *period);
+            json_event_members(&mut m, ev);
         }
-        EventKind::Fork(t) | EventKind::Exit(t) => write!(
-            out,
-            ",\"pid\":{},\"ppid\":{},\"tid\":{},\"ptid\":{},\"time\":{}",
-            t.pid, t.ppid, t.tid, t.ptid, t.time
-        )?,
+        EventKind::Fork(t) | EventKind::Exit(t) => {
+            m.uint("pid", t.pid as u64)
+                .uint("ppid", t.ppid as u64)
+                .uint("tid", t.tid as u64)
+                .uint("ptid", t.ptid as u64)
+                .uint("time", t.time);
+        }
         EventKind::Comm {
             pid,
             tid,
             comm,
             exec,
-        } => write!(
-            out,
-            ",\"pid\":{pid},\"tid\":{tid},\"comm\":{},\"exec\":{exec}",
-            JsonStr(&escape(comm))
-        )?,
-        EventKind::Mmap(m) => {
-            write!(
-                out,
-                ",\"pid\":{},\"tid\":{},\"start\":{},\"len\":{},\"pgoff\":{},\"filename\":{}",
-                m.pid,
-                m.tid,
-                Address(m.start),
-                m.len,
-                m.pgoff,
-                JsonStr(&escape(&m.filename))
-            )?;
-            if let Some(x) = m.mmap2 {
-                write!(
-                    out,
-                    ",\"maj\":{},\"min\":{},\"ino\":{},\"ino_generation\":{},\"prot\":{},\"flags\":{}",
-                    x.maj, x.min, x.ino, x.ino_generation, x.prot, x.flags
-                )?;
+        } => {
+            m.uint("pid", *pid as u64)
+                .uint("tid", *tid as u64)
+                .text("comm", comm)
+                .boolean("exec", *exec);
+        }
+        EventKind::Mmap(mm) => {
+            m.uint("pid", mm.pid as u64)
+                .uint("tid", mm.tid as u64)
+                .address("start", mm.start)
+                .uint("len", mm.len)
+                .uint("pgoff", mm.pgoff)
+                .text("filename", &mm.filename);
+            if let Some(x) = mm.mmap2 {
+                m.uint("maj", x.maj as u64)
+                    .uint("min", x.min as u64)
+                    .uint("ino", x.ino)
+                    .uint("ino_generation", x.ino_generation)
+                    .uint("prot", x.prot as u64)
+                    .uint("flags", x.flags as u64);
             }
         }
-        EventKind::Lost { id, lost } => write!(out, ",\"id\":{id},\"lost\":{lost}")?,
-        EventKind::LostSamples { lost } => write!(out, ",\"lost\":{lost}")?,
+        EventKind::Lost { id, lost } => {
+            m.uint("id", *id).uint("lost", *lost);
+        }
+        EventKind::LostSamples { lost } => {
+            m.uint("lost", *lost);
+        }
         EventKind::Throttle {
             time,
             id,
             stream_id,
             ..
-        } => write!(
-            out,
-            ",\"time\":{time},\"id\":{id},\"stream_id\":{stream_id}"
-        )?,
+        } => {
+            m.uint("time", *time)
+                .uint("id", *id)
+                .uint("stream_id", *stream_id);
+        }
         EventKind::Switch {
             out: sw_out,
             preempt,
             next_prev,
         } => {
-            write!(out, ",\"switch_out\":{sw_out},\"preempt\":{preempt}")?;
+            m.boolean("switch_out", *sw_out)
+                .boolean("preempt", *preempt);
             if let Some((p, t)) = next_prev {
-                write!(
-                    out,
-                    ",\"next_prev_pid\":{},\"next_prev_tid\":{}",
-                    *p as i32, *t as i32
-                )?;
+                m.int("next_prev_pid", *p as i32 as i64)
+                    .int("next_prev_tid", *t as i32 as i64);
             }
         }
     }
-    out.write_all(b"}\n")
+    line.extend_from_slice(b"}\n");
 }
 
 /// A sample's `"event"` name and its tracepoint fields as JSON members: numbers as numbers,
-/// text as (escaped) strings, arrays as lists, a field outside the record as null. Built
-/// with itoa and byte pushes into one buffer: tracepoint lines carry many fields.
-fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
-    JSON_FIELDS.with_borrow_mut(|(buf, text)| {
-        buf.clear();
-        if let Some(name) = ev.event_name() {
-            buf.extend_from_slice(b",\"event\":");
-            json_text(name.as_bytes(), buf, text);
-        }
-        for (f, v) in ev.fields(false) {
-            buf.extend_from_slice(b",\"");
-            buf.extend_from_slice(f.name.as_bytes());
-            buf.extend_from_slice(b"\":");
-            match v {
-                Value::Int(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-                Value::UInt(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-                // A pointer: an address, so a string (see the module documentation).
-                Value::Hex(n) => {
-                    use std::io::Write as _;
-                    let _ = write!(buf, "{}", Address(n));
-                }
-                Value::Str(s) => json_text(s, buf, text),
-                Value::Array { .. } => {
-                    buf.push(b'[');
-                    for (i, e) in v.elements().enumerate() {
-                        if i > 0 {
-                            buf.push(b',');
-                        }
-                        buf.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
+/// pointers as addresses, text as (escaped) strings, arrays as lists, a field outside the
+/// record as null.
+fn json_event_members(m: &mut Members<'_>, ev: &Event) {
+    if let Some(name) = ev.event_name() {
+        m.text("event", name.as_bytes());
+    }
+    for (f, v) in ev.fields(false) {
+        m.key(&f.name);
+        let out = &mut *m.out;
+        match v {
+            Value::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            Value::UInt(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            Value::Hex(n) => push_address(out, n),
+            Value::Str(s) => json_text(s, out, m.scratch),
+            Value::Array { .. } => {
+                out.push(b'[');
+                for (i, e) in v.elements().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
                     }
-                    buf.push(b']');
+                    out.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
                 }
-                Value::Missing => buf.extend_from_slice(b"null"),
+                out.push(b']');
             }
+            Value::Missing => out.extend_from_slice(b"null"),
         }
-        out.write_all(buf)
-    })
-}
-
-thread_local! {
-    /// The members being formatted and a scratch buffer for escaped text.
-    static JSON_FIELDS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
 }
 
 /// Untrusted text as a JSON string: escaped as in `--plain` (no control characters are
@@ -701,6 +725,23 @@ print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
             ..one_of_each().remove(0)
         };
         assert!(json(&zero).contains("\"sample_ip\":\"0x0\""));
+    }
+
+    #[test]
+    fn addresses_are_lower_case_hex_strings_without_padding() {
+        for (v, want) in [
+            (0, "\"0x0\""),
+            (1, "\"0x1\""),
+            (0xf, "\"0xf\""),
+            (0x10, "\"0x10\""),
+            (0xffffffff81e3c4a1, "\"0xffffffff81e3c4a1\""),
+            (u64::MAX, "\"0xffffffffffffffff\""),
+        ] {
+            let mut b = Vec::new();
+            push_address(&mut b, v);
+            assert_eq!(String::from_utf8(b).unwrap(), want);
+            assert_eq!(Address(v).to_string(), want);
+        }
     }
 
     /// Times are exact integers in the text, with the seconds beside them; times above 2^53
