@@ -269,9 +269,9 @@ impl FrameNames for NoNames {
 }
 
 /// `0x...`, as `%#x` prints it (`0` for zero, as the rest of the `--plain` line).
-fn push_hex(out: &mut Vec<u8>, v: u64, zero_as_0x0: bool) {
+fn push_hex(out: &mut Vec<u8>, v: u64) {
     if v == 0 {
-        out.extend_from_slice(if zero_as_0x0 { b"0x0" } else { b"0" });
+        out.push(b'0');
         return;
     }
     out.extend_from_slice(b"0x");
@@ -293,23 +293,24 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
                 use std::io::Write;
                 let _ = write!(out, "{s}");
             }
-            None => push_hex(out, f.ip, false),
+            None => push_hex(out, f.ip),
         }
     }
 }
 
-/// Append `--json`'s `"callchain":[{"ip":"0x...","sym":...,"dso":...},...]` (innermost
-/// first): addresses as hex strings (the `--json` convention for addresses), `sym` the
-/// symbol's name and `dso` its binary when known, else `null`.
+/// Append `--json`'s value of `"callchain"`, `[{"ip":"0x...","sym":...,"dso":...},...]`
+/// (innermost first): addresses as the `--json` convention writes them
+/// ([`crate::plain::push_address`]), `sym` the symbol's name and `dso` its binary when known,
+/// else `null`.
 pub fn write_json(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"\"callchain\":[");
+    out.push(b'[');
     for (i, f) in chain.frames().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(b"{\"ip\":\"");
-        push_hex(out, f.ip, true);
-        out.extend_from_slice(b"\",\"sym\":");
+        out.extend_from_slice(b"{\"ip\":");
+        crate::plain::push_address(out, f.ip);
+        out.extend_from_slice(b",\"sym\":");
         let s = names.symbol(i, f);
         match s.and_then(|s| s.name()) {
             Some(name) => json_str(name, out),
@@ -491,7 +492,7 @@ mod tests {
         out.clear();
         write_json(&c, &NoNames, &mut out);
         let v: serde_json::Value =
-            serde_json::from_slice(&[b"{".as_slice(), &out, b"}"].concat()).unwrap();
+            serde_json::from_slice(&[b"{\"callchain\":".as_slice(), &out, b"}"].concat()).unwrap();
         assert_eq!(v["callchain"][0]["ip"], "0x401136");
         assert_eq!(v["callchain"][2]["ip"], "0x0");
         assert!(v["callchain"][1]["sym"].is_null() && v["callchain"][1]["dso"].is_null());
@@ -530,7 +531,7 @@ mod tests {
             "callchain: hot_b+0x16 <- main+0x2a <- 0x7f0000000001"
         );
         out.clear();
-        out.push(b'{');
+        out.extend_from_slice(b"{\"callchain\":");
         write_json(&c, &names, &mut out);
         out.push(b'}');
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

@@ -36,8 +36,10 @@ EXIT STATUS:
   With -- COMMAND: the command's own exit status.";
 
 /// The text after the options: examples, permissions, the filter syntax (one copy, shared
-/// with the TUI's help overlay) and the exit statuses.
-fn after_help() -> String {
+/// with the TUI's help overlay) and the exit statuses. The man page's sections are made from
+/// it too (`--generate man`, see [`crate::generate`]): a heading is a line in capitals ending
+/// in `:`, an entry is a line with two columns.
+pub fn after_help() -> String {
     format!(
         "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{HELP_AFTER_FILTER}",
         crate::filter::SYNTAX_HELP
@@ -171,6 +173,11 @@ pub struct Cli {
     /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, conflicts_with_all = ["pid", "tid"])]
     pub command: Vec<OsString>,
+
+    /// Print the man page (roff) or a completion script for bash, zsh, fish or PowerShell on
+    /// stdout, and exit.
+    #[arg(long = "generate", value_name = "KIND", value_enum, exclusive = true)]
+    pub generate: Option<crate::generate::Generate>,
 }
 
 /// How call chains are recorded (`--call-graph`).

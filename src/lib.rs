@@ -10,6 +10,7 @@ pub mod command;
 pub mod event;
 pub mod filter;
 pub mod folded;
+pub mod generate;
 pub mod merge;
 pub mod monitor;
 pub mod output;
@@ -43,4 +44,15 @@ pub fn debug_panic_point(point: &str) {
     if cfg!(debug_assertions) && std::env::var("PERFWATCH_DEBUG_PANIC").is_ok_and(|v| v == point) {
         panic!("PERFWATCH_DEBUG_PANIC={point}");
     }
+}
+
+/// A unit test that cannot run here says so where a plain `cargo test` shows it: libtest
+/// captures `eprintln!` (and shows it only for a failing test), so this writes to the real
+/// stderr, in one write, as the integration tests' `skip!` does.
+#[cfg(test)]
+pub(crate) fn skip_test(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("\nSKIPPED {test}: {why}\n").as_bytes());
 }

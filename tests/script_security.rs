@@ -16,21 +16,6 @@ use assert_cmd::cargo::CommandCargoExt;
 /// The unprivileged user the hostile side runs as.
 const NOBODY: u32 = 65534;
 
-/// True when running as root (the rules under test are root's); else a loud skip, and a
-/// failure under CI=true, where the tests run as root.
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        !std::env::var("CI").is_ok_and(|v| v == "true"),
-        "CI=true but not root: these tests must run as root"
-    );
-    eprintln!("\n!!!!!!!! SKIPPING: run as root to test what perfwatch does as root !!!!!!!!\n");
-    false
-}
-
 fn perfwatch() -> Command {
     let mut c = Command::cargo_bin("perfwatch").unwrap();
     c.stdin(Stdio::null()).env_remove("SUDO_UID");
@@ -85,9 +70,7 @@ fn dir_with_mode(parent: &Path, name: &str, mode: u32) -> PathBuf {
 /// formats a traceback, not through PYTHONPATH or PYTHONHOME.
 #[test]
 fn planted_modules_beside_a_root_script_are_never_imported() {
-    if !root() {
-        return;
-    }
+    require_root!("the rules under test are root's");
     let base = tempfile::tempdir().unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let shared = dir_with_mode(base.path(), "shared", 0o1777);
@@ -163,9 +146,7 @@ fn planted_modules_beside_a_root_script_are_never_imported() {
 /// else can write there; a helper module beside such a script imports.
 #[test]
 fn a_private_script_directory_stays_importable_and_nothing_else_is_added() {
-    if !root() {
-        return;
-    }
+    require_root!("the rules under test are root's");
     let d = tempfile::tempdir().unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     write(&d.path().join("helper.py"), "VALUE = 42\n", 0o644);
@@ -221,9 +202,7 @@ fn a_private_script_directory_stays_importable_and_nothing_else_is_added() {
 /// while perfwatch starts again and again: their file never runs.
 #[test]
 fn a_symlink_swapped_while_perfwatch_starts_never_runs_the_other_file() {
-    if !root() {
-        return;
-    }
+    require_root!("the rules under test are root's");
     let base = tempfile::tempdir().unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let marker = base.path().join("PWNED");
@@ -285,9 +264,7 @@ fn a_symlink_swapped_while_perfwatch_starts_never_runs_the_other_file() {
 /// anyone may write to without the sticky bit, is refused; --force-script says so loudly.
 #[test]
 fn the_directories_above_a_script_are_checked_too() {
-    if !root() {
-        return;
-    }
+    require_root!("the rules under test are root's");
     let base = tempfile::tempdir().unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let open = dir_with_mode(base.path(), "open", 0o777);
@@ -444,9 +421,7 @@ fn an_endless_on_tick_is_cut_and_said() {
 #[test]
 fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
     require_perf!();
-    if !root() {
-        return;
-    }
+    require_root!("the rules under test are root's");
     let d = tempfile::tempdir().unwrap();
     let mnt = d.path().join("tiny");
     std::fs::create_dir(&mnt).unwrap();
@@ -500,9 +475,7 @@ fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
 /// a directory link they own, and creates its file 0600.
 #[test]
 fn script_output_as_root_is_private_and_never_another_users_file() {
-    if !root() {
-        return;
-    }
+    require_root!("the rules under test are root's");
     let base = tempfile::tempdir().unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let sticky = dir_with_mode(base.path(), "sticky", 0o1777);
@@ -574,8 +547,7 @@ fn ld_library_path_cannot_swap_libpython() {
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
     let dynamic = Command::new("readelf").arg("-d").arg(&bin).output();
     let Ok(dynamic) = dynamic else {
-        eprintln!("!!!!!!!! SKIPPING: readelf not found !!!!!!!!");
-        return;
+        skip!("readelf (binutils) is not installed");
     };
     let text = String::from_utf8_lossy(&dynamic.stdout);
     let needed = text.lines().find_map(|l| {
@@ -585,8 +557,7 @@ fn ld_library_path_cannot_swap_libpython() {
             .map(|n| n.trim_end_matches(']').to_string())
     });
     let Some(needed) = needed else {
-        eprintln!("!!!!!!!! SKIPPING: libpython is linked statically !!!!!!!!");
-        return;
+        skip!("libpython is linked statically: there is no library to swap");
     };
     assert!(text.contains("(RPATH)"), "{text}");
     assert!(!text.contains("(RUNPATH)"), "{text}");
