@@ -16,8 +16,12 @@
 //!
 //! Handing a buffer to another thread costs two wake-ups (about 17 µs here), so when the
 //! writer is idle and the write cannot block, the loop writes itself: to `/dev/null`, and to
-//! a pipe as much as the pipe has room for (`F_GETPIPE_SZ` less `FIONREAD`). Everything else
-//! (a terminal, a socket, a file) and whatever does not fit goes through the writer.
+//! a pipe through a descriptor of its own opened with `O_NONBLOCK` (`/proc/self/fd/1` opens a
+//! new file description of the same pipe, so the flag touches nobody else's writes): what the
+//! pipe does not take at once (`EAGAIN`, or a short write) goes to the writer. The pipe's free
+//! bytes cannot tell this: a pipe is a ring of pages, and one byte left unread in each page
+//! blocks a writer as surely as a full pipe. Everything else (a terminal, a socket, a file)
+//! goes through the writer.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -44,12 +48,12 @@ struct WriterState {
 }
 
 /// What stdout is, for writing without the writer thread when that cannot block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum Target {
     /// /dev/null: never blocks.
     Null,
-    /// A pipe: a write of no more than its free space does not block.
-    Pipe(i32),
+    /// A pipe, and a non-blocking descriptor of our own for it.
+    Pipe(std::os::fd::OwnedFd),
     /// Anything else, or not stdout: always through the writer.
     Other,
 }
@@ -65,28 +69,64 @@ impl Target {
         let st = unsafe { st.assume_init() };
         match st.st_mode & libc::S_IFMT {
             libc::S_IFCHR if st.st_rdev == libc::makedev(1, 3) => Target::Null,
-            libc::S_IFIFO => Target::Pipe(fd),
+            libc::S_IFIFO => Self::own_nonblocking(fd, &st).map_or(Target::Other, Target::Pipe),
             _ => Target::Other,
         }
     }
 
-    /// Bytes a write can take now without blocking.
-    fn room(self) -> usize {
-        match self {
-            Target::Null => usize::MAX,
-            Target::Other => 0,
-            Target::Pipe(fd) => {
-                // SAFETY: fcntl/ioctl on an open fd with a valid out-parameter.
-                let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
-                let mut used: libc::c_int = 0;
-                // SAFETY: as above.
-                let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut used) } == 0;
-                if size <= 0 || !ok {
-                    return 0;
-                }
-                (size as usize).saturating_sub(used.max(0) as usize)
+    /// A new open file description of the pipe behind `fd`, with `O_NONBLOCK`: only if it is
+    /// the same pipe (device and inode), else None.
+    fn own_nonblocking(fd: i32, st: &libc::stat) -> Option<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+        // SAFETY: a valid NUL-terminated path; the new fd is owned below.
+        let own = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        if own < 0 {
+            return None;
+        }
+        // SAFETY: a descriptor we just opened and nobody else owns.
+        let own = unsafe { std::os::fd::OwnedFd::from_raw_fd(own) };
+        let mut st2 = std::mem::MaybeUninit::<libc::stat>::zeroed();
+        // SAFETY: an open fd and a valid out-parameter.
+        if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&own), st2.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: filled by fstat.
+        let st2 = unsafe { st2.assume_init() };
+        (st2.st_dev == st.st_dev && st2.st_ino == st.st_ino).then_some(own)
+    }
+
+    /// Write as much of `data` as the target takes without blocking. Err on a real error.
+    fn write_nonblocking(&self, data: &[u8]) -> io::Result<usize> {
+        let fd = match self {
+            Target::Null => libc::STDOUT_FILENO,
+            Target::Pipe(own) => std::os::fd::AsRawFd::as_raw_fd(own),
+            Target::Other => return Ok(0),
+        };
+        let mut done = 0;
+        while done < data.len() {
+            // SAFETY: writing a valid buffer to an open fd.
+            let n = unsafe { libc::write(fd, data[done..].as_ptr().cast(), data.len() - done) };
+            if n > 0 {
+                done += n as usize;
+                continue;
+            }
+            if n == 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::WouldBlock => break,
+                _ => return Err(e),
             }
         }
+        Ok(done)
     }
 }
 
@@ -236,29 +276,24 @@ impl StdoutQueue {
     /// With the writer idle (nothing in flight, so the order holds), write what stdout can
     /// take without blocking on this thread.
     fn write_directly(&mut self) {
-        if self.target == Target::Other
+        if matches!(self.target, Target::Other)
             || self.state.queued.load(Ordering::Acquire) != 0
             || self.state.error.get().is_some()
         {
             return;
         }
-        let room = self.target.room().min(self.buf.len());
-        let mut done = 0;
-        while done < room {
-            match RawStdout.write(&self.buf[done..room]) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) => {
-                    let _ = self.state.error.set((e.kind(), e.to_string()));
-                    // Counted as not written, as the writer counts it.
-                    self.state
-                        .queued
-                        .fetch_add(self.buf.len() - done, Ordering::AcqRel);
-                    self.buf.clear();
-                    return;
-                }
+        let done = match self.target.write_nonblocking(&self.buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = self.state.error.set((e.kind(), e.to_string()));
+                // Counted as not written, as the writer counts it.
+                self.state
+                    .queued
+                    .fetch_add(self.buf.len(), Ordering::AcqRel);
+                self.buf.clear();
+                return;
             }
-        }
+        };
         self.state.written.fetch_add(done as u64, Ordering::Relaxed);
         self.buf.drain(..done);
     }
@@ -424,24 +459,46 @@ mod tests {
         assert_eq!(reader.join().unwrap(), want);
     }
 
-    /// The room a pipe has is what lets the loop write without the writer thread.
+    /// A pipe with free bytes but no free page blocks a writer: the loop's own writes must
+    /// not, whatever the free byte count says. (Fill the pipe, read all but one byte of its
+    /// first page: 4095 bytes are free, yet a write of them would wait for the reader.)
     #[test]
-    fn a_pipes_free_space_is_known() {
+    fn a_pipe_with_free_bytes_but_no_free_page_never_blocks_the_loop() {
         use std::os::fd::AsRawFd;
-        let (_r, mut w) = pipe();
-        let t = Target::of(w.as_raw_fd());
-        assert_eq!(t, Target::Pipe(w.as_raw_fd()));
-        let free = t.room();
-        assert!(free >= 4096, "{free}");
-        w.write_all(&[b'x'; 1000]).unwrap();
-        assert_eq!(t.room(), free - 1000);
+        let (mut r, w) = pipe();
+        let target = Target::of(w.as_raw_fd());
+        assert!(matches!(target, Target::Pipe(_)), "{target:?}");
+        // SAFETY: fcntl on an open fd.
+        let size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) } as usize;
+        let mut w2 = w.try_clone().unwrap();
+        let mut q = StdoutQueue::new(w, 1 << 20).unwrap();
+        q.target = target;
+        w2.write_all(&vec![b'x'; size]).unwrap();
+        let mut page = vec![0; 4095];
+        r.read_exact(&mut page).unwrap();
+        let t0 = Instant::now();
+        q.write_all(&[b'y'; 4000]).unwrap();
+        q.flush().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(1), "the loop blocked");
+        // The reader drains: everything arrives, in order.
+        drop(w2);
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        });
+        let f = q.finish(Duration::from_secs(5));
+        assert_eq!(f, Flushed::default());
+        let got = reader.join().unwrap();
+        assert_eq!(got.len(), size - 4095 + 4000);
+        assert!(got[size - 4095..].iter().all(|&b| b == b'y'));
         let null = std::fs::File::options()
             .write(true)
             .open("/dev/null")
             .unwrap();
-        assert_eq!(Target::of(null.as_raw_fd()), Target::Null);
+        assert!(matches!(Target::of(null.as_raw_fd()), Target::Null));
         let file = tempfile::tempfile().unwrap();
-        assert_eq!(Target::of(file.as_raw_fd()), Target::Other);
+        assert!(matches!(Target::of(file.as_raw_fd()), Target::Other));
     }
 
     #[test]
