@@ -4,10 +4,12 @@
 //! [`event::Event`] model and send batches over a bounded channel; a frontend consumes them:
 //! `--plain`/`--json` ([`plain`]), or the TUI.
 
+pub mod callchain;
 pub mod cli;
 pub mod command;
 pub mod event;
 pub mod filter;
+pub mod folded;
 pub mod generate;
 pub mod merge;
 pub mod monitor;

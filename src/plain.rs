@@ -147,14 +147,28 @@ thread_local! {
 /// control characters), inside a valid JSON string; addresses are hex strings (see the
 /// module documentation). The line is built in a reused buffer and written at once.
 pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
+    write_json_with(out, ev, &crate::callchain::NoNames)
+}
+
+/// As [`write_json`], with a call chain's frames named by `names`.
+pub fn write_json_with(
+    out: &mut impl Write,
+    ev: &Event,
+    names: &dyn crate::callchain::FrameNames,
+) -> io::Result<()> {
     JSON_LINE.with_borrow_mut(|(line, scratch)| {
         line.clear();
-        json_line(line, scratch, ev);
+        json_line(line, scratch, ev, names);
         out.write_all(line)
     })
 }
 
-fn json_line(line: &mut Vec<u8>, scratch: &mut Vec<u8>, ev: &Event) {
+fn json_line(
+    line: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    ev: &Event,
+    names: &dyn crate::callchain::FrameNames,
+) {
     line.extend_from_slice(b"{\"type\":\"");
     line.extend_from_slice(ev.record_type().name().as_bytes());
     line.push(b'"');
@@ -170,6 +184,10 @@ fn json_line(line: &mut Vec<u8>, scratch: &mut Vec<u8>, ev: &Event) {
         EventKind::Sample { ip, period, .. } => {
             m.address("sample_ip", *ip).uint("sample_period", *period);
             json_event_members(&mut m, ev);
+            if let Some(chain) = ev.callchain() {
+                m.key("callchain");
+                crate::callchain::write_json(chain, names, m.out);
+            }
         }
         EventKind::Fork(t) | EventKind::Exit(t) => {
             m.uint("pid", t.pid as u64)
@@ -313,6 +331,9 @@ pub struct PlainOptions {
     pub max_reorder: usize,
     /// A predicate on events; those it rejects are not written (counters still count them).
     pub filter: Option<EventFilter>,
+    /// `--folded [FILE]`: fed with every event in time order (before `filter`, which it
+    /// applies itself); with stdout as its output, no record is written.
+    pub folded: Option<crate::folded::Folding>,
 }
 
 /// How often the loop looks at signals, the clock and the command when no batch arrives.
@@ -339,8 +360,13 @@ pub fn run(
     let start = Instant::now();
     let mut write_err: Option<io::Error> = None;
     let format = opts.format;
+    let folded = opts.folded.take();
+    let records = !folded.as_ref().is_some_and(|f| f.replaces_records());
     let mut emit = |ev: Event, out: &mut dyn Write, err: &mut Option<io::Error>| {
-        if err.is_some() {
+        if let Some(f) = &folded {
+            f.observe(&ev);
+        }
+        if err.is_some() || !records {
             return;
         }
         if let Some(f) = opts.filter.as_mut() {
@@ -498,6 +524,7 @@ mod tests {
                 misc: 1,
                 event: desc,
                 raw: Some(raw.into()),
+                callchain: None,
             },
         };
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
@@ -679,6 +706,7 @@ print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
             misc: 1,
             event: desc,
             raw: Some(raw.into()),
+            callchain: None,
         }
     }
 

@@ -37,6 +37,12 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
             );
         }
     }
+    let mut events = events;
+    if let Some(max_stack) = call_graph_of(cli)? {
+        for e in events.iter_mut().filter(|e| !e.is_dummy()) {
+            e.call_graph = Some(max_stack);
+        }
+    }
     let cgroup = match &cli.cgroup {
         Some(name) => Some(crate::perf::open::resolve_cgroup(name).map_err(anyhow::Error::msg)?),
         None => None,
@@ -80,6 +86,27 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     })
 }
 
+/// Whether to record call chains (`-g`, `--call-graph fp`, `--folded`), and how deep: the
+/// `--max-stack` asked for, else the kernel's `perf_event_max_stack` (the monitor lowers a
+/// value above the kernel's limit, and says so).
+fn call_graph_of(cli: &Cli) -> Result<Option<u16>> {
+    let on = cli.callchains || cli.call_graph.is_some() || cli.folded.is_some();
+    if !on {
+        if let Some(n) = cli.max_stack {
+            return Err(UsageError(format!(
+                "--max-stack {n} limits call chains, which are recorded with -g (or --call-graph fp)"
+            ))
+            .into());
+        }
+        return Ok(None);
+    }
+    Ok(Some(cli.max_stack.unwrap_or_else(|| {
+        crate::callchain::kernel_max_stack()
+            .filter(|&k| k > 0)
+            .unwrap_or(crate::callchain::DEFAULT_MAX_STACK)
+    })))
+}
+
 /// A bad command line found only once the events are known (a filter key that is no field
 /// of the tracepoints asked for): exit status 2, as for the errors clap finds.
 #[derive(Debug, thiserror::Error)]
@@ -97,9 +124,18 @@ pub fn run(cli: Cli) -> Result<i32> {
             _ => Ok(0),
         };
     }
-    // The interactive view when stdout is a terminal and no line format was asked for, and
-    // the terminal can show it.
-    let mut interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    if cli.json && cli.folded.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(UsageError(
+            "--folded without FILE prints folded stacks in place of the records, so --json would print nothing: give --folded FILE to have both".into(),
+        )
+        .into());
+    }
+    // The interactive view when stdout is a terminal and no line format (nor folded stacks
+    // on stdout) was asked for, and the terminal can show it.
+    let mut interactive = !cli.json
+        && !cli.plain
+        && cli.folded.as_deref() != Some(std::path::Path::new("-"))
+        && std::io::stdout().is_terminal();
     if interactive {
         if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
             eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
@@ -123,6 +159,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
+    // `--folded FILE` is created now: a path it cannot use stops perfwatch before it starts.
+    let folding = match &cli.folded {
+        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
+        None => None,
+    };
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
 
@@ -136,6 +177,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             duration: cli.duration,
             history: cli.history,
             filter: cli.filter.clone(),
+            folded: folding.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
@@ -148,7 +190,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         let scripts = scripts.finish();
         scripts.print();
-        return finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost));
+        let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
+        return finish(&mut mon, reason?)
+            .map(|code| with_lost_output(code, scripts.output_lost || !folded_ok));
     }
 
     for note in &mon.info.notes {
@@ -163,6 +207,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             .clone()
             .filter(|f| !f.is_empty())
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
+        folded: folding.clone(),
     };
     let mut out = crate::output::StdoutQueue::stdout()?;
     let (rx, scripts) = scripts.attach_plain(
@@ -172,6 +217,8 @@ pub fn run(cli: Cli) -> Result<i32> {
     )?;
     let reason =
         catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
+    // Folded stacks on stdout go through the same queue as the records would have.
+    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
     // A bounded wait for a reader that stopped reading: the summary and the exit status
     // come in a second or two whatever stdout does.
     let flushed = out.finish(crate::output::FINISH_WAIT);
@@ -202,7 +249,34 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         r => r,
     };
-    finish(&mut mon, reason?).map(|code| with_lost_output(code, scripts.output_lost || stdout_lost))
+    finish(&mut mon, reason?)
+        .map(|code| with_lost_output(code, scripts.output_lost || stdout_lost || !folded_ok))
+}
+
+/// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):
+/// to their file, or to `stdout` (the queue the records would have gone through); say where
+/// they went. False when they could not be written.
+fn write_folded(
+    folding: Option<&crate::folded::Folding>,
+    reason: Option<&StopReason>,
+    stdout: &mut dyn Write,
+) -> bool {
+    let Some(f) = folding else {
+        return true;
+    };
+    match reason {
+        None | Some(StopReason::Panicked) => return true,
+        Some(StopReason::BrokenPipe) if f.replaces_records() => return true,
+        _ => {}
+    }
+    let said = match f.finish(&mut crate::folded::AddressNamer, stdout) {
+        Ok(line) => line,
+        Err(e) => format!("error: {e:#}"),
+    };
+    if !said.is_empty() {
+        crate::output::stderr_bounded(format!("perfwatch: {said}\n").as_bytes());
+    }
+    !said.starts_with("error: ")
 }
 
 /// The exit status when output was lost (a write error on `--script-output`): a run that

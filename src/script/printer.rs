@@ -55,6 +55,12 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
 /// (perfwatch would be writing root's view of the system into their file), and under sudo
 /// hand a new file to the invoking user, saying so.
 pub fn create_output(path: &Path) -> Result<File> {
+    create_output_for("--script-output", path)
+}
+
+/// [`create_output`] for the output file of `option` (`--folded FILE` too), named in what
+/// it says.
+pub fn create_output_for(option: &str, path: &Path) -> Result<File> {
     use std::os::unix::fs::MetadataExt;
     let who = Invoker::current();
     if who.euid != 0 {
@@ -104,7 +110,7 @@ pub fn create_output(path: &Path) -> Result<File> {
         if meta.uid() != uid {
             std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
             eprintln!(
-                "perfwatch: --script-output '{}' is owned by the invoking user (uid {uid}), not root",
+                "perfwatch: {option} '{}' is owned by the invoking user (uid {uid}), not root",
                 escape(path.as_os_str().as_encoded_bytes())
             );
         }

@@ -525,6 +525,8 @@ pub struct App {
     top: Vec<(u32, u64)>,
     top_total: u64,
     log: VecDeque<Event>,
+    /// `--folded FILE`: the folded stacks, fed in time order.
+    folding: Option<crate::folded::Folding>,
     /// Sequence number of `log[0]`.
     log_first_seq: u64,
     /// With a filter: sequence numbers of the matching log entries.
@@ -568,6 +570,7 @@ impl App {
             top: Vec::new(),
             top_total: 0,
             log: VecDeque::with_capacity(cfg.history.min(1 << 16)),
+            folding: None,
             log_first_seq: 0,
             filtered: None,
             filter: Filter::default(),
@@ -676,7 +679,15 @@ impl App {
         }
     }
 
+    /// Feed `--folded FILE` with every event the TUI takes, in time order.
+    pub fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
+        self.folding = folding;
+    }
+
     fn ingest(&mut self, ev: Event) {
+        if let Some(f) = &self.folding {
+            f.observe(&ev);
+        }
         match &ev.kind {
             EventKind::Fork(t) => {
                 let parent = self.tasks.name(t.ptid).or_else(|| self.tasks.name(t.ppid));
@@ -1231,6 +1242,7 @@ mod tests {
                 misc: 0,
                 event: d,
                 raw: None,
+                callchain: None,
             },
         )
     }

@@ -52,6 +52,8 @@ pub struct TuiOptions {
     pub history: usize,
     /// The filter in force at start (`--filter`).
     pub filter: Option<Filter>,
+    /// `--folded FILE`: fed with every event in time order.
+    pub folded: Option<crate::folded::Folding>,
 }
 
 /// Raw mode, the alternate screen and mouse capture, for as long as it lives.
@@ -236,6 +238,8 @@ pub fn run(
     if let Some(f) = opts.filter {
         app.set_filter(f);
     }
+    let folding = opts.folded.is_some();
+    app.set_folding(opts.folded);
 
     install_panic_hook();
     let suspend = terminal::Suspend::install();
@@ -265,6 +269,10 @@ pub fn run(
         App::all_ended,
         App::on_batch,
     );
+    if folding {
+        // The folded stacks take the samples still held for ordering too.
+        app.flush();
+    }
     drop(term);
     guard.restore();
     result
