@@ -913,7 +913,10 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
     let dir = tempfile::tempdir().unwrap();
     let bin = cc(
         dir.path(),
-        "spin",
+        // A name of its own: other tests in this binary run programs called spin at the same
+        // time, and their temporary directories (binaries included) are gone when this one
+        // resolves what it saw system-wide.
+        "pwshortspin",
         SPIN_C,
         &["-O2", "-fno-omit-frame-pointer"],
     );
@@ -936,12 +939,12 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
     ]);
     let spin: Vec<&Symbolized> = got
         .iter()
-        .filter(|(_, comm, a)| comm == "spin" && !a.is_kernel())
+        .filter(|(_, comm, a)| comm == "pwshortspin" && !a.is_kernel())
         .map(|(_, _, a)| a)
         .collect();
     let pids: std::collections::BTreeSet<u32> = got
         .iter()
-        .filter(|(_, c, _)| c == "spin")
+        .filter(|(_, c, _)| c == "pwshortspin")
         .map(|(p, _, _)| *p)
         .collect();
     assert!(
