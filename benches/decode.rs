@@ -12,6 +12,9 @@
 //! for the record, the alternative of decoding every field into owned values on the reader
 //! thread.
 //!
+//! `callchain/*`: `-g` samples whose chains hold 32 frames (kernel and user parts with their
+//! context markers): decoded, then formatted.
+//!
 //! Run: `cargo bench --bench decode`. Throughput is reported in elements (records) per second.
 
 use std::hint::black_box;
@@ -20,7 +23,8 @@ use std::io::Write;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use perfwatch::event::{Event, EventDesc};
 use perfwatch::perf::record::{
-    DEFAULT_SAMPLE_TYPE, EventDecoder, SAMPLE_PERIOD, SAMPLE_RAW, SampleLayout, decode,
+    DEFAULT_SAMPLE_TYPE, EventDecoder, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW, SampleLayout,
+    decode,
 };
 use perfwatch::perf::ring::drain;
 use perfwatch::perf::tracepoint::{Format as TpFormat, Value};
@@ -282,5 +286,89 @@ fn bench_tracepoints(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_tracepoints);
+/// A ring image of `cpu-clock -g` samples whose chains hold 32 frames (a kernel part of 8, a
+/// user part of 24, with their two context markers), as a syscall-heavy program gives them.
+fn callchain_image() -> (Vec<u8>, u64, u64, usize, SampleLayout) {
+    use perfwatch::callchain::{CONTEXT_KERNEL, CONTEXT_USER};
+    use perfwatch::testkit::records::sample_chain as chain_sample;
+    let l = SampleLayout::new(DEFAULT_SAMPLE_TYPE | SAMPLE_CALLCHAIN, true).unwrap();
+    let mut data = vec![0u8; RING];
+    let start = (RING - 4096) as u64;
+    let (mut pos, mut n, mut i) = (start, 0usize, 0u64);
+    loop {
+        let ids = Ids {
+            pid: 1000 + (i % 50) as u32,
+            tid: 1000 + (i % 50) as u32,
+            time: 1_000_000 + i * 1000,
+            id: 7,
+            cpu: (i % 2) as u32,
+        };
+        let mut chain = vec![CONTEXT_KERNEL];
+        chain.extend((0..8).map(|k| 0xffff_ffff_8100_0000 + k * 0x1234 + i % 64));
+        chain.push(CONTEXT_USER);
+        chain.extend((0..24).map(|k| 0x5555_5555_0000 + k * 0x321 + i % 16));
+        let rec = chain_sample(&l, ids, chain[1], 250_000, &chain, &[]);
+        if (pos - start) as usize + rec.len() > RING * 9 / 10 {
+            break;
+        }
+        for (k, b) in rec.iter().enumerate() {
+            data[((pos + k as u64) % RING as u64) as usize] = *b;
+        }
+        pos += rec.len() as u64;
+        n += 1;
+        i += 1;
+    }
+    (data, start, pos, n, l)
+}
+
+/// `-g`: samples with 32-frame chains, decoded (the chain copied into the event, one
+/// allocation) and formatted.
+fn bench_callchains(c: &mut Criterion) {
+    let (data, tail, head, n, l) = callchain_image();
+    let decoder = EventDecoder::single(l, &perfwatch::event::UNNAMED);
+    let mut scratch = Vec::new();
+    let mut events: Vec<Event> = Vec::with_capacity(n);
+    let decode_all = |events: &mut Vec<Event>, scratch: &mut Vec<u8>| {
+        // SAFETY: `data` is a live buffer of RING bytes that nothing else writes.
+        unsafe {
+            drain(data.as_ptr(), RING, tail, head, scratch, |r| {
+                if let Ok(e) = decoder.decode(r, 0) {
+                    events.push(e);
+                }
+            })
+        };
+    };
+    let mut g = c.benchmark_group("callchain");
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("decode_32_frames", |b| {
+        b.iter(|| {
+            events.clear();
+            decode_all(&mut events, &mut scratch);
+            black_box(events.len())
+        })
+    });
+    events.clear();
+    decode_all(&mut events, &mut scratch);
+    assert_eq!(events.len(), n, "every record decodes");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.callchain().is_some_and(|c| c.len() == 32))
+    );
+    let mut buf: Vec<u8> = Vec::with_capacity(n * 800);
+    for (name, format) in [("plain", Format::Plain), ("json", Format::Json)] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                buf.clear();
+                for e in &events {
+                    write_event(&mut buf, e, format).unwrap();
+                }
+                black_box(buf.len())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_tracepoints, bench_callchains);
 criterion_main!(benches);

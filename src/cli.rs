@@ -36,8 +36,10 @@ EXIT STATUS:
   With -- COMMAND: the command's own exit status.";
 
 /// The text after the options: examples, permissions, the filter syntax (one copy, shared
-/// with the TUI's help overlay) and the exit statuses.
-fn after_help() -> String {
+/// with the TUI's help overlay) and the exit statuses. The man page's sections are made from
+/// it too (`--generate man`, see [`crate::generate`]): a heading is a line in capitals ending
+/// in `:`, an entry is a line with two columns.
+pub fn after_help() -> String {
     format!(
         "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{HELP_AFTER_FILTER}",
         crate::filter::SYNTAX_HELP
@@ -75,6 +77,27 @@ pub struct Cli {
     /// Also show tracepoints' common_* fields (common_pid, common_flags, ...).
     #[arg(long = "common-fields")]
     pub common_fields: bool,
+
+    /// Record call chains (frame pointers) with every sample, like perf's -g.
+    #[arg(short = 'g')]
+    pub callchains: bool,
+
+    /// Call chains, as perf's --call-graph: fp (frame pointers) is the mode perfwatch records;
+    /// dwarf and lbr are refused, with the reason.
+    #[arg(long = "call-graph", value_name = "MODE", value_parser = call_graph_mode)]
+    pub call_graph: Option<CallGraphMode>,
+
+    /// With -g: the deepest chain the kernel records, in frames [default:
+    /// kernel.perf_event_max_stack].
+    #[arg(long = "max-stack", value_name = "N", value_parser = max_stack)]
+    pub max_stack: Option<u16>,
+
+    /// Folded stacks (comm;outermost;...;innermost COUNT), the input of flamegraph.pl and
+    /// inferno, of the samples that pass the filters (implies -g). Alone: printed on stdout at
+    /// the end instead of one line per record. With FILE (and the TUI, --plain or --json):
+    /// written to FILE at the end.
+    #[arg(long = "folded", value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub folded: Option<std::path::PathBuf>,
 
     /// Sample at this frequency (samples per second per CPU) [default: 1000].
     #[arg(short = 'F', long = "freq", value_name = "HZ", value_parser = positive_u64, conflicts_with = "period")]
@@ -127,12 +150,13 @@ pub struct Cli {
     pub script: Vec<std::path::PathBuf>,
 
     /// Run scripts that other users could have written (as root, perfwatch refuses a script
-    /// not owned by root or the sudo user, or writable by group or others).
+    /// that it, a directory above it or a link on its path is not owned by root or the sudo
+    /// user, or is writable by group or others). Says so on stderr.
     #[arg(long = "force-script", requires = "script")]
     pub force_script: bool,
 
-    /// With --plain/--json: write the scripts' on_tick() lines and print() output to FILE
-    /// instead of stderr.
+    /// Write the scripts' on_tick() lines and print() output to FILE: instead of stderr with
+    /// --plain/--json, besides the panes in the TUI. As root it is created 0600.
     #[arg(long = "script-output", value_name = "FILE", requires = "script")]
     pub script_output: Option<std::path::PathBuf>,
 
@@ -149,6 +173,55 @@ pub struct Cli {
     /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, conflicts_with_all = ["pid", "tid"])]
     pub command: Vec<OsString>,
+
+    /// Print the man page (roff) or a completion script for bash, zsh, fish or PowerShell on
+    /// stdout, and exit.
+    #[arg(long = "generate", value_name = "KIND", value_enum, exclusive = true)]
+    pub generate: Option<crate::generate::Generate>,
+}
+
+/// How call chains are recorded (`--call-graph`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallGraphMode {
+    /// Frame pointers: the kernel walks the stacks and writes the chain with the sample.
+    Fp,
+}
+
+/// Parse `--call-graph MODE` (perf's spelling): `fp`; `dwarf` and `lbr` are refused with
+/// the reason.
+pub fn call_graph_mode(s: &str) -> Result<CallGraphMode, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let mode = t.split(',').next().unwrap_or("");
+    match mode {
+        "fp" if t == "fp" => Ok(CallGraphMode::Fp),
+        "fp" => Err(format!("'{s}': fp takes no size or other setting")),
+        "dwarf" => Err(format!(
+            "'{s}': perfwatch records frame-pointer call chains only (fp). DWARF unwinding copies \
+             a slice of the user stack (8 KiB by default) into the ring with every sample and \
+             unwinds it afterwards, which costs far more than a live view can afford. Build the \
+             program with -fno-omit-frame-pointer and use -g (--call-graph fp)"
+        )),
+        "lbr" => Err(format!(
+            "'{s}': perfwatch records frame-pointer call chains only (fp). LBR call stacks need an \
+             Intel PMU with call-stack LBR and reach only as deep as its branch records (16 to 32 \
+             calls, user space only); use -g (--call-graph fp)"
+        )),
+        _ => Err(format!(
+            "'{s}' is not a call-graph mode perfwatch records (fp; dwarf and lbr are refused)"
+        )),
+    }
+}
+
+/// `--max-stack`: 1 to 65535 frames (the attr's sample_max_stack is 16 bits).
+fn max_stack(s: &str) -> Result<u16, String> {
+    let v: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a positive whole number"))?;
+    if v == 0 || v > u16::MAX as u64 {
+        return Err(format!("'{s}' must be between 1 and {}", u16::MAX));
+    }
+    Ok(v as u16)
 }
 
 /// A clock for `-k`: its id and the name it goes by.
@@ -384,6 +457,44 @@ mod tests {
         let c = Cli::try_parse_from(["perfwatch", "--list-events", "sched"]).unwrap();
         assert_eq!(c.list_events.as_deref(), Some("sched"));
         assert!(Cli::try_parse_from(["perfwatch", "-G", "x", "-p", "1"]).is_err());
+    }
+
+    #[test]
+    fn call_graph_options() {
+        assert_eq!(call_graph_mode("fp"), Ok(CallGraphMode::Fp));
+        assert_eq!(call_graph_mode(" FP "), Ok(CallGraphMode::Fp));
+        for (bad, says) in [
+            ("dwarf", "copies"),
+            ("dwarf,16384", "live view"),
+            ("lbr", "LBR"),
+            ("fp,8", "no size"),
+            ("", "not a call-graph mode"),
+            ("frame", "not a call-graph mode"),
+        ] {
+            let e = call_graph_mode(bad).unwrap_err();
+            assert!(
+                e.contains(&format!("'{bad}'")) && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(max_stack("32"), Ok(32));
+        assert_eq!(max_stack("65535"), Ok(65535));
+        for bad in ["0", "65536", "-1", "x", ""] {
+            assert!(max_stack(bad).unwrap_err().contains(&format!("'{bad}'")));
+        }
+        let c = Cli::try_parse_from(["perfwatch", "-g", "--max-stack", "16", "--folded"]).unwrap();
+        assert!(c.callchains);
+        assert_eq!(c.max_stack, Some(16));
+        assert_eq!(c.folded.as_deref(), Some(std::path::Path::new("-")));
+        let c = Cli::try_parse_from(["perfwatch", "--folded", "out.folded", "--plain"]).unwrap();
+        assert_eq!(
+            c.folded.as_deref(),
+            Some(std::path::Path::new("out.folded"))
+        );
+        let c = Cli::try_parse_from(["perfwatch", "--folded", "--", "sleep", "1"]).unwrap();
+        assert_eq!(c.folded.as_deref(), Some(std::path::Path::new("-")));
+        assert_eq!(c.command, ["sleep", "1"]);
+        assert!(Cli::try_parse_from(["perfwatch", "--call-graph", "dwarf"]).is_err());
     }
 
     #[test]

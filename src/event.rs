@@ -10,6 +10,7 @@
 use std::fmt;
 use std::sync::Mutex;
 
+use crate::callchain::{Callchain, FrameNames, NoNames};
 use crate::perf::tracepoint::{Field, Format, Value};
 
 /// What a sample knows about the event that took it: its name and, for a tracepoint, the
@@ -89,6 +90,7 @@ impl EventKind {
             misc,
             event: &UNNAMED,
             raw: None,
+            callchain: None,
         }
     }
 }
@@ -113,13 +115,15 @@ pub struct Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventKind {
     /// PERF_RECORD_SAMPLE, of the event `event`; `raw` holds a tracepoint's PERF_SAMPLE_RAW
-    /// bytes, decoded into fields by `event.format` when they are read ([`Event::fields`]).
+    /// bytes, decoded into fields by `event.format` when they are read ([`Event::fields`]);
+    /// `callchain` the PERF_SAMPLE_CALLCHAIN entries (`-g`).
     Sample {
         ip: u64,
         period: u64,
         misc: u16,
         event: &'static EventDesc,
         raw: Option<Box<[u8]>>,
+        callchain: Option<Callchain>,
     },
     /// PERF_RECORD_FORK: a new task (process or thread).
     Fork(TaskRecord),
@@ -368,6 +372,14 @@ impl Event {
         }
     }
 
+    /// A sample's call chain (`-g`).
+    pub fn callchain(&self) -> Option<&Callchain> {
+        match &self.kind {
+            EventKind::Sample { callchain, .. } => callchain.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The task-related pid of the record: the forked/exited/renamed/mapping task for side-band
     /// records, the running task for samples. Filters on `pid:` use this.
     pub fn subject_pid(&self) -> u32 {
@@ -435,6 +447,11 @@ impl Line<'_> {
 impl EventKind {
     /// Append the `{ type: ..., ... }` text, as perf's Python binding prints it.
     pub fn write_body(&self, buf: &mut Vec<u8>) {
+        self.write_body_with(buf, &NoNames)
+    }
+
+    /// As [`EventKind::write_body`], with a call chain's frames named by `names`.
+    pub fn write_body_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
         let mut w = Line(buf);
         match self {
             EventKind::Sample {
@@ -442,6 +459,7 @@ impl EventKind {
                 period,
                 event,
                 raw,
+                callchain,
                 ..
             } => {
                 w.s("{ type: sample, ");
@@ -454,6 +472,10 @@ impl EventKind {
                         w.s(", ").s(&f.name).s(": ");
                         f.value(raw).write_plain(w.0);
                     }
+                }
+                if let Some(chain) = callchain {
+                    w.s(", ");
+                    crate::callchain::write_plain(chain, names, w.0);
                 }
                 w.s(" }");
             }
@@ -539,6 +561,11 @@ impl EventKind {
 impl Event {
     /// Append the whole `--plain` line (without the newline), as `twatch.py` prints it.
     pub fn write_line(&self, buf: &mut Vec<u8>) {
+        self.write_line_with(buf, &NoNames)
+    }
+
+    /// As [`Event::write_line`], with a call chain's frames named by `names`.
+    pub fn write_line_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
         // sample_pid/sample_tid are signed ints in perf's binding (-1 when unknown).
         Line(buf)
             .s("cpu: ")
@@ -548,7 +575,7 @@ impl Event {
             .s(", tid: ")
             .u(self.tid as i32)
             .s(" ");
-        self.kind.write_body(buf);
+        self.kind.write_body_with(buf, names);
     }
 }
 

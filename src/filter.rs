@@ -553,6 +553,7 @@ mod tests {
                 misc: 0,
                 event: desc,
                 raw: Some(craft::sched_switch(prev, prev_pid, 1, next, next_pid).into()),
+                callchain: None,
             },
             ..sample(0, 1)
         }

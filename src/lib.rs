@@ -4,14 +4,18 @@
 //! [`event::Event`] model and send batches over a bounded channel; a frontend consumes them:
 //! `--plain`/`--json` ([`plain`]), or the TUI.
 
+pub mod callchain;
 pub mod cli;
 pub mod clock;
 pub mod command;
 pub mod event;
 pub mod filter;
+pub mod folded;
 pub mod frontend;
+pub mod generate;
 pub mod monitor;
 pub mod order;
+pub mod output;
 pub mod pane;
 pub mod perf;
 pub mod pipeline;
@@ -21,6 +25,7 @@ pub mod script;
 pub mod signals;
 pub mod stats;
 pub mod stop;
+pub mod symbols;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod text;
@@ -46,4 +51,15 @@ pub fn debug_panic_point(point: &str) {
     if cfg!(debug_assertions) && std::env::var("PERFWATCH_DEBUG_PANIC").is_ok_and(|v| v == point) {
         panic!("PERFWATCH_DEBUG_PANIC={point}");
     }
+}
+
+/// A unit test that cannot run here says so where a plain `cargo test` shows it: libtest
+/// captures `eprintln!` (and shows it only for a failing test), so this writes to the real
+/// stderr, in one write, as the integration tests' `skip!` does.
+#[cfg(test)]
+pub(crate) fn skip_test(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("\nSKIPPED {test}: {why}\n").as_bytes());
 }

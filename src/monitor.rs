@@ -149,6 +149,15 @@ impl Monitor {
                 }
             }
         }
+        if events.iter().any(|e| e.call_graph.is_some()) {
+            let asked = events.iter().filter_map(|e| e.call_graph).max();
+            let (max, note) =
+                crate::callchain::resolve_max_stack(asked, crate::callchain::kernel_max_stack());
+            notes.extend(note);
+            for e in events.iter_mut().filter(|e| e.call_graph.is_some()) {
+                e.call_graph = e.call_graph.map(|n| n.min(max));
+            }
+        }
         if cfg.cgroup.is_some() && cfg.target != TargetSpec::System {
             bail!(
                 "-G/--cgroup watches a cgroup on every CPU: it cannot be combined with -p, -t or a command without -a"

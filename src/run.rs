@@ -38,6 +38,12 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
             );
         }
     }
+    let mut events = events;
+    if let Some(max_stack) = call_graph_of(cli)? {
+        for e in events.iter_mut().filter(|e| !e.is_dummy()) {
+            e.call_graph = Some(max_stack);
+        }
+    }
     let cgroup = match &cli.cgroup {
         Some(name) => Some(crate::perf::open::resolve_cgroup(name).map_err(anyhow::Error::msg)?),
         None => None,
@@ -81,6 +87,27 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     })
 }
 
+/// Whether to record call chains (`-g`, `--call-graph fp`, `--folded`), and how deep: the
+/// `--max-stack` asked for, else the kernel's `perf_event_max_stack` (the monitor lowers a
+/// value above the kernel's limit, and says so).
+fn call_graph_of(cli: &Cli) -> Result<Option<u16>> {
+    let on = cli.callchains || cli.call_graph.is_some() || cli.folded.is_some();
+    if !on {
+        if let Some(n) = cli.max_stack {
+            return Err(UsageError(format!(
+                "--max-stack {n} limits call chains, which are recorded with -g (or --call-graph fp)"
+            ))
+            .into());
+        }
+        return Ok(None);
+    }
+    Ok(Some(cli.max_stack.unwrap_or_else(|| {
+        crate::callchain::kernel_max_stack()
+            .filter(|&k| k > 0)
+            .unwrap_or(crate::callchain::DEFAULT_MAX_STACK)
+    })))
+}
+
 /// A bad command line found only once the events are known (a filter key that is no field
 /// of the tracepoints asked for): exit status 2, as for the errors clap finds.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +116,8 @@ pub struct UsageError(pub String);
 
 /// Run perfwatch; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
+    // Before anything installs a handler: a signal ignored at entry stays ignored.
+    crate::signals::record_entry();
     if let Some(filter) = &cli.list_events {
         let mut out = std::io::stdout().lock();
         return match crate::perf::events::write_event_list(&mut out, filter) {
@@ -96,8 +125,24 @@ pub fn run(cli: Cli) -> Result<i32> {
             _ => Ok(0),
         };
     }
-    // The interactive view when stdout is a terminal and no line format was asked for.
-    let interactive = !cli.json && !cli.plain && std::io::stdout().is_terminal();
+    if cli.json && cli.folded.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(UsageError(
+            "--folded without FILE prints folded stacks in place of the records, so --json would print nothing: give --folded FILE to have both".into(),
+        )
+        .into());
+    }
+    // The interactive view when stdout is a terminal and no line format (nor folded stacks
+    // on stdout) was asked for, and the terminal can show it.
+    let mut interactive = !cli.json
+        && !cli.plain
+        && cli.folded.as_deref() != Some(std::path::Path::new("-"))
+        && std::io::stdout().is_terminal();
+    if interactive {
+        if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
+            eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
+            interactive = false;
+        }
+    }
     let format = if cli.json {
         Format::Json
     } else {
@@ -115,6 +160,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
+    // `--folded FILE` is created now: a path it cannot use stops perfwatch before it starts.
+    let folding = match &cli.folded {
+        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
+        None => None,
+    };
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
     // The events are enabled: what /proc shows now is what existed before them.
@@ -132,10 +182,12 @@ pub fn run(cli: Cli) -> Result<i32> {
     );
 
     if interactive {
-        let (mut pipe, pane_rx, scripts) = scripts.attach(pipe, mon.stats.clone())?;
+        let (mut pipe, pane_rx, scripts) =
+            scripts.attach(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
         let opts = crate::tui::TuiOptions {
             history: cli.history,
             filter: cli.filter.clone(),
+            folded: folding.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
@@ -145,10 +197,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         for note in &mon.info.notes {
             eprintln!("perfwatch: {note}");
         }
-        for note in scripts.finish() {
-            eprintln!("perfwatch: {note}");
-        }
-        return finish(&mut mon, reason?);
+        let scripts = scripts.finish();
+        scripts.print();
+        let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
+        return finish(&mut mon, reason?)
+            .map(|code| with_lost_output(code, scripts.output_lost || !folded_ok));
     }
 
     for note in &mon.info.notes {
@@ -159,22 +212,50 @@ pub fn run(cli: Cli) -> Result<i32> {
         .clone()
         .filter(|f| !f.is_empty())
         .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
-    let opts = PlainOptions::new(format, filter);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let opts = PlainOptions::new(format, filter, folding.clone());
+    let mut out = crate::output::StdoutQueue::stdout()?;
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
     let reason =
         catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
-    drop(out);
-    for note in scripts.finish() {
-        eprintln!("perfwatch: {note}");
+    // Folded stacks on stdout go through the same queue as the records would have.
+    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
+    // A bounded wait for a reader that stopped reading: the summary and the exit status
+    // come in a second or two whatever stdout does.
+    let flushed = out.finish(crate::output::FINISH_WAIT);
+    let scripts = scripts.finish();
+    scripts.print();
+    let stdout_lost = flushed.unwritten > 0
+        && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    if stdout_lost {
+        crate::output::stderr_bounded(
+            format!(
+                "perfwatch: {} bytes of output were not written: {}\n",
+                flushed.unwritten,
+                match &flushed.error {
+                    Some((_, e)) => format!("stdout failed ({e})"),
+                    None => format!(
+                        "stdout did not take them within {} s of the stop",
+                        crate::output::FINISH_WAIT.as_secs()
+                    ),
+                }
+            )
+            .as_bytes(),
+        );
     }
+    let reason = match reason {
+        // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
+        Ok(_) if matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _))) => {
+            Ok(StopReason::BrokenPipe)
+        }
+        r => r,
+    };
     finish(&mut mon, reason?)
+        .map(|code| with_lost_output(code, scripts.output_lost || stdout_lost || !folded_ok))
 }
 
 /// How the pipeline runs: the process model when something reads it (the TUI, scripts, a
-/// `comm:` filter); from `/proc`, names and threads always, executable mappings when an event
+/// `comm:` filter, folded stacks); from `/proc`, names and threads always, executable mappings when an event
 /// samples addresses (not for `dummy` alone), command lines for the interactive view.
 fn pipeline_options(
     info: &crate::monitor::MonitorInfo,
@@ -185,7 +266,7 @@ fn pipeline_options(
     let samples = info.events.iter().any(|e| !e.is_dummy());
     let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());
     PipelineOptions {
-        model: interactive || !cli.script.is_empty() || names,
+        model: interactive || !cli.script.is_empty() || names || cli.folded.is_some(),
         seed: Some(SeedOptions {
             maps: samples,
             argv: interactive,
@@ -195,6 +276,46 @@ fn pipeline_options(
         ..PipelineOptions::default()
     }
 }
+
+/// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):
+/// to their file, or to `stdout` (the queue the records would have gone through); say where
+/// they went. False when they could not be written.
+fn write_folded(
+    folding: Option<&crate::folded::Folding>,
+    reason: Option<&StopReason>,
+    stdout: &mut dyn Write,
+) -> bool {
+    let Some(f) = folding else {
+        return true;
+    };
+    match reason {
+        None | Some(StopReason::Panicked) => return true,
+        Some(StopReason::BrokenPipe) if f.replaces_records() => return true,
+        _ => {}
+    }
+    let said = match f.finish(&mut crate::folded::AddressNamer, stdout) {
+        Ok(line) => line,
+        Err(e) => format!("error: {e:#}"),
+    };
+    if !said.is_empty() {
+        crate::output::stderr_bounded(format!("perfwatch: {said}\n").as_bytes());
+    }
+    !said.starts_with("error: ")
+}
+
+/// The exit status when output was lost (a write error on `--script-output`): a run that
+/// would have ended with 0 ends with [`EXIT_OUTPUT_LOST`] instead; a status that already says
+/// something (a signal, the command's own) is kept.
+pub fn with_lost_output(code: i32, lost: bool) -> i32 {
+    if lost && code == 0 {
+        EXIT_OUTPUT_LOST
+    } else {
+        code
+    }
+}
+
+/// Exit status of a run that lost output it should have written.
+pub const EXIT_OUTPUT_LOST: i32 = 1;
 
 /// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has
 /// already printed it), so that perfwatch still stops the command and prints the summary.
@@ -226,7 +347,8 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         return Ok(0);
     }
     let totals = mon.stats.snapshot();
-    let mut err = std::io::stderr().lock();
+    // Said with a bounded wait: a stderr nobody reads must not keep perfwatch from exiting.
+    let mut err = Vec::new();
     match reason {
         StopReason::TargetsGone if !mon.has_command() => {
             let _ = writeln!(err, "perfwatch: every monitored task has exited");
@@ -249,6 +371,7 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         _ => {}
     }
     let _ = err.write_all(totals.summary(elapsed).as_bytes());
+    crate::output::stderr_bounded(&err);
     Ok(match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
         StopReason::CommandExited(s) => s,

@@ -4,14 +4,55 @@
 //! and stop cleanly (terminal restored, summary printed). A second SIGINT or SIGTERM while
 //! the first is being handled ends the process at once, so a stuck shutdown can always be
 //! interrupted.
+//!
+//! A signal that was ignored when perfwatch started stays ignored, as coreutils leave it:
+//! `nohup perfwatch` is not stopped by SIGHUP, and a background job of a non-interactive shell
+//! (started with SIGINT and SIGQUIT ignored) is not stopped by the terminal's Ctrl-C.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 /// The signals perfwatch stops on.
 pub const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// Signals whose disposition at entry is remembered (the stop signals and SIGTSTP).
+const WATCHED: [i32; 5] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, libc::SIGTSTP];
+
+/// Which of [`WATCHED`] were ignored (SIG_IGN) when perfwatch started.
+fn entry_ignored() -> &'static [bool; 5] {
+    static AT_ENTRY: OnceLock<[bool; 5]> = OnceLock::new();
+    AT_ENTRY.get_or_init(|| {
+        WATCHED.map(|sig| {
+            let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+            // SAFETY: reading the current disposition into a valid out-parameter.
+            let ok = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) } == 0;
+            // SAFETY: filled by sigaction when it succeeded.
+            ok && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+        })
+    })
+}
+
+/// Remember how the watched signals were disposed when perfwatch started. Call first thing,
+/// before anything installs a handler; later calls (and [`ignored_at_entry`]) read that.
+pub fn record_entry() {
+    let _ = entry_ignored();
+}
+
+/// Was `sig` ignored when perfwatch started?
+pub fn ignored_at_entry(sig: i32) -> bool {
+    WATCHED
+        .iter()
+        .position(|&s| s == sig)
+        .is_some_and(|i| entry_ignored()[i])
+}
+
+/// The signals to catch among `wanted`: all but those ignored at entry. A pure function of
+/// the dispositions, so that the rule is tested without changing the test's own signals.
+pub fn to_catch(wanted: &[i32], ignored: impl Fn(i32) -> bool) -> Vec<i32> {
+    wanted.iter().copied().filter(|&s| !ignored(s)).collect()
+}
 
 #[derive(Clone)]
 pub struct StopSignals {
@@ -22,7 +63,7 @@ impl StopSignals {
     pub fn install() -> std::io::Result<StopSignals> {
         let last = Arc::new(AtomicUsize::new(0));
         let armed = Arc::new(AtomicBool::new(false));
-        for sig in STOP_SIGNALS {
+        for sig in to_catch(&STOP_SIGNALS, ignored_at_entry) {
             // Order matters: the conditional shutdown checks `armed` before the flag below
             // sets it, so the first signal is handled and only a second one exits.
             signal_hook::flag::register_conditional_shutdown(sig, 1, armed.clone())?;
@@ -45,4 +86,31 @@ impl StopSignals {
 /// 128 + N for the others, as a shell reports a process killed by them.
 pub fn exit_code_for(sig: i32) -> i32 {
     if sig == SIGINT { 0 } else { 128 + sig }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_ignored_at_entry_are_left_alone() {
+        // nohup: SIGHUP ignored.
+        assert_eq!(
+            to_catch(&STOP_SIGNALS, |s| s == SIGHUP),
+            vec![SIGINT, SIGTERM, SIGQUIT]
+        );
+        // A background job of a non-interactive shell: SIGINT and SIGQUIT ignored.
+        assert_eq!(
+            to_catch(&STOP_SIGNALS, |s| s == SIGINT || s == SIGQUIT),
+            vec![SIGTERM, SIGHUP]
+        );
+        assert_eq!(to_catch(&STOP_SIGNALS, |_| false), STOP_SIGNALS.to_vec());
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_code_for(SIGINT), 0);
+        assert_eq!(exit_code_for(SIGTERM), 143);
+        assert_eq!(exit_code_for(SIGHUP), 129);
+    }
 }

@@ -35,6 +35,19 @@ pub fn escape(bytes: &[u8]) -> String {
     s
 }
 
+/// The escaped form of a multi-line text (a Python traceback): each line escaped, the lines
+/// still separated by newlines, so that it reads as a traceback and carries nothing raw.
+pub fn escape_lines(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            s.push('\n');
+        }
+        let _ = escape_into(line.as_bytes(), &mut s);
+    }
+    s
+}
+
 /// Append the escaped form of `bytes` to a byte buffer (the fast path of `--plain`).
 pub fn escape_to(bytes: &[u8], out: &mut Vec<u8>) {
     if bytes.iter().all(|&b| plain_ascii(b)) {
@@ -51,20 +64,38 @@ fn plain_ascii(b: u8) -> bool {
 }
 
 /// Characters that are valid and printable as far as Unicode goes, but that can rearrange or
-/// hide what a terminal shows: C1 controls, bidirectional overrides and isolates, zero-width
-/// and invisible formatting characters, line and paragraph separators, the BOM.
-fn dangerous_char(c: char) -> bool {
+/// hide what a terminal shows: C1 controls, bidirectional overrides and isolates, line and
+/// paragraph separators, interlinear annotation marks, and every default-ignorable code point
+/// (Unicode's `Default_Ignorable_Code_Point`, DerivedCoreProperties.txt: the characters a
+/// renderer shows as nothing at all when it does not support them). That class holds the
+/// zero-width characters and joiners, the soft hyphen, the BOM, the Hangul fillers (U+115F,
+/// U+1160, U+3164, U+FFA0, which look like blanks in a name), the variation selectors (U+FE00..
+/// U+FE0F, U+E0100..U+E01EF), the Mongolian free variation selectors, the tag characters and
+/// the planes' reserved default-ignorable ranges.
+pub fn dangerous_char(c: char) -> bool {
     matches!(c,
         '\u{80}'..='\u{9f}'
+        // Default_Ignorable_Code_Point, in code point order.
         | '\u{ad}'
+        | '\u{034f}'
         | '\u{061c}'
-        | '\u{180e}'
+        | '\u{115f}'..='\u{1160}'
+        | '\u{17b4}'..='\u{17b5}'
+        | '\u{180b}'..='\u{180f}'
         | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
+        | '\u{202a}'..='\u{202e}'
         | '\u{2060}'..='\u{206f}'
+        | '\u{3164}'
+        | '\u{fe00}'..='\u{fe0f}'
         | '\u{feff}'
+        | '\u{ffa0}'
+        | '\u{fff0}'..='\u{fff8}'
+        | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e0fff}'
+        // Not default-ignorable, but they break or reorder what is shown.
+        | '\u{2028}'..='\u{2029}'
         | '\u{fff9}'..='\u{fffb}'
-        | '\u{e0000}'..='\u{e007f}'
     )
 }
 
@@ -168,6 +199,76 @@ mod tests {
         assert_eq!(escape("a\u{200b}b".as_bytes()), "a\\u{200b}b");
         assert_eq!(escape("\u{9b}31m".as_bytes()), "\\u{009b}31m");
         assert_eq!(escape("x\u{2028}y".as_bytes()), "x\\u{2028}y");
+    }
+
+    #[test]
+    fn default_ignorable_and_filler_characters_are_escaped() {
+        for (c, shown) in [
+            ('\u{3164}', "\\u{3164}"),
+            ('\u{115f}', "\\u{115f}"),
+            ('\u{1160}', "\\u{1160}"),
+            ('\u{ffa0}', "\\u{ffa0}"),
+            ('\u{fe00}', "\\u{fe00}"),
+            ('\u{fe0f}', "\\u{fe0f}"),
+            ('\u{e0100}', "\\u{e0100}"),
+            ('\u{e01ef}', "\\u{e01ef}"),
+            ('\u{180b}', "\\u{180b}"),
+            ('\u{180f}', "\\u{180f}"),
+            ('\u{e0041}', "\\u{e0041}"),
+            ('\u{034f}', "\\u{034f}"),
+            ('\u{17b4}', "\\u{17b4}"),
+            ('\u{1d173}', "\\u{1d173}"),
+            ('\u{1bca0}', "\\u{1bca0}"),
+            ('\u{2064}', "\\u{2064}"),
+        ] {
+            let s = format!("a{c}b");
+            assert_eq!(escape(s.as_bytes()), format!("a{shown}b"), "{:x}", c as u32);
+        }
+        // Their neighbours stay: Hangul syllables, ordinary CJK, emoji.
+        assert_eq!(escape("한글 日本 ☃".as_bytes()), "한글 日本 ☃");
+        assert_eq!(escape("\u{3163}\u{3165}".as_bytes()), "\u{3163}\u{3165}");
+    }
+
+    /// Every code point Unicode marks Default_Ignorable_Code_Point (DerivedCoreProperties.txt,
+    /// Unicode 15.1) is escaped.
+    #[test]
+    fn the_whole_default_ignorable_class_is_escaped() {
+        const DI: &[(u32, u32)] = &[
+            (0x00ad, 0x00ad),
+            (0x034f, 0x034f),
+            (0x061c, 0x061c),
+            (0x115f, 0x1160),
+            (0x17b4, 0x17b5),
+            (0x180b, 0x180f),
+            (0x200b, 0x200f),
+            (0x202a, 0x202e),
+            (0x2060, 0x206f),
+            (0x3164, 0x3164),
+            (0xfe00, 0xfe0f),
+            (0xfeff, 0xfeff),
+            (0xffa0, 0xffa0),
+            (0xfff0, 0xfff8),
+            (0x1bca0, 0x1bca3),
+            (0x1d173, 0x1d17a),
+            (0xe0000, 0xe0fff),
+        ];
+        for &(lo, hi) in DI {
+            for cp in lo..=hi {
+                let c = char::from_u32(cp).unwrap();
+                assert!(dangerous_char(c), "U+{cp:04X}");
+                let s = c.to_string();
+                assert_eq!(escape(s.as_bytes()), format!("\\u{{{cp:04x}}}"));
+            }
+        }
+    }
+
+    #[test]
+    fn escape_lines_keeps_the_lines_apart() {
+        assert_eq!(
+            escape_lines("Traceback:\n  x = '\x1b[2J'\nSyntaxError"),
+            "Traceback:\n  x = '\\x1b[2J'\nSyntaxError"
+        );
+        assert_eq!(escape_lines("a\rb\n\u{202e}"), "a\\rb\n\\u{202e}");
     }
 
     #[test]

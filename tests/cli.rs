@@ -92,7 +92,6 @@ fn bad_targets_and_events_fail_at_start() {
 
 #[test]
 fn a_command_that_cannot_be_executed_is_named() {
-    common::perf_allowed();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("not-executable");
     std::fs::write(&p, "#!/bin/sh\n").unwrap();
@@ -120,10 +119,9 @@ fn permission_errors_explain_paranoid_and_how_to_fix() {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(2);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || paranoid < 1 {
-        eprintln!("SKIPPING permission test: needs root to drop privileges and paranoid >= 1");
-        return;
+    require_root!("to drop privileges with setpriv");
+    if paranoid < 1 {
+        skip!("kernel.perf_event_paranoid is {paranoid}: everyone may monitor the system");
     }
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
     let out = std::process::Command::new("setpriv")
@@ -147,9 +145,7 @@ fn permission_errors_explain_paranoid_and_how_to_fix() {
 
 #[test]
 fn frequency_above_the_kernel_limit_is_clamped_and_said() {
-    if !common::perf_allowed() {
-        return;
-    }
+    require_perf!();
     let max: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
         .unwrap()
         .trim()
@@ -178,32 +174,71 @@ fn help_documents_exit_codes_and_permissions() {
     );
 }
 
-/// EMFILE: with room to raise the soft limit perfwatch does so and runs; without, it says how.
+/// The fds a child of this process holds when it starts: 0, 1 and 2, and every fd of ours
+/// without FD_CLOEXEC, such as a caller's `exec 3>file` or `/usr/bin/time -o FILE`.
+fn fds_a_child_inherits() -> std::collections::BTreeSet<i32> {
+    let mut fds: std::collections::BTreeSet<i32> = [0, 1, 2].into();
+    for e in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let Some(fd) = e.unwrap().file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        // SAFETY: F_GETFD on any number is harmless; a closed fd answers -1.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            fds.insert(fd);
+        }
+    }
+    fds
+}
+
+/// EMFILE: with room to raise the soft limit perfwatch does so and runs; without, it says
+/// how, in its own words. The limits are set relative to the fds perfwatch inherits, so the
+/// test does not depend on what the caller left open.
 #[test]
 fn too_many_open_files_raises_the_limit_or_explains() {
-    if !common::perf_allowed() {
-        return;
+    use std::os::unix::process::CommandExt;
+    require_perf!();
+    let cpus = perfwatch::perf::cpus::online_cpus().unwrap().len();
+    if cpus < 2 {
+        skip!("one CPU online: system-wide perfwatch needs a single perf fd");
     }
+    // One free fd below the limit: the first perf event fits, the second does not.
+    let inherited = fds_a_child_inherits();
+    let first_free = (0..).find(|fd| !inherited.contains(fd)).unwrap();
+    let soft = first_free as u64 + 1;
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
-    let run = |lim: &str| {
-        std::process::Command::new("prlimit")
-            .arg(format!("--nofile={lim}"))
-            .arg(&bin)
-            .args(["--plain", "-e", "dummy", "-d", "0.2"])
-            .output()
-            .unwrap()
+    let run = |hard: u64| {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["--plain", "-e", "dummy", "-d", "0.2"]);
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.output().unwrap()
     };
-    let out = run("4:4");
+    let out = run(soft);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("too many open files") && stderr.contains("ulimit -n, now 4"),
-        "{stderr}"
+        stderr.starts_with(&format!(
+            "perfwatch: error: too many open files opening {cpus} perf events; raise the limit (ulimit -n, now {soft})"
+        )),
+        "inherited fds {inherited:?}: {stderr}"
     );
-    let out = run("4:4096");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let out = run(soft + 4096);
     assert!(
         out.status.success(),
-        "{}",
+        "inherited fds {inherited:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -212,8 +247,9 @@ fn too_many_open_files_raises_the_limit_or_explains() {
 /// and exits 101. (Debug builds only: the panic points are compiled out of release builds.)
 #[test]
 fn a_panicking_thread_stops_with_a_summary_and_status_101() {
-    if !cfg!(debug_assertions) || !common::perf_allowed() {
-        return;
+    require_perf!();
+    if !cfg!(debug_assertions) {
+        skip!("a release build: the panic points are compiled out");
     }
     for (point, says) in [
         ("reader", "the reader of CPU"),
@@ -258,13 +294,8 @@ fn a_missing_script_is_named() {
 /// to change.
 #[test]
 fn a_ring_too_big_to_lock_suggests_a_smaller_m() {
-    if !common::perf_allowed() {
-        return;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
+    require_perf!();
+    require_root!("to drop privileges with setpriv");
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

@@ -9,12 +9,26 @@ use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin;
 
-/// Puts the CPU back online however the test ends.
+/// Puts the CPU back online however the test ends (the guard drops while a failed
+/// assertion unwinds), and says so loudly if the kernel will not have it back.
 struct Online(u32);
 
 impl Drop for Online {
     fn drop(&mut self) {
-        let _ = std::fs::write(format!("/sys/devices/system/cpu/cpu{}/online", self.0), "1");
+        let ctl = format!("/sys/devices/system/cpu/cpu{}/online", self.0);
+        // Onlining can fail for a moment (EBUSY) while the offlining is still settling.
+        for _ in 0..50 {
+            if std::fs::write(&ctl, "1").is_ok()
+                || std::fs::read_to_string(&ctl).is_ok_and(|s| s.trim() == "1")
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        common::say(&format!(
+            "hotplug test: COULD NOT PUT CPU {} BACK ONLINE; do it by hand: echo 1 > {ctl}",
+            self.0
+        ));
     }
 }
 
@@ -23,15 +37,11 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
     require_perf!();
     let online = perfwatch::perf::cpus::online_cpus().unwrap();
     let Some(&cpu) = online.iter().rev().find(|&&c| c != 0) else {
-        eprintln!("SKIPPING hotplug test: only CPU 0 is online");
-        return;
+        skip!("only CPU 0 is online");
     };
     let ctl = format!("/sys/devices/system/cpu/cpu{cpu}/online");
     if std::fs::metadata(&ctl).is_err() {
-        eprintln!(
-            "SKIPPING hotplug test: {ctl} does not exist (CPU {cpu} cannot be taken offline)"
-        );
-        return;
+        skip!("{ctl} does not exist (CPU {cpu} cannot be taken offline)");
     }
     let mon = Command::new(cargo_bin("perfwatch"))
         .args(["--json", "-e", "cpu-clock", "-F", "200", "-d", "4"])
@@ -40,15 +50,22 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1200));
-    if let Err(e) = std::fs::write(&ctl, "0") {
-        eprintln!("SKIPPING hotplug test: cannot take CPU {cpu} offline here: {e}");
-        let _ = mon.wait_with_output();
-        return;
-    }
+    // The guard exists before the CPU goes offline, so nothing between the two can leave it
+    // offline.
     let guard = Online(cpu);
+    if let Err(e) = std::fs::write(&ctl, "0") {
+        drop(guard);
+        let _ = mon.wait_with_output();
+        skip!("cannot take CPU {cpu} offline here: {e}");
+    }
     let offline_at = perfwatch::clock::monotonic_ns();
     std::thread::sleep(Duration::from_millis(1500));
     drop(guard);
+    assert_eq!(
+        perfwatch::perf::cpus::online_cpus().unwrap(),
+        online,
+        "CPU {cpu} is back online"
+    );
     let out = mon.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

@@ -310,7 +310,7 @@ fn cycles_falls_back_to_a_software_clock_when_there_is_no_pmu() {
 fn task_target_falls_back_to_task_clock() {
     require_perf!();
     if hardware_cycles() {
-        return;
+        skip!("this machine has a hardware cycles counter: there is no fallback to see");
     }
     let out = Command::new(cargo_bin("perfwatch"))
         .args(["--plain", "--", "true"])
@@ -540,18 +540,17 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
 
 #[test]
 fn tracepoints_sample_every_hit() {
-    require_perf!();
-    let events = std::path::Path::new("/sys/kernel/tracing/events");
-    if !events.exists() {
-        // tracefs may not be mounted (it is not by default on this kind of machine); as root
-        // the test mounts it, as `perf trace` users do.
-        let _ = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-            .status();
-    }
-    if !events.join("sched/sched_process_fork").exists() {
-        eprintln!("SKIPPING tracepoint test: no tracefs at /sys/kernel/tracing");
-        return;
+    // tracefs is not mounted by default on this kind of machine; as root the test mounts it,
+    // as `perf trace` users do, and the guard unmounts it again however the test ends.
+    let _tracefs = require_tracefs!();
+    if !std::path::Path::new(common::TRACEFS)
+        .join("events/sched/sched_process_fork")
+        .exists()
+    {
+        skip!(
+            "no sched:sched_process_fork tracepoint in {}",
+            common::TRACEFS
+        );
     }
     let out = Command::new(cargo_bin("perfwatch"))
         .args([

@@ -379,11 +379,7 @@ fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
 
 #[test]
 fn foreign_or_writable_script_is_refused_as_root() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPING: the ownership check applies to root only");
-        return;
-    }
+    require_root!("the ownership check applies to root only");
     let d = tempfile::tempdir().unwrap();
     let s = script(d.path(), "foreign.py", "def on_tick():\n    return 'x'\n");
     std::os::unix::fs::chown(&s, Some(65534), Some(65534)).unwrap();
@@ -496,10 +492,7 @@ fn runs_in_a_clean_environment_like_sudos() {
 #[test]
 fn script_output_as_root_is_not_turned_against_the_system() {
     require_perf!();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
+    require_root!("the checks apply to root only");
     use std::os::unix::fs::MetadataExt;
     let d = tempfile::tempdir().unwrap();
     let s = script(d.path(), "tick.py", "def on_tick():\n    return 'x'\n");

@@ -152,6 +152,7 @@ fn keys_filter_the_stream_and_q_quits() {
         totals: &|| stats.snapshot(),
         now: &now,
         frame: Duration::from_millis(10),
+        suspend: None,
     };
     let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
     driver.join().unwrap();
@@ -210,6 +211,7 @@ fn the_run_ends_when_every_reader_has_ended_with_everything_shown() {
         totals: &|| stats.snapshot(),
         now: &now,
         frame: Duration::from_millis(10),
+        suspend: None,
     };
     let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
     assert_eq!(reason, StopReason::TargetsGone);
@@ -245,6 +247,7 @@ fn a_command_that_exits_stops_the_loop_with_its_status() {
         totals: &|| stats.snapshot(),
         now: &now,
         frame: Duration::from_millis(10),
+        suspend: None,
     };
     let started = Instant::now();
     let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();

@@ -23,6 +23,9 @@ struct Screen {
     raw: Vec<u8>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn Child + Send + Sync>,
+    /// The pty's master: open for as long as the screen lives; its terminal attributes are
+    /// the slave's.
+    master: Box<dyn portable_pty::MasterPty + Send>,
 }
 
 impl Screen {
@@ -31,6 +34,16 @@ impl Screen {
     }
 
     fn spawn_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Screen {
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+        cmd.args(args);
+        cmd.env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Screen::spawn_cmd(cmd)
+    }
+
+    fn spawn_cmd(cmd: CommandBuilder) -> Screen {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: ROWS,
@@ -39,20 +52,12 @@ impl Screen {
                 pixel_height: 0,
             })
             .expect("openpty");
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-        cmd.args(args);
-        cmd.env("TERM", "xterm-256color");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
         let child = pair.slave.spawn_command(cmd).expect("spawn perfwatch");
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().expect("reader");
         let writer = pair.master.take_writer().expect("writer");
         let (tx, rx) = unbounded();
         std::thread::spawn(move || {
-            // Keeps the master open for as long as the reader runs.
-            let _master = pair.master;
             let mut buf = [0u8; 8192];
             loop {
                 match reader.read(&mut buf) {
@@ -71,6 +76,7 @@ impl Screen {
             raw: Vec::new(),
             writer,
             child,
+            master: pair.master,
         }
     }
 
@@ -307,7 +313,7 @@ fn ctrl_c_key_quits_with_status_zero() {
 fn a_panic_in_any_thread_restores_the_terminal() {
     require_perf!();
     if !cfg!(debug_assertions) {
-        return;
+        skip!("a release build: the panic points are compiled out");
     }
     for point in ["reader", "frontend"] {
         let mut s = Screen::spawn_env(
@@ -404,4 +410,315 @@ fn script_on_tick_lines_fill_their_pane() {
     let status = exit_status(&mut s, "q");
     assert!(status.success());
     assert_restored(&s, "script pane");
+}
+
+impl Screen {
+    /// The local modes of the pty (its terminal attributes, read through the master).
+    fn lflag(&self) -> libc::tcflag_t {
+        let fd = self.master.as_raw_fd().expect("master fd");
+        let mut t = std::mem::MaybeUninit::<libc::termios>::zeroed();
+        // SAFETY: a valid fd and out-parameter.
+        assert_eq!(
+            unsafe { libc::tcgetattr(fd, t.as_mut_ptr()) },
+            0,
+            "tcgetattr"
+        );
+        // SAFETY: filled by tcgetattr.
+        unsafe { t.assume_init() }.c_lflag
+    }
+
+    /// Canonical mode and echo are on: the shell's line editing works again.
+    fn cooked(&self) -> bool {
+        let l = self.lflag();
+        l & libc::ICANON != 0 && l & libc::ECHO != 0
+    }
+
+    fn pid(&self) -> libc::pid_t {
+        self.child.process_id().expect("pid") as libc::pid_t
+    }
+}
+
+/// The state letter of a process (`R`, `S`, `T` stopped, `Z`), from /proc.
+fn proc_state(pid: libc::pid_t) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// The terminal is left as the shell needs it after perfwatch died by a signal: no
+/// alternate screen, cursor shown, canonical mode and echo on.
+fn assert_restored_after_death(s: &Screen, what: &str) {
+    assert!(
+        !s.parser.screen().alternate_screen(),
+        "{what}: alternate screen left"
+    );
+    assert!(!s.parser.screen().hide_cursor(), "{what}: cursor shown");
+    assert!(s.cooked(), "{what}: raw mode off (lflag {:o})", s.lflag());
+    let raw = String::from_utf8_lossy(&s.raw);
+    assert!(
+        raw.contains("\x1b[?1000l") && raw.contains("\x1b[?1006l"),
+        "{what}: mouse reporting off"
+    );
+}
+
+/// A fatal signal while the TUI owns the terminal (sent by kill, or a real crash in native
+/// code under a script) ends perfwatch by that signal, and the terminal is restored first.
+#[test]
+fn fatal_signals_restore_the_terminal_before_they_end_perfwatch() {
+    require_perf!();
+    for (sig, name) in [
+        (libc::SIGSEGV, "Segmentation fault"),
+        (libc::SIGABRT, "Aborted"),
+        (libc::SIGUSR1, "User defined signal 1"),
+    ] {
+        let mut s = Screen::spawn(&["-e", "dummy"]);
+        s.wait_for("the TUI", Duration::from_secs(20), |t| {
+            t.contains("Event log")
+        });
+        assert!(!s.cooked(), "raw mode while the TUI runs");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(s.pid(), sig) };
+        let status = exit_status(&mut s, name);
+        assert_eq!(status.signal(), Some(name), "died by the signal");
+        assert_restored_after_death(&s, name);
+    }
+    if !cfg!(feature = "python") {
+        skip!("built without the python feature");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (body, name) in [
+        (
+            "import ctypes\ndef on_tick():\n    ctypes.string_at(0)\n",
+            "Segmentation fault",
+        ),
+        ("import os\ndef on_tick():\n    os.abort()\n", "Aborted"),
+    ] {
+        let script = dir.path().join("crash.py");
+        std::fs::write(&script, body).expect("script");
+        let mut s = Screen::spawn(&["-e", "dummy", "--script", script.to_str().expect("utf-8")]);
+        let status = exit_status(&mut s, name);
+        assert_eq!(status.signal(), Some(name), "a crash in native code");
+        assert_restored_after_death(&s, name);
+    }
+}
+
+/// A minimal job-control shell: runs its arguments as a foreground job in a process group of
+/// its own, reports a stop with the terminal's modes at that moment, and continues the job
+/// when a line is typed.
+const JOB_SHELL: &str = r#"
+import os, signal, sys, termios
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    os.tcsetpgrp(0, os.getpgrp())
+    os.execv(sys.argv[1], sys.argv[1:])
+try:
+    os.setpgid(pid, pid)
+except OSError:
+    pass
+os.tcsetpgrp(0, pid)
+print("JOBSHELL child", pid, flush=True)
+while True:
+    _, st = os.waitpid(pid, os.WUNTRACED)
+    if os.WIFSTOPPED(st):
+        os.tcsetpgrp(0, os.getpgrp())
+        l = termios.tcgetattr(0)[3]
+        print("\r\nJOBSHELL stopped sig=%d icanon=%d echo=%d" % (
+            os.WSTOPSIG(st), bool(l & termios.ICANON), bool(l & termios.ECHO)), flush=True)
+        sys.stdin.readline()
+        os.tcsetpgrp(0, pid)
+        os.killpg(pid, signal.SIGCONT)
+    else:
+        print("\r\nJOBSHELL exit %d" % os.waitstatus_to_exitcode(st), flush=True)
+        break
+"#;
+
+/// The whole screen is there (a redraw of only what changed would leave it mostly blank
+/// after the terminal cleared it): the header, the panes' titles and the key line.
+fn fully_drawn(t: &str) -> bool {
+    t.contains(" perfwatch │")
+        && t.contains("Tasks:")
+        && t.contains("Event log")
+        && t.contains(" q  quit")
+}
+
+/// Ctrl-Z (a key in raw mode) and SIGTSTP leave the terminal (alternate screen, raw mode,
+/// mouse, hidden cursor), stop perfwatch for its shell, and on SIGCONT take the terminal back
+/// and redraw everything.
+#[test]
+fn ctrl_z_and_sigtstp_suspend_and_continue_with_a_full_redraw() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shell = dir.path().join("jobshell.py");
+    std::fs::write(&shell, JOB_SHELL).expect("job shell");
+    let mut cmd = CommandBuilder::new("python3");
+    cmd.arg(&shell);
+    cmd.args([env!("CARGO_BIN_EXE_perfwatch"), "-e", "dummy"]);
+    cmd.env("TERM", "xterm-256color");
+    let mut s = Screen::spawn_cmd(cmd);
+    s.wait_for("the TUI", Duration::from_secs(20), fully_drawn);
+    let raw = String::from_utf8_lossy(&s.raw).into_owned();
+    let pw: libc::pid_t = raw
+        .split("JOBSHELL child ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .expect("the job's pid");
+    for (how, stop) in [("Ctrl-Z", None), ("SIGTSTP", Some(libc::SIGTSTP))] {
+        let before = s.raw.len();
+        match stop {
+            None => s.send("\x1a"),
+            // SAFETY: signalling the perfwatch we started.
+            Some(sig) => unsafe {
+                libc::kill(pw, sig);
+            },
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !String::from_utf8_lossy(&s.raw[before..]).contains("JOBSHELL stopped") {
+            assert!(Instant::now() < deadline, "{how}: no stop reported");
+            s.pump(Duration::from_millis(50));
+        }
+        assert_eq!(proc_state(pw), Some('T'), "{how}: perfwatch is stopped");
+        assert!(
+            !s.parser.screen().alternate_screen(),
+            "{how}: alternate screen left"
+        );
+        assert!(!s.parser.screen().hide_cursor(), "{how}: cursor shown");
+        let report = String::from_utf8_lossy(&s.raw[before..]).into_owned();
+        assert!(
+            report.contains("icanon=1 echo=1"),
+            "{how}: the terminal is cooked while stopped: {report}"
+        );
+        assert!(report.contains("\x1b[?1000l"), "{how}: mouse reporting off");
+        // Continue: the job shell gives the terminal back and sends SIGCONT.
+        s.send("\n");
+        s.wait_for("the full redraw", Duration::from_secs(10), |t| {
+            fully_drawn(t) && !t.contains("JOBSHELL")
+        });
+        assert!(
+            s.parser.screen().alternate_screen(),
+            "{how}: back on the alternate screen"
+        );
+        assert!(!s.cooked(), "{how}: raw mode again");
+    }
+    s.send("q");
+    s.wait_for("the end", Duration::from_secs(20), |t| {
+        t.contains("JOBSHELL exit")
+    });
+    assert!(s.text().contains("JOBSHELL exit 0"), "{}", s.text());
+}
+
+/// With no shell that could continue it (perfwatch leads its own session here), Ctrl-Z does
+/// nothing, as the kernel does with a terminal's stop signals for such a process.
+#[test]
+fn ctrl_z_without_a_shell_to_continue_does_nothing() {
+    require_perf!();
+    let mut s = Screen::spawn(&["-e", "dummy"]);
+    s.wait_for("the TUI", Duration::from_secs(20), |t| {
+        t.contains("Event log")
+    });
+    s.send("\x1a");
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(700) {
+        s.pump(Duration::from_millis(50));
+    }
+    assert_ne!(proc_state(s.pid()), Some('T'));
+    assert!(s.parser.screen().alternate_screen());
+    s.send("q");
+    let status = exit_status(&mut s, "q");
+    assert!(status.success());
+    assert_restored(&s, "q after Ctrl-Z");
+}
+
+/// TERM=dumb, or no TERM at all: no full-screen view, --plain lines with a note.
+#[test]
+fn a_dumb_or_missing_term_gets_plain_lines() {
+    require_perf!();
+    for term in [Some("dumb"), None] {
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+        cmd.args(["-e", "dummy", "--", "sh", "-c", "sleep 0.3; /bin/true"]);
+        match term {
+            Some(t) => cmd.env("TERM", t),
+            None => cmd.env_remove("TERM"),
+        }
+        let mut s = Screen::spawn_cmd(cmd);
+        let status = exit_status(&mut s, "plain");
+        assert!(status.success(), "{term:?}");
+        let raw = String::from_utf8_lossy(&s.raw);
+        assert!(
+            !raw.contains("\x1b[?1049h"),
+            "{term:?}: no alternate screen"
+        );
+        let note = match term {
+            Some(_) => "TERM is 'dumb': no full-screen view; printing --plain lines instead",
+            None => "TERM is not set: no full-screen view",
+        };
+        assert!(raw.contains(note), "{term:?}: {raw}");
+        assert!(raw.contains("{ type: exit"), "{term:?}: {raw}");
+    }
+}
+
+/// What the panes can no longer show reaches stderr once the terminal is restored: each
+/// script's last on_tick() lines and what trace_end() printed. With --script-output it goes
+/// to that file, in the TUI too.
+#[test]
+fn script_output_after_the_tui_quits_is_not_lost() {
+    require_perf!();
+    if !cfg!(feature = "python") {
+        skip!("built without the python feature");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("final.py");
+    std::fs::write(
+        &script,
+        "n = 0\n\
+         def on_tick():\n\
+         \x20   global n\n\
+         \x20   n += 1\n\
+         \x20   return [f'tick-line {n}', 'second line']\n\
+         def trace_end():\n\
+         \x20   print('FINAL TABLE', n)\n",
+    )
+    .expect("script");
+    let path = script.to_str().expect("utf-8");
+    let mut s = Screen::spawn(&["-e", "dummy", "--script", path]);
+    s.wait_for("the pane", Duration::from_secs(20), |t| {
+        t.contains("tick-line 2")
+    });
+    s.send("q");
+    let status = exit_status(&mut s, "q");
+    assert!(status.success());
+    assert_restored(&s, "script");
+    let raw = String::from_utf8_lossy(&s.raw);
+    let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
+    assert!(after.contains("[final.py] FINAL TABLE"), "{after}");
+    assert!(after.contains("[final.py] second line"), "{after}");
+    assert!(after.contains("[final.py] tick-line "), "{after}");
+
+    let out = dir.path().join("pane.txt");
+    let mut s = Screen::spawn(&[
+        "-e",
+        "dummy",
+        "--script",
+        path,
+        "--script-output",
+        out.to_str().expect("utf-8"),
+    ]);
+    s.wait_for("the pane", Duration::from_secs(20), |t| {
+        t.contains("tick-line 1")
+    });
+    s.send("q");
+    let status = exit_status(&mut s, "q");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&out).expect("--script-output written in the TUI");
+    assert!(text.contains("[final.py] tick-line 1\n"), "{text}");
+    assert!(text.contains("[final.py] FINAL TABLE"), "{text}");
+    let raw = String::from_utf8_lossy(&s.raw);
+    let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
+    assert!(!after.contains("FINAL TABLE"), "{after}");
 }

@@ -279,6 +279,7 @@ fn several_events_with_ipc() {
                 misc: 2,
                 event: e,
                 raw: None,
+                callchain: None,
             },
         )
     };

@@ -1,16 +1,36 @@
 //! `--plain` and `--json`: one line per record on stdout, in global time order.
+//!
+//! # Numbers in `--json`
+//!
+//! JSON readers that hold numbers as doubles (jq 1.6, JavaScript) keep integers exact only up
+//! to 2^53; a kernel address such as `0xffffffff81e3c4a1` comes out of `jq .` as a different
+//! address. So:
+//!
+//! - **addresses** are strings, `"0x"` and lower-case hex without padding (`"0x0"` for zero),
+//!   as perf's own JSON writes them: `sample_ip`, mmap `start`, tracepoint fields that the
+//!   format declares as pointers ([`Value::Hex`]), and every address field added later
+//!   (call-chain frames, symbol addresses) through [`Address`];
+//! - **sizes, offsets and counts** (`len`, `pgoff`, `sample_period`, `lost`) and identifiers
+//!   (`pid`, `sample_id`, `ino`, ...) stay numbers;
+//! - **times** stay integer nanoseconds of the event clock (`sample_time`, fork/exit and
+//!   throttle `time`), exact in the text. CLOCK_MONOTONIC passes 2^53 after 104.2 days of
+//!   uptime, after which a double-based reader is off by a few nanoseconds (1 ns up to 208
+//!   days, 2 ns up to 417; `-k realtime` is always past it, by up to 128 ns);
+//!   `sample_time_s` gives the record's time in seconds with nine decimals (the unit of
+//!   `time.monotonic()` and of perf script's time column), for readers and people that work in
+//!   seconds.
 
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crossbeam_channel::select;
+use crossbeam_channel::{never, select};
 
 use crate::event::{Event, EventKind};
+use crate::output::StdoutQueue;
 use crate::perf::tracepoint::Value;
 use crate::pipeline::Pipeline;
 use crate::process::ProcessModel;
 use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
-use crate::text::escape;
 
 /// The line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,151 +59,229 @@ thread_local! {
     static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A JSON string literal of already-escaped (control-free) text.
-struct JsonStr<'a>(&'a str);
+/// An address as `--json` writes it: a string, `"0x"` and lower-case hex (see the module
+/// documentation for why).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Address(pub u64);
 
-impl std::fmt::Display for JsonStr<'_> {
+impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("\"")?;
-        let mut rest = self.0;
-        while let Some(i) = rest.find(|c: char| c == '"' || c == '\\' || c.is_control()) {
-            f.write_str(&rest[..i])?;
-            let c = rest[i..].chars().next().unwrap_or(' ');
-            match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                c => write!(f, "\\u{:04x}", c as u32)?,
-            }
-            rest = &rest[i + c.len_utf8()..];
-        }
-        f.write_str(rest)?;
-        f.write_str("\"")
+        write!(f, "\"{:#x}\"", self.0)
     }
+}
+
+/// Append `v` as a JSON address: `"0x..."`, lower-case hex, `"0x0"` for zero.
+pub fn push_address(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(b"\"0x");
+    let digits = (16 - v.leading_zeros() as usize / 4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
+    }
+    out.push(b'"');
+}
+
+/// Append nanoseconds as seconds with nine decimals: the exact decimal text of the instant.
+fn push_seconds(out: &mut Vec<u8>, ns: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(ns / 1_000_000_000).as_bytes());
+    let mut frac = [b'0'; 10];
+    frac[0] = b'.';
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(ns % 1_000_000_000).as_bytes();
+    frac[10 - digits.len()..].copy_from_slice(digits);
+    out.extend_from_slice(&frac);
+}
+
+/// The members of one JSON line, appended to a buffer: `,"name":value`.
+struct Members<'a> {
+    out: &'a mut Vec<u8>,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl Members<'_> {
+    fn key(&mut self, name: &str) -> &mut Self {
+        self.out.extend_from_slice(b",\"");
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self
+    }
+    fn uint(&mut self, name: &str, v: u64) -> &mut Self {
+        self.key(name);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self
+    }
+    fn int(&mut self, name: &str, v: i64) -> &mut Self {
+        self.key(name);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self
+    }
+    fn boolean(&mut self, name: &str, v: bool) -> &mut Self {
+        self.key(name);
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        self
+    }
+    fn address(&mut self, name: &str, v: u64) -> &mut Self {
+        self.key(name);
+        push_address(self.out, v);
+        self
+    }
+    fn text(&mut self, name: &str, raw: &[u8]) -> &mut Self {
+        self.key(name);
+        json_text(raw, self.out, self.scratch);
+        self
+    }
+}
+
+thread_local! {
+    /// The line being formatted and a scratch buffer for escaped text, reused so that no
+    /// line allocates.
+    static JSON_LINE: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// One JSON object per line. Field names follow perf's Python binding; text from the
 /// monitored system carries the same escaping as `--plain` (so `jq -r` never prints raw
-/// control characters), inside a valid JSON string.
+/// control characters), inside a valid JSON string; addresses are hex strings (see the
+/// module documentation). The line is built in a reused buffer and written at once.
 pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
-    write!(
-        out,
-        "{{\"type\":\"{}\",\"sample_cpu\":{},\"sample_pid\":{},\"sample_tid\":{},\"sample_time\":{},\"sample_id\":{}",
-        ev.record_type().name(),
-        ev.cpu,
-        ev.pid as i32,
-        ev.tid as i32,
-        ev.time,
-        ev.id
-    )?;
+    write_json_with(out, ev, &crate::callchain::NoNames)
+}
+
+/// As [`write_json`], with a call chain's frames named by `names`.
+pub fn write_json_with(
+    out: &mut impl Write,
+    ev: &Event,
+    names: &dyn crate::callchain::FrameNames,
+) -> io::Result<()> {
+    JSON_LINE.with_borrow_mut(|(line, scratch)| {
+        line.clear();
+        json_line(line, scratch, ev, names);
+        out.write_all(line)
+    })
+}
+
+fn json_line(
+    line: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    ev: &Event,
+    names: &dyn crate::callchain::FrameNames,
+) {
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(ev.record_type().name().as_bytes());
+    line.push(b'"');
+    let mut m = Members { out: line, scratch };
+    m.uint("sample_cpu", ev.cpu as u64)
+        .int("sample_pid", ev.pid as i32 as i64)
+        .int("sample_tid", ev.tid as i32 as i64)
+        .uint("sample_time", ev.time)
+        .key("sample_time_s");
+    push_seconds(m.out, ev.time);
+    m.uint("sample_id", ev.id);
     match &ev.kind {
         EventKind::Sample { ip, period, .. } => {
-            write!(out, ",\"sample_ip\":{ip},\"sample_period\":{period}")?;
-            write_json_event(out, ev)?;
+            m.address("sample_ip", *ip).uint("sample_period", *period);
+            json_event_members(&mut m, ev);
+            if let Some(chain) = ev.callchain() {
+                m.key("callchain");
+                crate::callchain::write_json(chain, names, m.out);
+            }
         }
-        EventKind::Fork(t) | EventKind::Exit(t) => write!(
-            out,
-            ",\"pid\":{},\"ppid\":{},\"tid\":{},\"ptid\":{},\"time\":{}",
-            t.pid, t.ppid, t.tid, t.ptid, t.time
-        )?,
+        EventKind::Fork(t) | EventKind::Exit(t) => {
+            m.uint("pid", t.pid as u64)
+                .uint("ppid", t.ppid as u64)
+                .uint("tid", t.tid as u64)
+                .uint("ptid", t.ptid as u64)
+                .uint("time", t.time);
+        }
         EventKind::Comm {
             pid,
             tid,
             comm,
             exec,
-        } => write!(
-            out,
-            ",\"pid\":{pid},\"tid\":{tid},\"comm\":{},\"exec\":{exec}",
-            JsonStr(&escape(comm))
-        )?,
-        EventKind::Mmap(m) => {
-            write!(
-                out,
-                ",\"pid\":{},\"tid\":{},\"start\":{},\"len\":{},\"pgoff\":{},\"filename\":{}",
-                m.pid,
-                m.tid,
-                m.start,
-                m.len,
-                m.pgoff,
-                JsonStr(&escape(&m.filename))
-            )?;
-            if let Some(x) = m.mmap2 {
-                write!(
-                    out,
-                    ",\"maj\":{},\"min\":{},\"ino\":{},\"ino_generation\":{},\"prot\":{},\"flags\":{}",
-                    x.maj, x.min, x.ino, x.ino_generation, x.prot, x.flags
-                )?;
+        } => {
+            m.uint("pid", *pid as u64)
+                .uint("tid", *tid as u64)
+                .text("comm", comm)
+                .boolean("exec", *exec);
+        }
+        EventKind::Mmap(mm) => {
+            m.uint("pid", mm.pid as u64)
+                .uint("tid", mm.tid as u64)
+                .address("start", mm.start)
+                .uint("len", mm.len)
+                .uint("pgoff", mm.pgoff)
+                .text("filename", &mm.filename);
+            if let Some(x) = mm.mmap2 {
+                m.uint("maj", x.maj as u64)
+                    .uint("min", x.min as u64)
+                    .uint("ino", x.ino)
+                    .uint("ino_generation", x.ino_generation)
+                    .uint("prot", x.prot as u64)
+                    .uint("flags", x.flags as u64);
             }
         }
-        EventKind::Lost { id, lost } => write!(out, ",\"id\":{id},\"lost\":{lost}")?,
-        EventKind::LostSamples { lost } => write!(out, ",\"lost\":{lost}")?,
+        EventKind::Lost { id, lost } => {
+            m.uint("id", *id).uint("lost", *lost);
+        }
+        EventKind::LostSamples { lost } => {
+            m.uint("lost", *lost);
+        }
         EventKind::Throttle {
             time,
             id,
             stream_id,
             ..
-        } => write!(
-            out,
-            ",\"time\":{time},\"id\":{id},\"stream_id\":{stream_id}"
-        )?,
+        } => {
+            m.uint("time", *time)
+                .uint("id", *id)
+                .uint("stream_id", *stream_id);
+        }
         EventKind::Switch {
             out: sw_out,
             preempt,
             next_prev,
         } => {
-            write!(out, ",\"switch_out\":{sw_out},\"preempt\":{preempt}")?;
+            m.boolean("switch_out", *sw_out)
+                .boolean("preempt", *preempt);
             if let Some((p, t)) = next_prev {
-                write!(
-                    out,
-                    ",\"next_prev_pid\":{},\"next_prev_tid\":{}",
-                    *p as i32, *t as i32
-                )?;
+                m.int("next_prev_pid", *p as i32 as i64)
+                    .int("next_prev_tid", *t as i32 as i64);
             }
         }
     }
-    out.write_all(b"}\n")
+    line.extend_from_slice(b"}\n");
 }
 
 /// A sample's `"event"` name and its tracepoint fields as JSON members: numbers as numbers,
-/// text as (escaped) strings, arrays as lists, a field outside the record as null. Built
-/// with itoa and byte pushes into one buffer: tracepoint lines carry many fields.
-fn write_json_event(out: &mut impl Write, ev: &Event) -> io::Result<()> {
-    JSON_FIELDS.with_borrow_mut(|(buf, text)| {
-        buf.clear();
-        if let Some(name) = ev.event_name() {
-            buf.extend_from_slice(b",\"event\":");
-            json_text(name.as_bytes(), buf, text);
-        }
-        for (f, v) in ev.fields(false) {
-            buf.extend_from_slice(b",\"");
-            buf.extend_from_slice(f.name.as_bytes());
-            buf.extend_from_slice(b"\":");
-            match v {
-                Value::Int(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-                Value::UInt(n) | Value::Hex(n) => {
-                    buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes())
-                }
-                Value::Str(s) => json_text(s, buf, text),
-                Value::Array { .. } => {
-                    buf.push(b'[');
-                    for (i, e) in v.elements().enumerate() {
-                        if i > 0 {
-                            buf.push(b',');
-                        }
-                        buf.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
+/// pointers as addresses, text as (escaped) strings, arrays as lists, a field outside the
+/// record as null.
+fn json_event_members(m: &mut Members<'_>, ev: &Event) {
+    if let Some(name) = ev.event_name() {
+        m.text("event", name.as_bytes());
+    }
+    for (f, v) in ev.fields(false) {
+        m.key(&f.name);
+        let out = &mut *m.out;
+        match v {
+            Value::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            Value::UInt(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            Value::Hex(n) => push_address(out, n),
+            Value::Str(s) => json_text(s, out, m.scratch),
+            Value::Array { .. } => {
+                out.push(b'[');
+                for (i, e) in v.elements().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
                     }
-                    buf.push(b']');
+                    out.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
                 }
-                Value::Missing => buf.extend_from_slice(b"null"),
+                out.push(b']');
             }
+            Value::Missing => out.extend_from_slice(b"null"),
         }
-        out.write_all(buf)
-    })
-}
-
-thread_local! {
-    /// The members being formatted and a scratch buffer for escaped text.
-    static JSON_FIELDS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
 }
 
 /// Untrusted text as a JSON string: escaped as in `--plain` (no control characters are
@@ -211,15 +309,23 @@ pub struct PlainOptions {
     pub format: Format,
     /// A predicate on events; those it rejects are not written (counters still count them).
     pub filter: Option<EventFilter>,
+    /// `--folded [FILE]`: fed with every event in time order (before `filter`, which it
+    /// applies itself); with stdout as its output, no record is written.
+    pub folded: Option<crate::folded::Folding>,
     /// Where lines are formatted (reused).
     buf: Vec<u8>,
 }
 
 impl PlainOptions {
-    pub fn new(format: Format, filter: Option<EventFilter>) -> PlainOptions {
+    pub fn new(
+        format: Format,
+        filter: Option<EventFilter>,
+        folded: Option<crate::folded::Folding>,
+    ) -> PlainOptions {
         PlainOptions {
             format,
             filter,
+            folded,
             buf: Vec::with_capacity(OUT_BUFFER + 4096),
         }
     }
@@ -231,24 +337,45 @@ impl PlainOptions {
 const WAIT: Duration = Duration::from_millis(250);
 
 /// Run until stopped, writing every event the pipeline hands on to `out`.
+///
+/// `out` never blocks: while its writer is behind, the loop takes no batches (the kernel rings
+/// take the strain, and count what they cannot hold) but still sees signals, the clock and
+/// the command; the caller finishes it with a bounded wait.
 pub fn run(
     pipe: &mut Pipeline,
     watched: &mut dyn Watched,
     stop: &StopRule,
     mut opts: PlainOptions,
-    out: &mut impl Write,
+    out: &mut StdoutQueue,
 ) -> io::Result<StopReason> {
     let mut write_err: Option<io::Error> = None;
+    let no_batches = never();
+    let no_chunks = never();
+    let no_room = never();
     let reason = loop {
+        // A stalled reader of stdout: take nothing more until the writer catches up (and
+        // only then listen for it: a wake-up per chunk written would cost more than it saves).
+        let has_room = out.has_room();
+        let batches = if has_room {
+            pipe.batches()
+        } else {
+            &no_batches
+        };
+        let staged = if has_room { pipe.staged() } else { &no_chunks };
+        let room = if has_room { &no_room } else { out.room() };
         select! {
-            recv(pipe.batches()) -> msg => pipe.take(msg),
-            recv(pipe.staged()) -> msg => pipe.take_staged(msg),
+            recv(batches) -> msg => pipe.take(msg),
+            recv(staged) -> msg => pipe.take_staged(msg),
+            recv(room) -> _ => {}
             default(stop.wait_at_most(WAIT)) => {}
         }
         if write_ready(pipe, &mut opts, out, &mut write_err) && write_err.is_none() {
             if let Err(e) = out.flush() {
                 write_err = Some(e);
             }
+        }
+        if write_err.is_none() {
+            write_err = out.error();
         }
         if let Some(e) = write_err.take() {
             if e.kind() == io::ErrorKind::BrokenPipe {
@@ -273,6 +400,9 @@ pub fn run(
             write_err = Some(e);
         }
     }
+    if write_err.is_none() {
+        write_err = out.error();
+    }
     match write_err {
         Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(StopReason::BrokenPipe),
         Some(e) => Err(e),
@@ -292,8 +422,15 @@ fn write_ready(
     let mut wrote = false;
     let model = pipe.model().clone();
     let mut buf = std::mem::take(&mut opts.buf);
+    let records = !opts.folded.as_ref().is_some_and(|f| f.replaces_records());
     while let Some(chunk) = pipe.next_chunk() {
-        if err.is_none() {
+        if let Some(folded) = &opts.folded {
+            let tasks = model.read();
+            for ev in &chunk.events {
+                folded.observe(ev, &*tasks);
+            }
+        }
+        if err.is_none() && records {
             // One read lock per chunk, and only when a filter looks at the model.
             let tasks = opts.filter.is_some().then(|| model.read());
             for ev in &chunk.events {
@@ -368,7 +505,7 @@ mod tests {
         };
         assert_eq!(
             json(&e),
-            "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
+            "{\"type\":\"fork\",\"sample_cpu\":0,\"sample_pid\":13783,\"sample_tid\":13783,\"sample_time\":99,\"sample_time_s\":0.000000099,\"sample_id\":5,\"pid\":13790,\"ppid\":13783,\"tid\":13790,\"ptid\":13783,\"time\":7162303959197}\n"
         );
     }
 
@@ -400,6 +537,7 @@ mod tests {
                 misc: 1,
                 event: desc,
                 raw: Some(raw.into()),
+                callchain: None,
             },
         };
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
@@ -445,5 +583,233 @@ mod tests {
         assert_eq!(v["filename"], "/tmp/\"quoted\"\\\\\\x1b[2J\\n\\xff");
         assert_eq!(v["sample_pid"], -1);
         assert_eq!(v["ino"], 4);
+    }
+
+    /// One record of every type (both forms of MMAP and SWITCH), with every address at the top
+    /// of the address space, where a double-based JSON reader would round it.
+    fn one_of_each() -> Vec<Event> {
+        let top = u64::MAX - 0x5e;
+        let task = TaskRecord {
+            pid: 2,
+            ppid: 1,
+            tid: 2,
+            ptid: 1,
+            time: top,
+        };
+        let mmap = |mmap2| {
+            EventKind::Mmap(Box::new(MmapRecord {
+                pid: 2,
+                tid: 2,
+                start: top,
+                len: 0x1000,
+                pgoff: 0x2000,
+                filename: (*b"/bin/x").into(),
+                mmap2,
+            }))
+        };
+        let kinds = vec![
+            EventKind::sample(top, 1, 1),
+            pointer_tracepoint_sample(top),
+            EventKind::Fork(task),
+            EventKind::Exit(task),
+            EventKind::Comm {
+                pid: 2,
+                tid: 2,
+                comm: (*b"x").into(),
+                exec: true,
+            },
+            mmap(None),
+            mmap(Some(Mmap2Extra {
+                maj: 8,
+                min: 1,
+                ino: 4,
+                ino_generation: 0,
+                prot: 5,
+                flags: 2,
+                build_id: None,
+            })),
+            EventKind::Lost { id: 7, lost: 3 },
+            EventKind::LostSamples { lost: 3 },
+            EventKind::Throttle {
+                throttled: true,
+                time: top,
+                id: 7,
+                stream_id: 7,
+            },
+            EventKind::Throttle {
+                throttled: false,
+                time: top,
+                id: 7,
+                stream_id: 7,
+            },
+            EventKind::Switch {
+                out: true,
+                preempt: false,
+                next_prev: None,
+            },
+            EventKind::Switch {
+                out: false,
+                preempt: true,
+                next_prev: Some((3, 3)),
+            },
+        ];
+        // Every variant is here: a new one fails to compile until it is added.
+        let mut seen = [false; 9];
+        for k in &kinds {
+            seen[match k {
+                EventKind::Sample { .. } => 0,
+                EventKind::Fork(_) => 1,
+                EventKind::Exit(_) => 2,
+                EventKind::Comm { .. } => 3,
+                EventKind::Mmap(_) => 4,
+                EventKind::Lost { .. } => 5,
+                EventKind::LostSamples { .. } => 6,
+                EventKind::Throttle { .. } => 7,
+                EventKind::Switch { .. } => 8,
+            }] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "{seen:?}");
+        kinds
+            .into_iter()
+            .map(|kind| Event {
+                cpu: 1,
+                pid: 2,
+                tid: 2,
+                time: top,
+                id: 7,
+                kind,
+            })
+            .collect()
+    }
+
+    /// A tracepoint sample whose format declares a pointer (`const void * ptr`, as
+    /// kmem:kmalloc does) and a size.
+    fn pointer_tracepoint_sample(ptr: u64) -> EventKind {
+        use crate::event::EventDesc;
+        use crate::perf::tracepoint::Format;
+        use crate::testkit::tracepoints as craft;
+        const KMALLOC: &str = "name: kmalloc
+ID: 500
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:const void * ptr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:size_t bytes_alloc;\toffset:16;\tsize:8;\tsigned:0;
+
+print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
+";
+        let desc = EventDesc {
+            index: 1,
+            name: "kmem:kmalloc",
+            type_: 2,
+            config: 500,
+            format: Some(Format::parse("kmem:kmalloc", KMALLOC).unwrap()),
+            show_name: true,
+            show_common: false,
+        }
+        .intern();
+        let mut raw = Vec::new();
+        craft::common(&mut raw, 500, 2);
+        raw.extend_from_slice(&ptr.to_ne_bytes());
+        raw.extend_from_slice(&64u64.to_ne_bytes());
+        raw.extend_from_slice(&[0; 4]);
+        EventKind::Sample {
+            ip: ptr,
+            period: 1,
+            misc: 1,
+            event: desc,
+            raw: Some(raw.into()),
+            callchain: None,
+        }
+    }
+
+    /// The address fields of each record type (`ptr`: the pointer of the tracepoint sample);
+    /// everything else that is not text is a number or a boolean.
+    const ADDRESSES: &[(&str, &[&str])] =
+        &[("sample", &["sample_ip", "ptr"]), ("mmap", &["start"])];
+    const OPTIONAL: &[&str] = &["ptr"];
+    const TEXT: &[&str] = &["type", "comm", "filename", "event"];
+
+    #[test]
+    fn every_address_field_of_every_record_type_is_a_hex_string() {
+        let top = u64::MAX - 0x5e;
+        for ev in one_of_each() {
+            let line = json(&ev);
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let ty = ev.record_type().name();
+            let addresses = ADDRESSES
+                .iter()
+                .find(|(t, _)| *t == ty)
+                .map_or(&[][..], |(_, a)| a);
+            for (name, value) in v.as_object().unwrap() {
+                if addresses.contains(&name.as_str()) {
+                    assert_eq!(value, &format!("0x{top:x}"), "{ty}.{name}: {line}");
+                } else if TEXT.contains(&name.as_str()) {
+                    assert!(value.is_string(), "{ty}.{name}: {line}");
+                } else {
+                    assert!(
+                        value.is_number() || value.is_boolean(),
+                        "{ty}.{name} is an address? list it in ADDRESSES: {line}"
+                    );
+                }
+            }
+            for a in addresses.iter().filter(|a| !OPTIONAL.contains(a)) {
+                assert!(v.get(a).is_some(), "{ty} has no {a}: {line}");
+            }
+            if v.get("event").is_some() {
+                assert!(v.get("ptr").is_some(), "{line}");
+                assert_eq!(v["bytes_alloc"], 64, "a size stays a number: {line}");
+            }
+        }
+        let zero = Event {
+            kind: EventKind::sample(0, 1, 0),
+            ..one_of_each().remove(0)
+        };
+        assert!(json(&zero).contains("\"sample_ip\":\"0x0\""));
+    }
+
+    #[test]
+    fn addresses_are_lower_case_hex_strings_without_padding() {
+        for (v, want) in [
+            (0, "\"0x0\""),
+            (1, "\"0x1\""),
+            (0xf, "\"0xf\""),
+            (0x10, "\"0x10\""),
+            (0xffffffff81e3c4a1, "\"0xffffffff81e3c4a1\""),
+            (u64::MAX, "\"0xffffffffffffffff\""),
+        ] {
+            let mut b = Vec::new();
+            push_address(&mut b, v);
+            assert_eq!(String::from_utf8(b).unwrap(), want);
+            assert_eq!(Address(v).to_string(), want);
+        }
+    }
+
+    /// Times are exact integers in the text, with the seconds beside them; times above 2^53
+    /// (104 days of uptime) keep every digit.
+    #[test]
+    fn times_are_integer_nanoseconds_and_decimal_seconds() {
+        for (ns, secs) in [
+            (0, "0.000000000"),
+            (99, "0.000000099"),
+            (7_162_303_959_197, "7162.303959197"),
+            ((1 << 53) + 1, "9007199.254740993"),
+            (u64::MAX, "18446744073.709551615"),
+        ] {
+            let ev = Event {
+                time: ns,
+                ..one_of_each().remove(0)
+            };
+            let line = json(&ev);
+            assert!(
+                line.contains(&format!("\"sample_time\":{ns},\"sample_time_s\":{secs},")),
+                "{line}"
+            );
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["sample_time"].as_u64(), Some(ns));
+        }
     }
 }

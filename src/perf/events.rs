@@ -2,7 +2,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_PERIOD, SAMPLE_RAW};
+use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW};
 use super::tracepoint::{Format, FormatError};
 
 /// A perf event: what one entry of `-e LIST` resolved to.
@@ -26,6 +26,8 @@ pub struct EventSpec {
     pub may_fall_back: bool,
     /// A tracepoint's format, read from tracefs when the name was resolved.
     pub format: Option<Format>,
+    /// Record call chains (`-g`) of at most this many frames (`sample_max_stack`).
+    pub call_graph: Option<u16>,
 }
 
 impl EventSpec {
@@ -60,6 +62,7 @@ impl EventSpec {
             sampling: None,
             may_fall_back: false,
             format: None,
+            call_graph: None,
         }
     }
 
@@ -96,6 +99,7 @@ impl EventSpec {
             exclude_kernel: self.exclude_kernel,
             exclude_user: self.exclude_user,
             sampling: self.sampling,
+            call_graph: self.call_graph,
             ..base
         }
     }
@@ -567,6 +571,9 @@ pub fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
     if spec.is_tracepoint() {
         st |= SAMPLE_RAW;
     }
+    if spec.call_graph.is_some() && !spec.is_dummy() {
+        st |= SAMPLE_CALLCHAIN;
+    }
     st
 }
 
@@ -598,6 +605,11 @@ pub fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
     a.set_exclude_hv(exclude_kernel as u64);
     a.set_exclude_user(spec.exclude_user as u64);
     a.set_precise_ip(spec.precise.min(3) as u64);
+    if a.sample_type & SAMPLE_CALLCHAIN != 0 {
+        // At most kernel.perf_event_max_stack (the kernel refuses more with EOVERFLOW; the
+        // monitor lowers it first). 0 would mean the kernel's own limit.
+        a.sample_max_stack = spec.call_graph.unwrap_or(0);
+    }
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = o.clockid;
@@ -699,5 +711,44 @@ mod tests {
             (a.freq(), a.sample_period, a.task(), a.context_switch()),
             (0, 5000, 0, 1)
         );
+        assert_eq!(
+            (a.sample_type & SAMPLE_CALLCHAIN, a.sample_max_stack),
+            (0, 0)
+        );
+    }
+
+    #[test]
+    fn call_graphs_ask_for_callchain_with_a_max_stack() {
+        let o = AttrOptions {
+            sampling: Sampling::Freq(1000),
+            side_band: true,
+            context_switch: false,
+            inherit: false,
+            enable_on_exec: false,
+            exclude_kernel: false,
+            wakeup_watermark: 4096,
+            read_lost: true,
+            clockid: libc::CLOCK_MONOTONIC,
+        };
+        let mut spec = EventSpec::cpu_clock();
+        spec.call_graph = Some(32);
+        let a = build_attr(&spec, &o);
+        assert_eq!(a.sample_type, DEFAULT_SAMPLE_TYPE | SAMPLE_CALLCHAIN);
+        assert_eq!(a.sample_max_stack, 32);
+        // A tracepoint keeps its RAW; dummy takes no samples, so no chains.
+        let mut tp = EventSpec::new("sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 1);
+        tp.call_graph = Some(8);
+        let st = sample_type_of(&tp, Sampling::Freq(1000));
+        assert_eq!(
+            st & (SAMPLE_RAW | SAMPLE_CALLCHAIN),
+            SAMPLE_RAW | SAMPLE_CALLCHAIN
+        );
+        let mut dummy = parse_event("dummy").unwrap();
+        dummy.call_graph = Some(8);
+        assert_eq!(build_attr(&dummy, &o).sample_type & SAMPLE_CALLCHAIN, 0);
+        // The fallback of cycles keeps its chains.
+        let mut cycles = EventSpec::default_event();
+        cycles.call_graph = Some(16);
+        assert_eq!(cycles.fallback(false).call_graph, Some(16));
     }
 }

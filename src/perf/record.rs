@@ -7,6 +7,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
+use crate::callchain::Callchain;
 use crate::event::{
     BuildId, Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord, UNNAMED,
 };
@@ -42,6 +43,7 @@ pub const SAMPLE_CPU: u64 = sys::PERF_SAMPLE_CPU as u64;
 pub const SAMPLE_PERIOD: u64 = sys::PERF_SAMPLE_PERIOD as u64;
 pub const SAMPLE_IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
 pub const SAMPLE_RAW: u64 = sys::PERF_SAMPLE_RAW as u64;
+pub const SAMPLE_CALLCHAIN: u64 = sys::PERF_SAMPLE_CALLCHAIN as u64;
 
 /// The sample_type perfwatch asks for: enough for the `sample_*` fields of every record.
 pub const DEFAULT_SAMPLE_TYPE: u64 =
@@ -58,6 +60,7 @@ const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_STREAM_ID
     | SAMPLE_CPU
     | SAMPLE_PERIOD
+    | SAMPLE_CALLCHAIN
     | SAMPLE_RAW;
 
 /// Where the fields are, for one `sample_type`: computed once, used for every record.
@@ -386,7 +389,21 @@ fn decode_sample(
     if l.has(SAMPLE_PERIOD) {
         period = next()?;
     }
-    // READ and CALLCHAIN would come here; the layout refuses them.
+    // READ would come here; the layout refuses it.
+    let mut callchain = None;
+    if l.has(SAMPLE_CALLCHAIN) {
+        // { u64 nr; u64 ips[nr]; }: an nr the record cannot hold is an error (counted as
+        // malformed by the reader), never a read past the record or a huge allocation.
+        let nr = usize::try_from(next()?).ok()?;
+        let bytes = rec.get(at..at.checked_add(nr.checked_mul(8)?)?)?;
+        at += bytes.len();
+        callchain = Some(Callchain::new(
+            bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                .collect::<Box<[u64]>>(),
+        ));
+    }
     let mut raw = None;
     if l.has(SAMPLE_RAW) {
         let size = u32_at(rec, at)? as usize;
@@ -398,6 +415,7 @@ fn decode_sample(
         misc: h.misc,
         event: desc,
         raw,
+        callchain,
     };
     Some(())
 }
@@ -718,7 +736,7 @@ mod tests {
         let e = decode(&exit(&l, ids(), 9, 8, 1), &l, 0).unwrap();
         assert_eq!((e.id, e.cpu, e.time), (42, 1, 5_000));
 
-        assert!(SampleLayout::new(DEFAULT_SAMPLE_TYPE | 32 /* CALLCHAIN */, true).is_err());
+        assert!(SampleLayout::new(DEFAULT_SAMPLE_TYPE | 16 /* READ */, true).is_err());
     }
 
     #[test]

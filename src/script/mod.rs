@@ -12,6 +12,10 @@ pub mod printer;
 pub mod safety;
 
 #[cfg(feature = "python")]
+mod interp;
+#[cfg(feature = "python")]
+pub mod ledger;
+#[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
 pub mod pyevent;
@@ -29,7 +33,7 @@ pub use worker::MAX_FAILURES;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use crate::pipeline::Pipeline;
 #[cfg(feature = "python")]
@@ -42,29 +46,38 @@ perfwatch leaves out: rebuild with `cargo build --release --features python` (it
 /// True when this build can run scripts.
 pub const AVAILABLE: bool = cfg!(feature = "python");
 
-/// Check that every script exists, is a regular file, and (as root) is safe to run; returns
-/// the paths to load. Done before anything is started, so that a refusal costs nothing.
-pub fn check_scripts(paths: &[PathBuf], force: bool) -> Result<Vec<PathBuf>> {
+/// Open every script once and check it (as root: the file and every directory above it,
+/// [`safety`]); returns the scripts with their source, read from the descriptor that was
+/// checked. Done before anything is started, so that a refusal costs nothing. Says, once
+/// each, what `--force-script` let through and which script directories stay off the
+/// import path.
+pub fn check_scripts(paths: &[PathBuf], force: bool) -> Result<Vec<safety::OpenedScript>> {
     if !paths.is_empty() && !AVAILABLE {
         bail!(NO_PYTHON);
     }
     let who = safety::Invoker::current();
+    let mut scripts = Vec::with_capacity(paths.len());
+    let mut said = std::collections::HashSet::new();
     for p in paths {
-        check_one(p, force, who)?;
+        let s = safety::open_script(p, force, who)?;
+        let shown = crate::text::escape(p.as_os_str().as_encoded_bytes());
+        if let Some(why) = &s.forced {
+            eprintln!(
+                "perfwatch: warning: --force-script: running script '{shown}' as root although {why}"
+            );
+        }
+        if let Some(why) = &s.import_note {
+            let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            if said.insert(dir) {
+                eprintln!(
+                    "perfwatch: note: the directory of script '{shown}' is not on Python's \
+                     import path: {why}; modules beside the script are not importable"
+                );
+            }
+        }
+        scripts.push(s);
     }
-    Ok(paths.to_vec())
-}
-
-fn check_one(p: &Path, force: bool, who: safety::Invoker) -> Result<()> {
-    let shown = crate::text::escape(p.as_os_str().as_encoded_bytes());
-    let meta = std::fs::metadata(p).with_context(|| format!("cannot open script '{shown}'"))?;
-    if !meta.is_file() {
-        bail!("script '{shown}' is not a regular file");
-    }
-    if !force {
-        safety::check(p, &meta, who)?;
-    }
-    Ok(())
+    Ok(scripts)
 }
 
 /// The scripts of a run, loaded (or none): what `run.rs` holds without caring whether this
@@ -77,7 +90,7 @@ pub struct Scripts {
 /// The scripts of a plain run, attached to the stream.
 pub struct RunningScripts {
     #[cfg(feature = "python")]
-    handle: Option<(ScriptHandle, printer::PanePrinter)>,
+    handle: Option<(ScriptHandle, printer::PaneRouter)>,
 }
 
 /// How long perfwatch waits at exit for a script's `trace_end()` (and for a busy handler to
@@ -88,52 +101,57 @@ impl Scripts {
     /// Check and load `--script` files (none: nothing happens). Call before the frontend
     /// takes the terminal: errors carry the Python traceback.
     pub fn load(paths: &[PathBuf], force: bool) -> Result<Scripts> {
-        let paths = check_scripts(paths, force)?;
+        let scripts = check_scripts(paths, force)?;
         #[cfg(feature = "python")]
         {
-            let stage = if paths.is_empty() {
+            let stage = if scripts.is_empty() {
                 None
             } else {
-                Some(ScriptStage::load(&paths, StageOptions::default())?)
+                Some(ScriptStage::load_opened(scripts, StageOptions::default())?)
             };
             Ok(Scripts { stage })
         }
         #[cfg(not(feature = "python"))]
         {
-            let _ = paths;
+            let _ = scripts;
             Ok(Scripts {})
         }
     }
 
     /// Put the scripts between `pipe`'s model and the TUI: returns the pipeline with the
     /// script stage in it, the scripts' pane messages (None without scripts), and the handle
-    /// to stop them with.
+    /// to stop them with. With `output` (`--script-output`) every pane message is also
+    /// written to that file.
     #[allow(clippy::type_complexity)]
     pub fn attach(
         self,
         pipe: Pipeline,
         stats: std::sync::Arc<crate::stats::Stats>,
+        output: Option<&Path>,
     ) -> Result<(
         Pipeline,
         Option<crossbeam_channel::Receiver<crate::pane::PaneMsg>>,
-        ScriptsHandle,
+        RunningScripts,
     )> {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
+            let sink = printer::Sink::open(output, printer::Sink::None)?;
             let (pipe, pane, handle) = link(stage, pipe, stats)?;
+            let capacity = StageOptions::default().pane_messages;
+            let (router, panes) = printer::PaneRouter::spawn_for_panes(pane, sink, capacity)?;
             return Ok((
                 pipe,
-                Some(pane),
-                ScriptsHandle {
-                    handle: Some(handle),
+                Some(panes),
+                RunningScripts {
+                    handle: Some((handle, router)),
                 },
             ));
         }
-        let _ = stats;
+        let _ = (stats, output);
         Ok((
             pipe,
             None,
-            ScriptsHandle {
+            RunningScripts {
                 #[cfg(feature = "python")]
                 handle: None,
             },
@@ -159,12 +177,13 @@ impl Scripts {
     ) -> Result<(Pipeline, RunningScripts)> {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
+            let sink = printer::Sink::open(output, printer::Sink::Stderr)?;
             let (pipe, pane, handle) = link(stage, pipe, stats)?;
-            let printer = printer::PanePrinter::spawn(pane, output)?;
+            let router = printer::PaneRouter::spawn(pane, sink)?;
             return Ok((
                 pipe,
                 RunningScripts {
-                    handle: Some((handle, printer)),
+                    handle: Some((handle, router)),
                 },
             ));
         }
@@ -202,20 +221,30 @@ fn link(
 const STAGE_QUEUE: usize = 64;
 
 /// The scripts of a TUI run, attached to the stream.
-pub struct ScriptsHandle {
-    #[cfg(feature = "python")]
-    handle: Option<ScriptHandle>,
+/// The TUI's name for [`RunningScripts`].
+pub type ScriptsHandle = RunningScripts;
+
+/// What the end of the scripts leaves to say, once the terminal is the shell's again.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// Lines for stderr after "perfwatch: ".
+    pub notes: Vec<String>,
+    /// The scripts' own last words for stderr, as `[name] line` lines: in the TUI without
+    /// `--script-output`, each script's last `on_tick()` lines and what `trace_end()` printed.
+    pub epilogue: Vec<u8>,
+    /// Script output was lost (a write error on `--script-output`): the exit status says so.
+    pub output_lost: bool,
 }
 
-impl ScriptsHandle {
-    /// Stop the scripts (bounded wait: call it when the TUI quits) and return what the user
-    /// should be told after the terminal is restored.
-    pub fn finish(self) -> Vec<String> {
-        #[cfg(feature = "python")]
-        if let Some(handle) = self.handle {
-            return notes(&handle.stop(STOP_WAIT));
+impl Finished {
+    /// Write the epilogue and the notes on stderr.
+    pub fn print(&self) {
+        use std::io::Write;
+        let mut err = self.epilogue.clone();
+        for note in &self.notes {
+            let _ = writeln!(err, "perfwatch: {note}");
         }
-        Vec::new()
+        crate::output::stderr_bounded(&err);
     }
 }
 
@@ -252,15 +281,45 @@ fn notes(r: &StageReport) -> Vec<String> {
 }
 
 impl RunningScripts {
-    /// Stop the scripts (bounded wait) and say what the user should know: events the scripts
-    /// did not see, a script left running.
-    pub fn finish(self) -> Vec<String> {
+    /// Stop the scripts (bounded wait: call it once the frontend has stopped, after the TUI
+    /// restored the terminal), write out what they still had to say, and return what the
+    /// user should know: events the scripts did not see, a script left running, output
+    /// that could not be written.
+    pub fn finish(self) -> Finished {
         #[cfg(feature = "python")]
-        if let Some((handle, printer)) = self.handle {
+        if let Some((handle, router)) = self.handle {
             let r = handle.stop(STOP_WAIT);
-            printer.finish();
-            return notes(&r);
+            let out = router.finish();
+            let mut notes = notes(&r);
+            if out.not_shown > 0 {
+                notes.push(format!(
+                    "{} script output messages were not shown (the panes did not keep up)",
+                    out.not_shown
+                ));
+            }
+            if out.stuck {
+                notes.push(
+                    "the scripts' output could not be written within a second (stderr or \
+                     --script-output blocked); the rest is lost"
+                        .to_string(),
+                );
+            }
+            let output_lost = out.write_error.is_some() || out.stuck;
+            match out.write_error {
+                Some(_) if out.write_error_said => notes.push(format!(
+                    "{} script output messages were not written to --script-output (see the \
+                     error above)",
+                    out.unwritten
+                )),
+                Some(e) => notes.push(format!("{e}; {} messages not written", out.unwritten)),
+                None => {}
+            }
+            return Finished {
+                notes,
+                epilogue: out.epilogue,
+                output_lost,
+            };
         }
-        Vec::new()
+        Finished::default()
     }
 }

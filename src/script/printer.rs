@@ -1,20 +1,28 @@
-//! `--plain`/`--json` mode: where the scripts' pane goes when there is no pane.
+//! Where the scripts' pane messages go besides (or instead of) a pane.
 //!
 //! `on_tick()` lines and `print()` output are written as `[script.py] line` to stderr, or to
-//! `--script-output FILE`, by a thread of their own, so that neither a slow terminal nor a
-//! chatty script holds up the event stream on stdout.
+//! `--script-output FILE`, by a thread of their own ([`PaneRouter`]), so that neither a slow
+//! terminal nor a chatty script holds up the event stream. In the TUI the same thread passes
+//! every message on to the panes, writes it to `--script-output` when there is one, and keeps
+//! each script's last `on_tick()` lines: after the TUI has given the terminal back, what the
+//! panes no longer show (the last lines, and what `trace_end()` printed) reaches stderr.
+//!
+//! Nothing is lost silently: a write error on `--script-output` is said once, naming the file
+//! and the error, the messages that could not be written are counted, and the exit status
+//! says so (see `run.rs`).
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 
+use super::safety::{Invoker, Walk, judge_links};
 use crate::pane::PaneMsg;
 use crate::text::escape;
 
@@ -25,37 +33,51 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
         PaneMsg::Lines { script, lines } => (script, lines.iter().map(String::as_str).collect()),
         PaneMsg::Text { script, text, .. } => (script, text.lines().collect()),
     };
+    let mut buf = Vec::new();
     for l in lines {
-        writeln!(
-            out,
+        let _ = writeln!(
+            buf,
             "[{}] {}",
             escape(script.as_bytes()),
             escape(l.as_bytes())
-        )?;
+        );
     }
-    Ok(())
+    out.write_all(&buf)
 }
 
 /// Create (or truncate) the `--script-output` file without being turned against the system.
 ///
 /// perfwatch usually runs as root, often through sudo, and the path may lie in a directory
-/// the invoking user controls. So, as root: never follow a symlink at the last component (a link to
-/// /etc/shadow would be truncated), refuse a file with other hard links or that is not a
-/// regular file, and under sudo hand the file to the invoking user, saying so.
-fn create_output(path: &Path) -> Result<File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
+/// another user controls. So, as root: walk the path from `/` and refuse a symbolic link
+/// (to a directory or at the last component) that someone else owns, never follow a link at
+/// the last component (a link to /etc/shadow would be truncated), create the file 0600,
+/// refuse a file that is not regular, has other hard links, or that another user created
+/// (perfwatch would be writing root's view of the system into their file), and under sudo
+/// hand a new file to the invoking user, saying so.
+pub fn create_output(path: &Path) -> Result<File> {
+    create_output_for("--script-output", path)
+}
+
+/// [`create_output`] for the output file of `option` (`--folded FILE` too), named in what
+/// it says.
+pub fn create_output_for(option: &str, path: &Path) -> Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let who = Invoker::current();
+    if who.euid != 0 {
         // Without privileges a path can only hurt its own user: /dev/stderr, FIFOs are fine.
         return Ok(File::create(path)?);
     }
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
+    let mut walk = Walk::new(path)?;
+    let name = walk
+        .resolve(false)?
+        .ok_or_else(|| anyhow::anyhow!("it is a directory"))?;
+    judge_links(&walk.steps, who)?;
+    let (fd, _) = walk
+        .open_last(
+            &name,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_NONBLOCK,
+            0o600,
+        )
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
                 anyhow::anyhow!("it is a symbolic link, which perfwatch does not follow")
@@ -63,6 +85,7 @@ fn create_output(path: &Path) -> Result<File> {
                 e.into()
             }
         })?;
+    let file = File::from(fd);
     let meta = file.metadata()?;
     if !meta.is_file() {
         anyhow::bail!("it is not a regular file");
@@ -70,20 +93,24 @@ fn create_output(path: &Path) -> Result<File> {
     if meta.nlink() > 1 {
         anyhow::bail!("it has other hard links, which perfwatch does not write through");
     }
-    file.set_len(0)?;
-    let sudo_ids = std::env::var("SUDO_UID")
-        .ok()
-        .and_then(|u| u.parse::<u32>().ok())
-        .zip(
-            std::env::var("SUDO_GID")
-                .ok()
-                .and_then(|g| g.parse::<u32>().ok()),
+    if !who.trusts(meta.uid()) {
+        anyhow::bail!(
+            "it belongs to uid {}, not to root or the invoking user; perfwatch does not write \
+             into another user's file",
+            meta.uid()
         );
+    }
+    file.set_len(0)?;
+    let sudo_ids = who.sudo_uid.zip(
+        std::env::var("SUDO_GID")
+            .ok()
+            .and_then(|g| g.parse::<u32>().ok()),
+    );
     if let Some((uid, gid)) = sudo_ids {
         if meta.uid() != uid {
             std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
             eprintln!(
-                "perfwatch: --script-output '{}' is owned by the invoking user (uid {uid}), not root",
+                "perfwatch: {option} '{}' is owned by the invoking user (uid {uid}), not root",
                 escape(path.as_os_str().as_encoded_bytes())
             );
         }
@@ -91,61 +118,264 @@ fn create_output(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// The thread that writes pane messages in plain mode.
-pub struct PanePrinter {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+/// Where the router writes.
+pub enum Sink {
+    /// Nowhere: the TUI without `--script-output` (the panes show it; what they cannot show
+    /// at the end is returned by [`PaneRouter::finish`]).
+    None,
+    Stderr,
+    File {
+        path: PathBuf,
+        file: io::LineWriter<File>,
+    },
 }
 
-impl PanePrinter {
-    /// Start writing `rx` to `output` (a file, created or truncated) or to stderr.
-    pub fn spawn(rx: Receiver<PaneMsg>, output: Option<&Path>) -> Result<PanePrinter> {
-        let mut out: Box<dyn Write + Send> = match output {
-            Some(p) => Box::new(io::LineWriter::new(create_output(p).with_context(
-                || {
+impl Sink {
+    /// `--script-output FILE` (created safely), else `fallback`.
+    pub fn open(output: Option<&Path>, fallback: Sink) -> Result<Sink> {
+        Ok(match output {
+            Some(p) => Sink::File {
+                path: p.to_path_buf(),
+                file: io::LineWriter::new(create_output(p).with_context(|| {
                     format!(
                         "cannot create --script-output file '{}'",
                         escape(p.as_os_str().as_encoded_bytes())
                     )
-                },
-            )?)),
-            None => Box::new(io::stderr()),
+                })?),
+            },
+            None => fallback,
+        })
+    }
+
+    fn write(&mut self, m: &PaneMsg) -> io::Result<()> {
+        match self {
+            Sink::None => Ok(()),
+            // Nothing to do about a broken stderr: there is nowhere left to say it.
+            Sink::Stderr => {
+                let _ = write_msg(&mut io::stderr().lock(), m);
+                Ok(())
+            }
+            Sink::File { file, .. } => write_msg(file, m),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::File { file, .. } => file.flush(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The one message about a failed `--script-output`.
+fn write_error_text(path: &Path, e: &io::Error) -> String {
+    format!(
+        "cannot write to --script-output '{}' ({e}); the scripts' output from then on is lost",
+        escape(path.as_os_str().as_encoded_bytes())
+    )
+}
+
+/// What the router did, for the end of the run.
+#[derive(Debug, Default)]
+pub struct RouterReport {
+    /// The write error on `--script-output`, when there was one.
+    pub write_error: Option<String>,
+    /// It was said on stderr when it happened (plain mode).
+    pub write_error_said: bool,
+    /// Messages that were not written because of it.
+    pub unwritten: u64,
+    /// Messages the TUI's panes did not take in time.
+    pub not_shown: u64,
+    /// For the TUI without `--script-output`: what the panes can no longer show, as lines for
+    /// stderr (each script's last `on_tick()` lines, then what came after the TUI stopped,
+    /// `trace_end()`'s output among it).
+    pub epilogue: Vec<u8>,
+    /// The writer thread did not finish in time (a blocked stderr or file).
+    pub stuck: bool,
+}
+
+struct RouterState {
+    sink: Sink,
+    forward: Option<Sender<PaneMsg>>,
+    /// Each script's last `on_tick()` lines (only kept when the TUI is the only reader).
+    last_lines: Vec<(String, Vec<String>)>,
+    keep_last: bool,
+    say_errors_now: bool,
+    report: RouterReport,
+}
+
+impl RouterState {
+    fn take(&mut self, m: PaneMsg) {
+        if self.report.write_error.is_some() {
+            self.report.unwritten += 1;
+        } else if let Err(e) = self.sink.write(&m) {
+            self.failed(e);
+            self.report.unwritten += 1;
+        }
+        if self.keep_last {
+            if let PaneMsg::Lines { script, lines } = &m {
+                match self.last_lines.iter_mut().find(|(s, _)| s == script) {
+                    Some((_, l)) => l.clone_from(lines),
+                    None => self.last_lines.push((script.clone(), lines.clone())),
+                }
+            }
+        }
+        if let Some(tx) = &self.forward {
+            match tx.try_send(m) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(_)) => self.report.not_shown += 1,
+            }
+        }
+    }
+
+    fn failed(&mut self, e: io::Error) {
+        let Sink::File { path, .. } = &self.sink else {
+            return;
+        };
+        let text = write_error_text(path, &e);
+        if self.say_errors_now {
+            eprintln!("perfwatch: {text}");
+            self.report.write_error_said = true;
+        }
+        self.report.write_error = Some(text);
+    }
+
+    fn flush(&mut self) {
+        if self.report.write_error.is_none() {
+            if let Err(e) = self.sink.flush() {
+                self.failed(e);
+            }
+        }
+    }
+}
+
+/// The thread that takes the scripts' pane messages: writes them to a [`Sink`] and, in the
+/// TUI, passes them on to the panes.
+pub struct PaneRouter {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<RouterState>>,
+    input: Receiver<PaneMsg>,
+    /// The panes' end of the forward channel, to take back what the TUI did not read.
+    shown: Option<Receiver<PaneMsg>>,
+}
+
+/// How long [`PaneRouter::finish`] waits for the writer.
+const FINISH_WAIT: Duration = Duration::from_secs(1);
+
+impl PaneRouter {
+    /// For `--plain`/`--json`: write every message to `sink`; a write error is said at once.
+    pub fn spawn(input: Receiver<PaneMsg>, sink: Sink) -> Result<PaneRouter> {
+        PaneRouter::start(input, sink, None, true)
+    }
+
+    /// For the TUI: pass every message on to the panes (returned receiver, `capacity`
+    /// messages), and write it to `sink` (`--script-output`) if there is one. Errors are kept
+    /// for after the terminal is restored.
+    pub fn spawn_for_panes(
+        input: Receiver<PaneMsg>,
+        sink: Sink,
+        capacity: usize,
+    ) -> Result<(PaneRouter, Receiver<PaneMsg>)> {
+        let (tx, rx) = crossbeam_channel::bounded(capacity.max(1));
+        let mut r = PaneRouter::start(input, sink, Some(tx), false)?;
+        r.shown = Some(rx.clone());
+        Ok((r, rx))
+    }
+
+    fn start(
+        input: Receiver<PaneMsg>,
+        sink: Sink,
+        forward: Option<Sender<PaneMsg>>,
+        say_errors_now: bool,
+    ) -> Result<PaneRouter> {
+        let keep_last = forward.is_some() && matches!(sink, Sink::None);
+        let mut state = RouterState {
+            sink,
+            forward,
+            last_lines: Vec::new(),
+            keep_last,
+            say_errors_now,
+            report: RouterReport::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let rx = input.clone();
         let thread = std::thread::Builder::new()
             .name("perfwatch-pane".into())
             .spawn(move || {
                 loop {
                     match rx.recv_timeout(Duration::from_millis(50)) {
-                        Ok(m) => {
-                            let _ = write_msg(&mut out, &m);
-                        }
+                        Ok(m) => state.take(m),
                         Err(RecvTimeoutError::Disconnected) => break,
                         Err(RecvTimeoutError::Timeout) => {}
                     }
                     if flag.load(Ordering::Acquire) {
-                        for m in rx.try_iter() {
-                            let _ = write_msg(&mut out, &m);
-                        }
                         break;
                     }
                 }
-                let _ = out.flush();
+                state.flush();
+                state
             })
             .context("cannot start the script output thread")?;
-        Ok(PanePrinter {
+        Ok(PaneRouter {
             stop,
             thread: Some(thread),
+            input,
+            shown: None,
         })
     }
 
-    /// Write what is queued, then end.
-    pub fn finish(mut self) {
+    /// Once the scripts have stopped: write what is still queued, and return what the user
+    /// should be told. Waits for a writer blocked on its file or on stderr at most a second.
+    pub fn finish(mut self) -> RouterReport {
         self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let Some(t) = self.thread.take() else {
+            return RouterReport::default();
+        };
+        let deadline = Instant::now() + FINISH_WAIT;
+        while !t.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
+        if !t.is_finished() {
+            return RouterReport {
+                stuck: true,
+                ..Default::default()
+            };
+        }
+        let Ok(mut state) = t.join() else {
+            return RouterReport::default();
+        };
+        // The panes are gone: what they did not take, and what came after, is written out
+        // (or kept for stderr) instead.
+        state.forward = None;
+        let keep_last = state.keep_last;
+        let mut texts = Vec::new();
+        // Passed on but not read by the panes: already written to the sink, if any.
+        let unread: Vec<PaneMsg> = self.shown.iter().flat_map(|r| r.try_iter()).collect();
+        for m in unread {
+            if keep_last && matches!(m, PaneMsg::Text { .. }) {
+                texts.push(m);
+            }
+        }
+        // Not taken at all yet (trace_end's output, typically).
+        for m in self.input.try_iter().collect::<Vec<_>>() {
+            if keep_last && matches!(m, PaneMsg::Text { .. }) {
+                texts.push(m.clone());
+            }
+            state.take(m);
+        }
+        state.flush();
+        if keep_last {
+            let mut out = Vec::new();
+            for (script, lines) in std::mem::take(&mut state.last_lines) {
+                let _ = write_msg(&mut out, &PaneMsg::Lines { script, lines });
+            }
+            for m in &texts {
+                let _ = write_msg(&mut out, m);
+            }
+            state.report.epilogue = out;
+        }
+        state.report
     }
 }
 
@@ -153,17 +383,25 @@ impl PanePrinter {
 mod tests {
     use super::*;
 
+    fn text(s: &str) -> PaneMsg {
+        PaneMsg::Text {
+            script: "a.py".into(),
+            text: s.into(),
+            is_error: false,
+        }
+    }
+
+    fn lines(l: &[&str]) -> PaneMsg {
+        PaneMsg::Lines {
+            script: "a.py".into(),
+            lines: l.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
     #[test]
     fn lines_are_prefixed_and_escaped() {
         let mut v = Vec::new();
-        write_msg(
-            &mut v,
-            &PaneMsg::Lines {
-                script: "a.py".into(),
-                lines: vec!["one".into(), "t\x1b[2Jwo".into()],
-            },
-        )
-        .unwrap();
+        write_msg(&mut v, &lines(&["one", "t\x1b[2Jwo"])).unwrap();
         write_msg(
             &mut v,
             &PaneMsg::Text {
@@ -177,5 +415,51 @@ mod tests {
             String::from_utf8(v).unwrap(),
             "[a.py] one\n[a.py] t\\x1b[2Jwo\n[a.py] x\n[a.py] y\n"
         );
+    }
+
+    /// The TUI without `--script-output`: the panes get everything while they run; at the end
+    /// the last on_tick() lines and what came after the panes stopped reading are returned.
+    #[test]
+    fn the_tui_gets_its_last_lines_and_trace_end_output_back() {
+        let (tx, rx) = crossbeam_channel::bounded(16);
+        let (router, panes) = PaneRouter::spawn_for_panes(rx, Sink::None, 16).unwrap();
+        tx.send(lines(&["tick 1"])).unwrap();
+        tx.send(text("printed")).unwrap();
+        let first = panes.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(first, lines(&["tick 1"]));
+        // The TUI stops reading; more ticks, then trace_end's output.
+        tx.send(lines(&["tick 2", "total 7"])).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        tx.send(text("final table")).unwrap();
+        let r = router.finish();
+        assert_eq!(
+            String::from_utf8(r.epilogue).unwrap(),
+            "[a.py] tick 2\n[a.py] total 7\n[a.py] printed\n[a.py] final table\n"
+        );
+        assert!(r.write_error.is_none());
+    }
+
+    /// A write error is kept once, with the file and the error, and what follows is counted.
+    #[test]
+    fn a_write_error_is_said_once_and_counted() {
+        let (tx, rx) = crossbeam_channel::bounded(16);
+        let file = File::options().write(true).open("/dev/full").unwrap();
+        let sink = Sink::File {
+            path: "/dev/full".into(),
+            file: io::LineWriter::new(file),
+        };
+        let (router, _panes) = PaneRouter::spawn_for_panes(rx, sink, 16).unwrap();
+        for i in 0..5 {
+            tx.send(text(&format!("line {i}"))).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let r = router.finish();
+        let e = r.write_error.expect("a write error");
+        assert!(
+            e.contains("'/dev/full'") && e.contains("No space left on device"),
+            "{e}"
+        );
+        assert_eq!(r.unwritten, 5);
+        assert!(r.epilogue.is_empty());
     }
 }

@@ -8,7 +8,7 @@
 
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use crate::event::{Event, EventKind};
 
@@ -197,6 +197,20 @@ impl PyEvent {
         }
     }
 
+    /// The sample's call chain (`-g`), innermost first: a list of frames with `ip`, `sym`,
+    /// `dso` (None until symbols are known) and `kernel`; None without one.
+    #[getter]
+    fn callchain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(chain) = self.ev.callchain() else {
+            return Ok(None);
+        };
+        let frames = chain
+            .frames()
+            .map(|f| Py::new(py, PyFrame::new(f)))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, frames).map(Some)
+    }
+
     fn __getattr__(&self, name: &str) -> PyResult<Value> {
         member(&self.ev, name).ok_or_else(|| {
             PyAttributeError::new_err(format!(
@@ -229,6 +243,13 @@ impl PyEvent {
                 d.set_item(&*f.name, v)?;
             }
         }
+        if let Some(chain) = self.ev.callchain() {
+            let frames = PyList::empty(py);
+            for f in chain.frames() {
+                frames.append(PyFrame::new(f).as_dict(py)?)?;
+            }
+            d.set_item("callchain", frames)?;
+        }
         Ok(d)
     }
 
@@ -239,5 +260,82 @@ impl PyEvent {
 
     fn __repr__(&self) -> String {
         format!("<perfwatch.Event {}>", self.ev)
+    }
+}
+
+/// One frame of a sample's call chain, as a script sees it: attributes (`frame.ip`) or, as in
+/// perf script's Python, keys (`frame["ip"]`).
+#[pyclass(name = "Frame", module = "perfwatch", frozen)]
+pub struct PyFrame {
+    ip: u64,
+    kernel: bool,
+    sym: Option<String>,
+    dso: Option<String>,
+}
+
+impl PyFrame {
+    fn new(f: crate::callchain::Frame) -> PyFrame {
+        PyFrame {
+            ip: f.ip,
+            kernel: f.is_kernel(),
+            sym: None,
+            dso: None,
+        }
+    }
+}
+
+#[pymethods]
+impl PyFrame {
+    /// The address: the interrupted one for the innermost frame of each context, else a
+    /// return address.
+    #[getter]
+    fn ip(&self) -> u64 {
+        self.ip
+    }
+    /// The function's name, None while unknown.
+    #[getter]
+    fn sym(&self) -> Option<&str> {
+        self.sym.as_deref()
+    }
+    /// The binary, None while unknown.
+    #[getter]
+    fn dso(&self) -> Option<&str> {
+        self.dso.as_deref()
+    }
+    /// Kernel (or hypervisor) code rather than user code.
+    #[getter]
+    fn kernel(&self) -> bool {
+        self.kernel
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match key {
+            "ip" => self.ip.into_pyobject(py)?.into_any(),
+            "sym" => self.sym.as_deref().into_pyobject(py)?.into_any(),
+            "dso" => self.dso.as_deref().into_pyobject(py)?.into_any(),
+            "kernel" => self.kernel.into_pyobject(py)?.to_owned().into_any(),
+            _ => {
+                return Err(pyo3::exceptions::PyKeyError::new_err(key.to_string()));
+            }
+        })
+    }
+
+    /// `{"ip": ..., "sym": ..., "dso": ..., "kernel": ...}`.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("ip", self.ip)?;
+        d.set_item("sym", self.sym.as_deref())?;
+        d.set_item("dso", self.dso.as_deref())?;
+        d.set_item("kernel", self.kernel)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<perfwatch.Frame {:#x}{} {}>",
+            self.ip,
+            if self.kernel { " [k]" } else { "" },
+            crate::text::escape(self.sym.as_deref().unwrap_or("[unknown]").as_bytes())
+        )
     }
 }

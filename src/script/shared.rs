@@ -13,6 +13,9 @@ use crate::stats::Stats;
 
 /// Events for the worker (in time order, from any CPU), with their place in the order.
 pub type Work = (u64, Vec<Event>);
+/// A batch the worker hands back: its place, the events that passed, and how many per CPU it
+/// passed on without running the script (it was stopping).
+pub type Done = (u64, Vec<Event>, super::ledger::Counts);
 
 /// State shared by the pump, the worker and the handle.
 pub struct Shared {
@@ -27,8 +30,6 @@ pub struct Shared {
     epoch: Instant,
     /// The monitor's counters, once the stage is started.
     pub(super) stats: std::sync::OnceLock<Arc<Stats>>,
-    /// Events the worker passed on without running the script (it was stopping).
-    pub(super) unseen: AtomicU64,
 }
 
 impl Shared {
@@ -41,7 +42,6 @@ impl Shared {
             last_interrupt: AtomicU64::new(0),
             epoch: Instant::now(),
             stats: std::sync::OnceLock::new(),
-            unseen: AtomicU64::new(0),
         }
     }
 
@@ -65,20 +65,6 @@ impl Shared {
 
     pub fn mark_idle(&self) {
         self.busy_since.store(0, Ordering::Release);
-    }
-
-    /// Count events passed on without the script seeing them, as dropped.
-    pub fn count_unseen(&self, events: &[Event]) {
-        if events.is_empty() {
-            return;
-        }
-        self.unseen
-            .fetch_add(events.len() as u64, Ordering::Relaxed);
-        if let Some(stats) = self.stats.get() {
-            for (cpu, n) in per_cpu(events) {
-                stats.add_dropped(cpu, n);
-            }
-        }
     }
 
     /// How long the worker has been in Python, if it is.
@@ -122,7 +108,7 @@ impl Shared {
 }
 
 /// Events per CPU, for the dropped counters.
-pub(super) fn per_cpu(events: &[Event]) -> Vec<(u32, u64)> {
+pub(super) fn per_cpu(events: &[Event]) -> super::ledger::Counts {
     let mut v: Vec<(u32, u64)> = Vec::new();
     for e in events {
         match v.iter_mut().find(|(c, _)| *c == e.cpu) {

@@ -24,7 +24,7 @@
 //! if it never does, its events are counted as dropped when the stage ends. Chunks without
 //! events, which only move the watermark on, never wait for Python.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -36,8 +36,9 @@ use crossbeam_channel::{
     Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError, bounded, never, select,
 };
 
+use super::ledger::Ledger;
 use super::module::PaneSink;
-use super::shared::{Shared, Work, per_cpu};
+use super::shared::{Done, Shared, Work, per_cpu};
 use crate::event::Event;
 use crate::order::Chunk;
 use crate::pane::PaneMsg;
@@ -84,7 +85,7 @@ pub struct ScriptStage {
     opts: StageOptions,
     work_tx: Sender<Work>,
     work_rx: Receiver<Work>,
-    results_rx: Receiver<Work>,
+    results_rx: Receiver<Done>,
     pane_rx: Receiver<PaneMsg>,
     pane_dropped: Arc<AtomicU64>,
     worker: JoinHandle<()>,
@@ -135,10 +136,29 @@ pub fn script_names(paths: &[PathBuf]) -> Vec<String> {
 }
 
 impl ScriptStage {
-    /// Start the interpreter on its own thread, load every script in order and call their
+    /// Open, check (as root, the file and every directory above it: [`super::safety`]) and
+    /// load the scripts at `paths`: what [`ScriptStage::load_opened`] does with scripts
+    /// already opened.
+    pub fn load(paths: &[PathBuf], opts: StageOptions) -> Result<ScriptStage> {
+        let who = super::safety::Invoker::current();
+        let scripts = paths
+            .iter()
+            .map(|p| super::safety::open_script(p, false, who))
+            .collect::<Result<Vec<_>, _>>()?;
+        ScriptStage::load_opened(scripts, opts)
+    }
+
+    /// Start the interpreter (isolated: [`super::interp`]), then on its own thread load every
+    /// script in order from the source that was read when it was opened, and call their
     /// `trace_begin()`. Errors (syntax, import, a script with no handler, a failing
     /// `trace_begin`) come back here with the Python traceback, before any frontend starts.
-    pub fn load(paths: &[PathBuf], opts: StageOptions) -> Result<ScriptStage> {
+    pub fn load_opened(
+        scripts: Vec<super::safety::OpenedScript>,
+        opts: StageOptions,
+    ) -> Result<ScriptStage> {
+        super::interp::init().map_err(|e| anyhow!(e))?;
+        let paths: Vec<PathBuf> = scripts.iter().map(|s| s.path.clone()).collect();
+        let paths = &paths[..];
         let names = Arc::new(script_names(paths));
         let shared = Arc::new(Shared::new());
         let (pane_tx, pane_rx) = bounded(opts.pane_messages.max(1));
@@ -154,18 +174,13 @@ impl ScriptStage {
         let (loaded_tx, loaded_rx) = bounded(1);
         let (done_tx, worker_done) = bounded::<()>(1);
         let worker = {
-            let (paths, names, shared, tick, work_rx) = (
-                paths.to_vec(),
-                names.clone(),
-                shared.clone(),
-                opts.tick,
-                work_rx.clone(),
-            );
+            let (names, shared, tick, work_rx) =
+                (names.clone(), shared.clone(), opts.tick, work_rx.clone());
             std::thread::Builder::new()
                 .name("perfwatch-python".into())
                 .spawn(move || {
                     super::worker::run(super::worker::WorkerArgs {
-                        paths,
+                        scripts,
                         names,
                         sink,
                         shared,
@@ -259,7 +274,7 @@ impl ScriptStage {
 struct PumpParts {
     work_tx: Sender<Work>,
     work_rx: Receiver<Work>,
-    results: Receiver<Work>,
+    results: Receiver<Done>,
     shared: Arc<Shared>,
     opts: StageOptions,
 }
@@ -311,7 +326,7 @@ impl ScriptHandle {
             }
         }
         StageReport {
-            bypassed: totals.bypassed + self.shared.unseen.load(Ordering::Relaxed),
+            bypassed: totals.bypassed,
             stuck_events: totals.stuck,
             pane_dropped: self.pane_dropped.load(Ordering::Relaxed),
             worker_stuck: !finished,
@@ -328,13 +343,22 @@ struct PumpTotals {
 enum Slot {
     /// A chunk ready for the frontend.
     Ready(Chunk),
-    /// Events the worker has, and the watermark of the chunk they came in.
+    /// Events the worker has (their counts are in the pump's ledger), and the watermark of
+    /// the chunk they came in.
     Script {
         seq: u64,
         since: Instant,
-        counts: Vec<(u32, u64)>,
         watermark: u64,
     },
+}
+
+/// Why events are counted as dropped.
+#[derive(Clone, Copy)]
+enum Drop {
+    /// Passed on without the script seeing them.
+    Bypassed,
+    /// Still with the worker when the stage ended.
+    Stuck,
 }
 
 struct Pump {
@@ -343,15 +367,17 @@ struct Pump {
     /// A second handle on the worker's queue, to take back what a stuck worker has not
     /// started on.
     work_rx: Receiver<Work>,
-    results: Receiver<Work>,
+    results: Receiver<Done>,
     out: Sender<Chunk>,
     stats: Arc<Stats>,
     shared: Arc<Shared>,
     opts: StageOptions,
     /// Work in arrival order, waiting to be released.
     slots: VecDeque<Slot>,
-    /// Work given up on while the worker had it: seq → events per CPU.
-    abandoned: HashMap<u64, Vec<(u32, u64)>>,
+    /// Work given up on while the worker had it.
+    abandoned: HashSet<u64>,
+    /// The batches the worker has, each counted as dropped at most once.
+    ledger: Ledger,
     seq: u64,
     totals: PumpTotals,
     /// The monitor is stopping (the stream is complete, or the input closed).
@@ -377,7 +403,8 @@ impl Pump {
             shared: stage.shared,
             opts: stage.opts,
             slots: VecDeque::new(),
-            abandoned: HashMap::new(),
+            abandoned: HashSet::new(),
+            ledger: Ledger::default(),
             seq: 0,
             totals: PumpTotals::default(),
             draining: false,
@@ -412,7 +439,7 @@ impl Pump {
                     }
                 },
                 recv(results) -> r => match r {
-                    Ok((seq, events)) => self.complete(seq, events),
+                    Ok((seq, events, unseen)) => self.returned(seq, events, &unseen),
                     Err(_) => results_open = false,
                 },
                 default(wake) => {}
@@ -426,23 +453,32 @@ impl Pump {
                 break;
             }
         }
-        // Whatever the worker still holds will not be shown: count it.
-        for counts in std::mem::take(&mut self.abandoned).into_values() {
-            self.count_stuck(&counts);
+        // What the worker handed back meanwhile is settled as returned (the events it saw
+        // are not dropped)...
+        while let Ok((seq, events, unseen)) = self.results.try_recv() {
+            self.returned(seq, events, &unseen);
         }
         for s in std::mem::take(&mut self.slots) {
             match s {
                 Slot::Ready(c) => self.forward(c),
-                Slot::Script { counts, .. } => self.count_stuck(&counts),
+                Slot::Script { .. } => {}
             }
         }
+        // ...and whatever it still holds will not be shown: counted, once.
+        self.abandoned.clear();
+        let stuck = self.ledger.settle();
+        self.count(&stuck, Drop::Stuck);
         self.totals
     }
 
-    fn count_stuck(&mut self, counts: &[(u32, u64)]) {
+    /// Count events as dropped (not seen by the script), per CPU.
+    fn count(&mut self, counts: &[(u32, u64)], why: Drop) {
         for &(cpu, n) in counts {
             self.stats.add_dropped(cpu, n);
-            self.totals.stuck += n;
+            match why {
+                Drop::Bypassed => self.totals.bypassed += n,
+                Drop::Stuck => self.totals.stuck += n,
+            }
         }
     }
 
@@ -464,12 +500,14 @@ impl Pump {
             self.work_tx.try_send((self.seq, events))
         };
         match sent {
-            Ok(()) => self.slots.push_back(Slot::Script {
-                seq: self.seq,
-                since: Instant::now(),
-                counts,
-                watermark,
-            }),
+            Ok(()) => {
+                self.ledger.sent(self.seq, counts);
+                self.slots.push_back(Slot::Script {
+                    seq: self.seq,
+                    since: Instant::now(),
+                    watermark,
+                });
+            }
             Err(TrySendError::Full((_, events)) | TrySendError::Disconnected((_, events))) => {
                 self.bypass(&events);
                 self.slots
@@ -479,10 +517,7 @@ impl Pump {
     }
 
     fn bypass(&mut self, events: &[Event]) {
-        for (cpu, n) in per_cpu(events) {
-            self.stats.add_dropped(cpu, n);
-            self.totals.bypassed += n;
-        }
+        self.count(&per_cpu(events), Drop::Bypassed);
     }
 
     fn stall(&self) -> Duration {
@@ -501,13 +536,22 @@ impl Pump {
     /// Take back the work the worker has not started on, and pass it on unfiltered.
     fn reclaim_queued(&mut self) {
         while let Ok((seq, events)) = self.work_rx.try_recv() {
-            self.bypass(&events);
+            let unseen = self.ledger.taken_back(seq);
+            self.count(&unseen, Drop::Bypassed);
             self.complete(seq, events);
         }
     }
 
+    /// The worker handed a batch back: count what it did not run the script on (once), and
+    /// put the events in their place.
+    fn returned(&mut self, seq: u64, events: Vec<Event>, unseen: &[(u32, u64)]) {
+        let unseen = self.ledger.returned(seq, unseen);
+        self.count(&unseen, Drop::Bypassed);
+        self.complete(seq, events);
+    }
+
     fn complete(&mut self, seq: u64, events: Vec<Event>) {
-        if self.abandoned.remove(&seq).is_some() {
+        if self.abandoned.remove(&seq) {
             // Late: the chunks behind it have gone on already.
             let watermark = self.watermark;
             self.forward(Chunk { events, watermark });
@@ -530,11 +574,8 @@ impl Pump {
     fn give_up_all(&mut self) {
         let mut lost = Vec::new();
         for s in self.slots.iter_mut() {
-            if let Slot::Script {
-                counts, watermark, ..
-            } = s
-            {
-                lost.push(std::mem::take(counts));
+            if let Slot::Script { seq, watermark, .. } = s {
+                lost.push(*seq);
                 let watermark = *watermark;
                 *s = Slot::Ready(Chunk {
                     events: Vec::new(),
@@ -542,8 +583,9 @@ impl Pump {
                 });
             }
         }
-        for counts in lost {
-            self.count_stuck(&counts);
+        for seq in lost {
+            let counts = self.ledger.lost(seq);
+            self.count(&counts, Drop::Stuck);
         }
     }
 
@@ -575,8 +617,8 @@ impl Pump {
                     {
                         break;
                     }
-                    if let Some(Slot::Script { seq, counts, .. }) = self.slots.pop_front() {
-                        self.abandoned.insert(seq, counts);
+                    if let Some(Slot::Script { seq, .. }) = self.slots.pop_front() {
+                        self.abandoned.insert(seq);
                     }
                     self.reclaim_queued();
                 }

@@ -5,7 +5,6 @@
 //! and one call per handler.
 
 use std::ffi::CString;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,13 +12,16 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyModule, PyString};
+use pyo3::types::{PyModule, PyString};
 
+use super::ledger::{Counts, add};
 use super::module::{self, PaneSink, PaneWriter};
 use super::pyevent::PyEvent;
-use super::shared::{Shared, Work};
+use super::safety::OpenedScript;
+use super::shared::{Done, Shared, Work};
 use crate::event::Event;
 use crate::pane::PaneMsg;
+use crate::text::escape_lines;
 
 /// A handler that fails this many times is switched off.
 pub const MAX_FAILURES: u32 = 10;
@@ -59,6 +61,8 @@ struct Script {
     name: String,
     handlers: [Option<Py<PyAny>>; 5],
     failures: [u32; 5],
+    /// The first cut of its `on_tick()` output has been reported.
+    tick_cut_said: bool,
 }
 
 impl Script {
@@ -97,7 +101,8 @@ pub struct Worker {
 
 /// What the worker thread starts with.
 pub struct WorkerArgs {
-    pub paths: Vec<std::path::PathBuf>,
+    /// The scripts, opened and read.
+    pub scripts: Vec<OpenedScript>,
     pub names: Arc<Vec<String>>,
     pub sink: Arc<PaneSink>,
     pub shared: Arc<Shared>,
@@ -105,14 +110,14 @@ pub struct WorkerArgs {
     /// Where the outcome of loading goes (with the traceback on failure).
     pub loaded: Sender<Result<(), String>>,
     pub work: Receiver<Work>,
-    pub results: Sender<Work>,
+    pub results: Sender<Done>,
 }
 
 /// Run on the worker thread: load, report, then serve batches until the pump goes away or
 /// the stage is stopped.
 pub fn run(args: WorkerArgs) {
     let WorkerArgs {
-        paths,
+        scripts,
         names,
         sink,
         shared,
@@ -121,7 +126,7 @@ pub fn run(args: WorkerArgs) {
         work,
         results,
     } = args;
-    let scripts = Python::attach(|py| load_all(py, &paths, &names, &sink, &shared));
+    let scripts = Python::attach(|py| load_all(py, &scripts, &names, &sink, &shared));
     let scripts = match scripts {
         Ok(s) => s,
         Err(e) => {
@@ -174,44 +179,53 @@ fn flush_std(py: Python<'_>) {
 
 fn load_all(
     py: Python<'_>,
-    paths: &[std::path::PathBuf],
+    scripts: &[OpenedScript],
     names: &[String],
     sink: &Arc<PaneSink>,
     shared: &Shared,
 ) -> Result<Vec<Script>, String> {
     let setup = || -> PyResult<()> {
-        module::install(py)?;
         let sys = py.import("sys")?;
         sys.setattr("stdout", Py::new(py, PaneWriter::new(sink.clone(), false))?)?;
         sys.setattr("stderr", Py::new(py, PaneWriter::new(sink.clone(), true))?)?;
         // The terminal's input belongs to the TUI: input() raises instead of eating keys.
         sys.setattr("stdin", py.None())?;
-        let argv: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        let argv: Vec<String> = scripts
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect();
         sys.setattr("argv", argv)?;
         Ok(())
     };
     setup().map_err(|e| {
         format!(
             "cannot set up the Python interpreter: {}",
-            format_exception(py, &e)
+            escape_lines(&format_exception(py, &e))
         )
     })?;
     // SAFETY: reading this thread's identity; the GIL is held.
     let ident = unsafe { pyo3::ffi::PyThread_get_thread_ident() };
     shared.py_thread.store(ident as u64, Ordering::Release);
 
-    let mut scripts = Vec::with_capacity(paths.len());
-    for (i, (path, name)) in paths.iter().zip(names).enumerate() {
+    let mut loaded = Vec::with_capacity(scripts.len());
+    for (i, (script, name)) in scripts.iter().zip(names).enumerate() {
         sink.current.store(i, Ordering::Relaxed);
-        scripts.push(load_one(py, i, path, name)?);
+        loaded.push(load_one(py, i, script, name)?);
     }
-    Ok(scripts)
+    Ok(loaded)
 }
 
-fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Script, String> {
+/// Compile and run a script's source (read from the descriptor that was checked, never from
+/// its path again) as a fresh module.
+fn load_one(
+    py: Python<'_>,
+    index: usize,
+    script: &OpenedScript,
+    name: &str,
+) -> Result<Script, String> {
+    let path = &script.path;
     let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
-    let source = std::fs::read(path).map_err(|e| format!("cannot read script '{shown}': {e}"))?;
-    let source = CString::new(source)
+    let source = CString::new(script.source.clone())
         .map_err(|_| format!("cannot load script '{shown}': it contains a NUL byte"))?;
     let file_name = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| format!("cannot load script '{shown}': its path contains a NUL byte"))?;
@@ -222,13 +236,16 @@ fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Scr
         .collect();
     let module_name = CString::new(format!("perfwatch_script_{index}_{stem}"))
         .map_err(|_| format!("cannot load script '{shown}': bad name"))?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        // Let a script import helpers that sit next to it.
+    if let Some(dir) = &script.import_dir {
+        // Helpers beside the script are importable: its directory passed the same checks
+        // as the script, and nobody else can add a module to it.
         let _ = py
             .import("sys")
             .and_then(|s| s.getattr("path"))
-            .and_then(|p| p.call_method1("insert", (0, dir.display().to_string())));
+            .and_then(|p| p.call_method1("insert", (0, dir.as_os_str())));
     }
+    // Tracebacks show the lines that were compiled, not whatever the path holds by then.
+    let _ = seed_linecache(py, &file_name, &script.source);
     // A fresh module: from_code would run the code in an existing one of the same name.
     let _ = py
         .import("sys")
@@ -237,7 +254,7 @@ fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Scr
     let m = PyModule::from_code(py, &source, &file_name, &module_name).map_err(|e| {
         format!(
             "script '{shown}' failed to load:\n{}",
-            format_exception(py, &e)
+            escape_lines(&format_exception(py, &e))
         )
     })?;
     let mut handlers: [Option<Py<PyAny>>; 5] = Default::default();
@@ -251,7 +268,12 @@ fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Scr
                 ));
             }
             Ok(None) => {}
-            Err(e) => return Err(format!("script '{shown}': {}", format_exception(py, &e))),
+            Err(e) => {
+                return Err(format!(
+                    "script '{shown}': {}",
+                    escape_lines(&format_exception(py, &e))
+                ));
+            }
         }
     }
     if handlers.iter().all(Option::is_none) {
@@ -264,7 +286,20 @@ fn load_one(py: Python<'_>, index: usize, path: &Path, name: &str) -> Result<Scr
         name: name.to_string(),
         handlers,
         failures: [0; 5],
+        tick_cut_said: false,
     })
+}
+
+/// Put the compiled source in `linecache` under the script's file name, so that a traceback
+/// never reads the path again (it may lead somewhere else by then).
+fn seed_linecache(py: Python<'_>, file_name: &std::ffi::CStr, source: &[u8]) -> PyResult<()> {
+    let text = String::from_utf8_lossy(source);
+    let lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+    let name = file_name.to_string_lossy();
+    let entry = (text.len(), py.None(), lines, name.as_ref());
+    py.import("linecache")?
+        .getattr("cache")?
+        .set_item(name.as_ref(), entry)
 }
 
 impl Worker {
@@ -275,8 +310,8 @@ impl Worker {
                 if let Err(e) = f.call0(py) {
                     return Err(format!(
                         "trace_begin() of script '{}' failed:\n{}",
-                        s.name,
-                        format_exception(py, &e)
+                        crate::text::escape(s.name.as_bytes()),
+                        escape_lines(&format_exception(py, &e))
                     ));
                 }
             }
@@ -285,7 +320,7 @@ impl Worker {
         Ok(())
     }
 
-    fn serve(&mut self, work: Receiver<Work>, results: Sender<Work>) {
+    fn serve(&mut self, work: Receiver<Work>, results: Sender<Done>) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
             if self.shared.stopping() {
@@ -294,12 +329,13 @@ impl Worker {
             let wait = next_tick.saturating_duration_since(Instant::now());
             match work.recv_timeout(wait) {
                 Ok((seq, mut events)) => {
+                    let mut unseen = Vec::new();
                     if self.per_event && !events.is_empty() {
                         self.shared.mark_busy();
-                        Python::attach(|py| self.process(py, &mut events));
+                        unseen = Python::attach(|py| self.process(py, &mut events));
                         self.shared.mark_idle();
                     }
-                    if results.send((seq, events)).is_err() {
+                    if results.send((seq, events, unseen)).is_err() {
                         break;
                     }
                 }
@@ -316,14 +352,17 @@ impl Worker {
     }
 
     /// Run the filters, then `on_event`, over one batch, keeping the events that passed.
-    fn process(&mut self, py: Python<'_>, batch: &mut Vec<Event>) {
+    /// Returns how many events per CPU were passed on without the script seeing them (the
+    /// stage is stopping); the pump counts them, once.
+    fn process(&mut self, py: Python<'_>, batch: &mut Vec<Event>) -> Counts {
+        let mut unseen = Vec::new();
         let events = std::mem::take(batch);
         let mut kept = Vec::with_capacity(events.len());
         let mut it = events.into_iter();
         for ev in it.by_ref() {
             if self.shared.stopping() {
                 // Stopping: what is left passes unfiltered rather than waiting for Python.
-                self.shared.count_unseen(std::slice::from_ref(&ev));
+                add(&mut unseen, &[(ev.cpu, 1)]);
                 kept.push(ev);
                 break;
             }
@@ -365,10 +404,12 @@ impl Worker {
             }
         }
         module::set_event_time(u64::MAX);
-        let rest: Vec<Event> = it.collect();
-        self.shared.count_unseen(&rest);
-        kept.extend(rest);
+        for ev in it {
+            add(&mut unseen, &[(ev.cpu, 1)]);
+            kept.push(ev);
+        }
         *batch = kept;
+        unseen
     }
 
     fn on_tick(&mut self, py: Python<'_>) {
@@ -379,10 +420,30 @@ impl Worker {
             self.sink.current.store(i, Ordering::Relaxed);
             let lines = f.call0(py).and_then(|r| tick_lines(r.bind(py)));
             match lines {
-                Ok(Some(lines)) => self.sink.send(PaneMsg::Lines {
-                    script: self.scripts[i].name.clone(),
-                    lines,
-                }),
+                Ok(Some(TickLines { mut lines, cut })) => {
+                    let s = &mut self.scripts[i];
+                    if cut {
+                        lines.push(format!(
+                            "[perfwatch: cut here; on_tick() may return at most \
+                             {MAX_TICK_LINES} lines and {MAX_TICK_CHARS} characters]"
+                        ));
+                        if !std::mem::replace(&mut s.tick_cut_said, true) {
+                            self.sink.send(PaneMsg::Text {
+                                script: s.name.clone(),
+                                text: format!(
+                                    "on_tick() returned more than {MAX_TICK_LINES} lines or \
+                                     {MAX_TICK_CHARS} characters; perfwatch keeps the first \
+                                     ones and does not read the rest"
+                                ),
+                                is_error: true,
+                            });
+                        }
+                    }
+                    self.sink.send(PaneMsg::Lines {
+                        script: s.name.clone(),
+                        lines,
+                    });
+                }
                 Ok(None) => {}
                 Err(e) => self.fail(py, i, Handler::OnTick, &e),
             }
@@ -443,25 +504,74 @@ impl Worker {
     }
 }
 
+/// Lines one `on_tick()` may give; the rest of the iterable is never consumed.
+pub const MAX_TICK_LINES: usize = 1000;
+/// Characters one `on_tick()` may give, all lines together.
+pub const MAX_TICK_CHARS: usize = 256 * 1024;
+
+/// What one `on_tick()` gave, cut to the limits.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TickLines {
+    pub lines: Vec<String>,
+    /// More lines or characters were offered than the limits keep.
+    pub cut: bool,
+}
+
+impl TickLines {
+    /// Room left, in characters.
+    fn room(&self, used: usize) -> usize {
+        MAX_TICK_CHARS.saturating_sub(used)
+    }
+}
+
+/// The first `n` characters of a Python str (sliced in Python: a huge string is never
+/// converted whole).
+fn head<'py>(s: &Bound<'py, PyString>, n: usize) -> PyResult<(String, bool)> {
+    let len = s.len()?;
+    if len <= n {
+        return Ok((s.to_cow()?.into_owned(), false));
+    }
+    let part = s.get_item(pyo3::types::PySlice::new(s.py(), 0, n as isize, 1))?;
+    Ok((part.cast::<PyString>()?.to_cow()?.into_owned(), true))
+}
+
 /// What `on_tick()` returned, as pane lines: None keeps the pane as it is; a str is split into
-/// lines; any other iterable gives one line per item (`str()` of it).
-fn tick_lines(r: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+/// lines; any other iterable gives one line per item (`str()` of it), taken lazily: an
+/// endless generator is read up to the limits ([`MAX_TICK_LINES`], [`MAX_TICK_CHARS`]) and
+/// no further.
+fn tick_lines(r: &Bound<'_, PyAny>) -> PyResult<Option<TickLines>> {
     if r.is_none() {
         return Ok(None);
     }
+    let mut out = TickLines::default();
+    let mut used = 0usize;
     if let Ok(s) = r.cast::<PyString>() {
-        return Ok(Some(s.to_cow()?.lines().map(str::to_string).collect()));
+        let (text, cut) = head(s, MAX_TICK_CHARS)?;
+        out.cut = cut;
+        for l in text.lines() {
+            if out.lines.len() == MAX_TICK_LINES {
+                out.cut = true;
+                break;
+            }
+            out.lines.push(l.to_string());
+        }
+        return Ok(Some(out));
     }
-    if let Ok(l) = r.cast::<PyList>() {
-        return l
-            .iter()
-            .map(|x| Ok(x.str()?.to_cow()?.into_owned()))
-            .collect::<PyResult<_>>()
-            .map(Some);
-    }
-    let mut lines = Vec::new();
     for x in r.try_iter()? {
-        lines.push(x?.str()?.to_cow()?.into_owned());
+        let x = x?;
+        if out.lines.len() == MAX_TICK_LINES || out.room(used) == 0 {
+            // One item past the limit: there was more.
+            out.cut = true;
+            break;
+        }
+        let s = x.str()?;
+        let (line, cut) = head(&s, out.room(used))?;
+        used += line.chars().count();
+        out.lines.push(line);
+        if cut {
+            out.cut = true;
+            break;
+        }
     }
-    Ok(Some(lines))
+    Ok(Some(out))
 }

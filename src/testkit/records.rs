@@ -191,3 +191,35 @@ pub fn sample(layout: &SampleLayout, ids: Ids, ip: u64, period: u64) -> Vec<u8> 
     }
     b.raw()
 }
+
+/// A sample laid out for `layout`: its fixed fields, then `chain` (the kernel's entries,
+/// markers included) when the layout has CALLCHAIN, then `raw` when it has RAW.
+pub fn sample_chain(
+    layout: &SampleLayout,
+    ids: Ids,
+    ip: u64,
+    period: u64,
+    chain: &[u64],
+    raw: &[u8],
+) -> Vec<u8> {
+    let st = layout.sample_type();
+    // The fixed fields: CALLCHAIN and RAW come after all of them.
+    let mut rec = sample(layout, ids, ip, period);
+    if st & SAMPLE_CALLCHAIN != 0 {
+        rec.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
+        for e in chain {
+            rec.extend_from_slice(&e.to_ne_bytes());
+        }
+    }
+    if st & SAMPLE_RAW != 0 {
+        let mut body = raw.to_vec();
+        while (body.len() + 4) % 8 != 0 {
+            body.push(0);
+        }
+        rec.extend_from_slice(&(body.len() as u32).to_ne_bytes());
+        rec.extend_from_slice(&body);
+    }
+    let size = u16::try_from(rec.len()).unwrap_or(u16::MAX);
+    rec[6..8].copy_from_slice(&size.to_ne_bytes());
+    rec
+}

@@ -3,51 +3,229 @@
 
 use std::sync::OnceLock;
 
-/// True when this process may open system-wide perf events. When the kernel refuses, the
-/// test that asked is skipped with a loud message, except under `CI=true`, where a refusal
-/// is a failure: CI runs as root and must exercise the real kernel.
+/// True under `CI=true`: there, a test that cannot run for lack of privilege fails instead
+/// of skipping, because CI runs as root and must exercise the real kernel.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Say that `test` skips, and why, where a plain `cargo test` shows it. libtest captures what
+/// `eprintln!` prints (and shows it only for a failing test), so this writes to the process's
+/// real stderr, in one write so that it is not cut by other tests' output.
+pub fn skip(test: &str, why: &str) {
+    say(&format!("SKIPPED {test}: {why}"));
+}
+
+/// One line on the process's real stderr, past libtest's capture, on a line of its own.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("\n{line}\n").as_bytes());
+}
+
+/// `refused` (e.g. "perf_event_open refused: ...") is why `test` cannot run: a failure under
+/// `CI=true`, else a visible skip (the caller then returns).
+pub fn refuse(test: &str, refused: &str) {
+    assert!(
+        !ci(),
+        "{test}: {refused}; under CI=true this is a failure (CI must run every test, as root)"
+    );
+    skip(test, refused);
+}
+
+/// The name of the test (or function) a macro is expanded in, as libtest prints it.
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        fn f() {}
+        let full = std::any::type_name_of_val(&f);
+        let full = full.strip_suffix("::f").unwrap_or(full);
+        // Drop the test crate's own name: `cli::a_test` is listed as `a_test`.
+        full.split_once("::").map_or(full, |(_, rest)| rest)
+    }};
+}
+
+/// Skip the calling test (return from it) with a visible message saying why. For what the
+/// machine lacks (a second CPU, a tool, a hardware PMU); for missing privileges use
+/// [`require_perf!`] or [`require_root!`], which fail under `CI=true`.
+#[macro_export]
+macro_rules! skip {
+    ($($why:tt)+) => {{
+        $crate::common::skip($crate::test_name!(), &format!($($why)+));
+        return;
+    }};
+}
+
+/// Why this process may not open system-wide perf events, if it may not.
+pub fn perf_refusal() -> Option<&'static str> {
+    static REFUSAL: OnceLock<Option<String>> = OnceLock::new();
+    REFUSAL
+        .get_or_init(|| {
+            let mut attr = perf_event_open_sys::bindings::perf_event_attr {
+                type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
+                size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
+                config: perf_event_open_sys::bindings::PERF_COUNT_SW_DUMMY as u64,
+                ..Default::default()
+            };
+            attr.set_disabled(1);
+            // SAFETY: a valid attr; the fd is closed right away.
+            let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
+            if fd >= 0 {
+                // SAFETY: fd is ours.
+                unsafe { libc::close(fd) };
+                None
+            } else {
+                Some(format!(
+                    "perf_event_open refused ({}); run as root or with \
+                     kernel.perf_event_paranoid <= 0 to run this test",
+                    std::io::Error::last_os_error()
+                ))
+            }
+        })
+        .as_deref()
+}
+
+/// True when this process may open system-wide perf events. Under `CI=true` a refusal is a
+/// failure. Prints nothing: tests that need perf use [`require_perf!`], which says it skips.
 pub fn perf_allowed() -> bool {
-    static ALLOWED: OnceLock<Result<(), String>> = OnceLock::new();
-    let r = ALLOWED.get_or_init(|| {
-        let mut attr = perf_event_open_sys::bindings::perf_event_attr {
-            type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
-            size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
-            config: perf_event_open_sys::bindings::PERF_COUNT_SW_DUMMY as u64,
-            ..Default::default()
-        };
-        attr.set_disabled(1);
-        // SAFETY: a valid attr; the fd is closed right away.
-        let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
-        if fd >= 0 {
-            unsafe { libc::close(fd) };
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error().to_string())
-        }
-    });
-    match r {
-        Ok(()) => true,
-        Err(e) => {
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    match perf_refusal() {
+        None => true,
+        Some(why) => {
             assert!(
-                !ci,
-                "CI=true but perf_event_open is refused ({e}): CI must run these tests for real, as root"
-            );
-            eprintln!(
-                "\n!!!!!!!! SKIPPING: perf_event_open refused ({e}). Run as root or with \
-                 kernel.perf_event_paranoid <= 0 to run this test. !!!!!!!!\n"
+                !ci(),
+                "CI=true but {why}: CI must run these tests for real, as root"
             );
             false
         }
     }
 }
 
-/// Skip the calling test (return early) unless perf events may be opened.
+/// The effective uid of the tests.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// True when running as root (uid 0).
+pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// Skip the calling test, visibly, unless perf events may be opened; under `CI=true` a
+/// refusal is a failure.
 #[macro_export]
 macro_rules! require_perf {
     () => {
-        if !common::perf_allowed() {
+        if let Some(why) = $crate::common::perf_refusal() {
+            $crate::common::refuse($crate::test_name!(), why);
             return;
         }
     };
+}
+
+/// Skip the calling test, visibly, unless it runs as root; under `CI=true` (which runs as
+/// root) not being root is a failure.
+#[macro_export]
+macro_rules! require_root {
+    ($what:expr) => {
+        if !$crate::common::is_root() {
+            $crate::common::refuse(
+                $crate::test_name!(),
+                &format!(
+                    "needs root ({}), running as uid {}",
+                    $what,
+                    $crate::common::euid()
+                ),
+            );
+            return;
+        }
+    };
+}
+
+/// Where perfwatch looks for tracepoints first.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// tracefs, mounted at [`TRACEFS`] for as long as a guard lives. When it was not mounted, the
+/// first guard mounts it and the last one of this test process to drop unmounts it, also when
+/// the test fails (the guard drops while the panic unwinds): the host is left as it was found.
+pub struct Tracefs(());
+
+/// Users of tracefs in this process, and whether this process mounted it.
+static TRACEFS_USERS: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+
+fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+        m.lines()
+            .any(|l| l.split(' ').nth(1) == Some(TRACEFS) && l.split(' ').nth(2) == Some("tracefs"))
+    })
+}
+
+/// tracefs at [`TRACEFS`], mounting it if needed (root only); `Err` says why not.
+pub fn tracefs() -> Result<Tracefs, String> {
+    let mut users = TRACEFS_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    if users.0 == 0 && !tracefs_mounted() {
+        let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+        let (src, dir, fstype) = (c("nodev"), c(TRACEFS), c("tracefs"));
+        // SAFETY: valid NUL-terminated strings; no data argument.
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                dir.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if r != 0 {
+            return Err(format!(
+                "tracefs is not mounted at {TRACEFS} and mounting it failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        users.1 = true;
+    }
+    users.0 += 1;
+    let guard = Tracefs(());
+    if !std::path::Path::new(TRACEFS).join("events").is_dir() {
+        return Err(format!("tracefs at {TRACEFS} has no events directory"));
+    }
+    Ok(guard)
+}
+
+/// tracefs mounted for the calling test (see [`tracefs`]), or return from it: a failure under
+/// `CI=true`, else a visible skip. Needs perf events too, as [`require_perf!`].
+#[macro_export]
+macro_rules! require_tracefs {
+    () => {{
+        if let Some(why) = $crate::common::perf_refusal() {
+            $crate::common::refuse($crate::test_name!(), why);
+            return;
+        }
+        match $crate::common::tracefs() {
+            Ok(guard) => guard,
+            Err(why) => {
+                $crate::common::refuse($crate::test_name!(), &why);
+                return;
+            }
+        }
+    }};
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        let mut users = TRACEFS_USERS.lock().unwrap_or_else(|e| e.into_inner());
+        users.0 -= 1;
+        if users.0 == 0 && users.1 {
+            users.1 = false;
+            let dir = std::ffi::CString::new(TRACEFS).expect("no NUL");
+            // SAFETY: a valid path. A busy mount (a perfwatch still running) is detached
+            // lazily: it disappears from the namespace now and goes once unused.
+            let r = unsafe { libc::umount2(dir.as_ptr(), 0) };
+            if r != 0 {
+                // SAFETY: as above.
+                unsafe { libc::umount2(dir.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
 }

@@ -420,6 +420,8 @@ pub struct App {
     top: Vec<(u32, u64)>,
     top_total: u64,
     log: VecDeque<Event>,
+    /// `--folded FILE`: the folded stacks, fed in time order.
+    folding: Option<crate::folded::Folding>,
     /// Sequence number of `log[0]`.
     log_first_seq: u64,
     /// With a filter: sequence numbers of the matching log entries.
@@ -461,6 +463,7 @@ impl App {
             top: Vec::new(),
             top_total: 0,
             log: VecDeque::with_capacity(cfg.history.min(1 << 16)),
+            folding: None,
             log_first_seq: 0,
             filtered: None,
             filter: Filter::default(),
@@ -568,7 +571,15 @@ impl App {
         }
     }
 
+    /// Feed `--folded FILE` with every event the TUI takes, in time order.
+    pub fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
+        self.folding = folding;
+    }
+
     fn ingest(&mut self, ev: Event, tasks: &ProcessModel) {
+        if let Some(f) = &self.folding {
+            f.observe(&ev, tasks);
+        }
         let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
         let row = match &ev.kind {
             EventKind::Fork(t) => {
@@ -1082,6 +1093,7 @@ mod tests {
                 misc: 0,
                 event: d,
                 raw: None,
+                callchain: None,
             },
         )
     }

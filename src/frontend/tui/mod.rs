@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod input;
+pub mod terminal;
 pub mod ui;
 
 use std::io::{self, Write};
@@ -47,6 +48,8 @@ pub struct TuiOptions {
     pub history: usize,
     /// The filter in force at start (`--filter`).
     pub filter: Option<Filter>,
+    /// `--folded FILE`: fed with every event in time order.
+    pub folded: Option<crate::folded::Folding>,
 }
 
 /// Raw mode, the alternate screen and mouse capture, for as long as it lives.
@@ -56,6 +59,7 @@ pub struct TerminalGuard {
 
 /// Put the terminal back as it was. Safe to call twice.
 pub fn restore_terminal() {
+    terminal::disarm();
     let _ = disable_raw_mode();
     let mut out = io::stdout();
     let _ = execute!(
@@ -69,15 +73,24 @@ pub fn restore_terminal() {
 
 impl TerminalGuard {
     pub fn enter() -> io::Result<TerminalGuard> {
-        enable_raw_mode()?;
+        // From here a fatal signal restores the terminal before it ends perfwatch.
+        terminal::arm();
         let guard = TerminalGuard { active: true };
+        TerminalGuard::reenter()?;
+        Ok(guard)
+    }
+
+    /// Raw mode, the alternate screen (cleared) and mouse capture: at start, and again after
+    /// a suspend.
+    pub fn reenter() -> io::Result<()> {
+        terminal::arm();
+        enable_raw_mode()?;
         execute!(
             io::stdout(),
             EnterAlternateScreen,
             EnableMouseCapture,
             crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
-        )?;
-        Ok(guard)
+        )
     }
 
     /// Restore now (and not again on drop).
@@ -119,6 +132,11 @@ impl Write for FrameWriter {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if terminal::dying() {
+            // A fatal signal restored the terminal: no frame goes over it.
+            self.buf.clear();
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
         let r = out.write_all(&self.buf).and_then(|()| out.flush());
         self.buf.clear();
@@ -217,8 +235,10 @@ pub fn run(
     if let Some(f) = opts.filter {
         app.set_filter(f);
     }
+    app.set_folding(opts.folded);
 
     install_panic_hook();
+    let suspend = terminal::Suspend::install();
     let mut guard = TerminalGuard::enter()?;
     // Not `Terminal::clear`: it asks the terminal for the cursor position, and a terminal
     // that does not answer would stop perfwatch. The guard cleared the screen already.
@@ -235,6 +255,7 @@ pub fn run(
         totals: &|| stats.snapshot(),
         now: &now,
         frame: FRAME,
+        suspend: Some(&suspend),
     };
     let result = run_loop(&mut term, &mut app, inputs, move || drop(input));
     drop(term);
@@ -259,6 +280,9 @@ pub struct LoopInputs<'a> {
     pub now: &'a dyn Fn() -> u64,
     /// The shortest time between two frames drawn for new records.
     pub frame: Duration,
+    /// Ctrl-Z and SIGTSTP: leave the terminal, stop, take it back on SIGCONT (None in tests
+    /// without a terminal).
+    pub suspend: Option<&'a terminal::Suspend>,
 }
 
 /// The TUI's loop until a stop, then the shutdown: the readers are asked to stop, and their
@@ -283,9 +307,10 @@ where
         totals,
         now,
         frame,
+        suspend,
     } = inputs;
     let result = event_loop(
-        term, app, pipe, watched, stop, keys, panes, totals, now, frame,
+        term, app, pipe, watched, stop, keys, panes, totals, now, frame, suspend,
     );
     input_done();
     watched.request_stop();
@@ -311,6 +336,7 @@ fn event_loop<B: Backend>(
     totals: &dyn Fn() -> Totals,
     now: &dyn Fn() -> u64,
     frame: Duration,
+    suspend: Option<&terminal::Suspend>,
 ) -> anyhow::Result<StopReason>
 where
     B::Error: Send + Sync + 'static,
@@ -336,12 +362,16 @@ where
             SECOND - Duration::from_nanos((since.as_nanos() % SECOND.as_nanos()) as u64)
         };
         let mut redraw = false;
+        let mut suspend_key = false;
         select! {
             recv(pipe.batches()) -> msg => pipe.take(msg),
             recv(pipe.staged()) -> msg => pipe.take_staged(msg),
             recv(input_rx) -> ev => match ev {
                 Ok(ev) => {
                     match ev {
+                        TermEvent::Key(k) if terminal::is_suspend_key(&k) => {
+                            suspend_key = k.kind != KeyEventKind::Release;
+                        }
                         TermEvent::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
                         TermEvent::Mouse(m) => app.on_mouse(m),
                         TermEvent::Resize(..) => term.autoresize()?,
@@ -373,6 +403,15 @@ where
         }
         if let Some(reason) = stop.check(watched, pipe.all_ended()) {
             return Ok(reason);
+        }
+        if let Some(suspend) = suspend {
+            if (suspend.take() || suspend_key) && suspend.suspend()? {
+                // Continued: the screen was cleared; draw every cell again, at the size the
+                // terminal has now.
+                term.autoresize()?;
+                term.swap_buffers();
+                redraw = true;
+            }
         }
         let second = start.elapsed().as_secs();
         if redraw || (dirty && last_draw.elapsed() >= frame) || second != drawn_second {

@@ -1,0 +1,425 @@
+//! Function symbols of an ELF file, read with the `object` crate: the glue between its
+//! structures and a [`SymbolTable`], plus what is needed around it (where file offsets land in
+//! the address space, the build id, the debug link, and finding a separate debug file).
+//!
+//! Only what is needed is read, each piece once and bounded: the headers, the note sections,
+//! the symbol tables and their string tables (read whole: one read each, not one per name).
+//! A file is never mapped: a binary truncated while perfwatch reads it gives a read error, not
+//! a SIGBUS.
+
+use std::fs::File;
+
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
+use object::read::{ReadCache, ReadRef, StringTable};
+
+use super::request::BuildId;
+use super::table::{TableBuilder, TooLarge, rank};
+
+/// A `PT_LOAD` segment: file bytes `[offset, offset + filesz)` at `vaddr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub offset: u64,
+    pub filesz: u64,
+    pub vaddr: u64,
+}
+
+/// The ELF address of a file offset, through the loadable segments.
+pub(crate) fn offset_to_vaddr(segments: &[Segment], offset: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|s| offset >= s.offset && offset - s.offset < s.filesz)
+        .map(|s| s.vaddr.wrapping_add(offset - s.offset))
+}
+
+/// Why a file gave no symbols.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ElfError {
+    NotElf,
+    /// An ELF file, but not an executable or shared object (a core file, an object file).
+    NotLoadable,
+    /// Headers or tables that point outside the file or contradict each other.
+    Corrupt(&'static str),
+    /// The symbol tables exceed the memory perfwatch gives the symbol cache (`limit` bytes).
+    TooLarge {
+        limit: u64,
+    },
+    Io(String),
+}
+
+impl std::fmt::Display for ElfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ElfError::NotElf => f.write_str("not an ELF file"),
+            ElfError::NotLoadable => f.write_str("not an ELF executable or shared object"),
+            ElfError::Corrupt(what) => write!(f, "corrupt ELF file ({what})"),
+            ElfError::TooLarge { limit } => write!(
+                f,
+                "symbol tables too large for the symbol cache ({})",
+                human(*limit)
+            ),
+            ElfError::Io(e) => write!(f, "read error: {e}"),
+        }
+    }
+}
+
+/// `12 MiB`, `40 KiB`, `64 bytes`.
+pub(crate) fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// What one ELF file says besides its symbols.
+#[derive(Debug, Default)]
+pub(crate) struct ElfFacts {
+    pub build_id: Option<BuildId>,
+    /// The `.gnu_debuglink` file name.
+    pub debuglink: Option<Vec<u8>>,
+    pub segments: Vec<Segment>,
+    /// Functions found in `.symtab` (0: stripped).
+    pub symtab_functions: usize,
+    /// Functions found in `.dynsym`.
+    pub dynsym_functions: usize,
+}
+
+/// Which symbol tables to read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Want {
+    pub symtab: bool,
+    pub dynsym: bool,
+}
+
+/// Note sections larger than this are not searched for a build id.
+const MAX_NOTES: u64 = 1 << 16;
+/// A `.gnu_debuglink` section larger than this is not one.
+const MAX_DEBUGLINK: u64 = 4096;
+/// The section-name string table.
+const MAX_SHSTRTAB: u64 = 1 << 20;
+
+/// Read `data` as ELF: its facts, and its function symbols into `builder`. `max_section`
+/// bounds every symbol or string table read.
+pub(crate) fn read<'d, R: ReadRef<'d>>(
+    data: R,
+    want: Want,
+    builder: &mut TableBuilder,
+    max_section: u64,
+) -> Result<ElfFacts, ElfError> {
+    let ident = data.read_bytes_at(0, 16).map_err(|_| ElfError::NotElf)?;
+    if ident[..4] != elf::ELFMAG {
+        return Err(ElfError::NotElf);
+    }
+    // e_ident: the magic, then the class.
+    match elf::FileClass(ident[4]) {
+        elf::ELFCLASS64 => {
+            read_as::<elf::FileHeader64<object::Endianness>, R>(data, want, builder, max_section)
+        }
+        elf::ELFCLASS32 => {
+            read_as::<elf::FileHeader32<object::Endianness>, R>(data, want, builder, max_section)
+        }
+        _ => Err(ElfError::Corrupt("ELF class")),
+    }
+}
+
+/// [`read`] on a file, through a read cache (reads only the pieces asked for).
+pub(crate) fn read_file(
+    file: File,
+    want: Want,
+    builder: &mut TableBuilder,
+    max_section: u64,
+) -> Result<ElfFacts, ElfError> {
+    let cache = ReadCache::new(file);
+    read(&cache, want, builder, max_section)
+}
+
+fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
+    data: R,
+    want: Want,
+    builder: &mut TableBuilder,
+    max_section: u64,
+) -> Result<ElfFacts, ElfError> {
+    let header = Elf::parse(data).map_err(|_| ElfError::Corrupt("file header"))?;
+    let endian = header
+        .endian()
+        .map_err(|_| ElfError::Corrupt("byte order"))?;
+    let e_type = header.e_type(endian);
+    if e_type != elf::ET_EXEC && e_type != elf::ET_DYN {
+        return Err(ElfError::NotLoadable);
+    }
+    let mut facts = ElfFacts::default();
+    let phdrs = header
+        .program_headers(endian, data)
+        .map_err(|_| ElfError::Corrupt("program headers"))?;
+    for ph in phdrs {
+        if ph.p_type(endian) == elf::PT_LOAD {
+            facts.segments.push(Segment {
+                offset: ph.p_offset(endian).into(),
+                filesz: ph.p_filesz(endian).into(),
+                vaddr: ph.p_vaddr(endian).into(),
+            });
+        }
+    }
+    let shdrs = header
+        .section_headers(endian, data)
+        .map_err(|_| ElfError::Corrupt("section headers"))?;
+    // Section names are only needed for .gnu_debuglink: a file without them (e_shstrndx 0)
+    // still has its symbol tables.
+    let names = header
+        .section_strings(endian, data, shdrs)
+        .unwrap_or_default();
+    let sections = SectionTable::new(shdrs, names);
+
+    facts.build_id = build_id::<Elf, R>(&sections, phdrs, endian, data);
+    if sections.is_empty() {
+        return Ok(facts);
+    }
+    let shstrtab = section_names::<Elf, R>(header, &sections, endian, data);
+
+    for sh in sections.iter() {
+        let ty = sh.sh_type(endian);
+        let name = shstrtab
+            .as_ref()
+            .and_then(|s| sh.name(endian, *s).ok())
+            .unwrap_or(b"");
+        if name == b".gnu_debuglink" && ty != elf::SHT_NOBITS {
+            facts.debuglink = debuglink::<Elf, R>(sh, endian, data);
+        }
+        let is_symtab = ty == elf::SHT_SYMTAB;
+        if !(is_symtab && want.symtab || ty == elf::SHT_DYNSYM && want.dynsym) {
+            continue;
+        }
+        let n = symbols::<Elf, R>(&sections, sh, endian, data, builder, max_section)?;
+        if is_symtab {
+            facts.symtab_functions += n;
+        } else {
+            facts.dynsym_functions += n;
+        }
+    }
+    Ok(facts)
+}
+
+fn section_names<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    header: &Elf,
+    sections: &SectionTable<'d, Elf, R>,
+    endian: Elf::Endian,
+    data: R,
+) -> Option<StringTable<'d>> {
+    let index = header.shstrndx(endian, data).ok()?;
+    let sh = sections
+        .section(object::SectionIndex(index as usize))
+        .ok()?;
+    let bytes = section_bytes::<Elf, R>(sh, endian, data, MAX_SHSTRTAB).ok()?;
+    Some(StringTable::new(bytes, 0, bytes.len() as u64))
+}
+
+/// A section's bytes, refused beyond `max` (so a crafted header cannot make perfwatch
+/// allocate what the file claims).
+fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    sh: &Elf::SectionHeader,
+    endian: Elf::Endian,
+    data: R,
+    max: u64,
+) -> Result<&'d [u8], ElfError> {
+    if sh.sh_type(endian) == elf::SHT_NOBITS {
+        return Ok(&[]);
+    }
+    let size: u64 = sh.sh_size(endian).into();
+    if size > max {
+        return Err(ElfError::TooLarge { limit: max });
+    }
+    sh.data(endian, data)
+        .map_err(|_| ElfError::Corrupt("section outside the file"))
+}
+
+fn build_id<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    sections: &SectionTable<'d, Elf, R>,
+    phdrs: &'d [Elf::ProgramHeader],
+    endian: Elf::Endian,
+    data: R,
+) -> Option<BuildId> {
+    let find = |mut notes: object::read::elf::NoteIterator<'d, Elf>| -> Option<BuildId> {
+        while let Ok(Some(note)) = notes.next() {
+            if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
+                return BuildId::new(note.desc());
+            }
+        }
+        None
+    };
+    if !sections.is_empty() {
+        for sh in sections.iter() {
+            let size: u64 = sh.sh_size(endian).into();
+            if sh.sh_type(endian) != elf::SHT_NOTE || size > MAX_NOTES {
+                continue;
+            }
+            if let Ok(Some(notes)) = sh.notes(endian, data)
+                && let Some(id) = find(notes)
+            {
+                return Some(id);
+            }
+        }
+        None
+    } else {
+        // No section headers (sstrip): the program headers' notes.
+        for ph in phdrs {
+            let size: u64 = ph.p_filesz(endian).into();
+            if ph.p_type(endian) != elf::PT_NOTE || size > MAX_NOTES {
+                continue;
+            }
+            if let Ok(Some(notes)) = ph.notes(endian, data)
+                && let Some(id) = find(notes)
+            {
+                return Some(id);
+            }
+        }
+        None
+    }
+}
+
+fn debuglink<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    sh: &Elf::SectionHeader,
+    endian: Elf::Endian,
+    data: R,
+) -> Option<Vec<u8>> {
+    let bytes = section_bytes::<Elf, R>(sh, endian, data, MAX_DEBUGLINK).ok()?;
+    let name = &bytes[..bytes.iter().position(|&b| b == 0)?];
+    // A file name, not a path: a link that climbs out of the debug directories is ignored.
+    if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+        return None;
+    }
+    Some(name.to_vec())
+}
+
+/// Add the function symbols of one symbol table; returns how many.
+fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    sections: &SectionTable<'d, Elf, R>,
+    sh: &Elf::SectionHeader,
+    endian: Elf::Endian,
+    data: R,
+    builder: &mut TableBuilder,
+    max_section: u64,
+) -> Result<usize, ElfError> {
+    let bytes = section_bytes::<Elf, R>(sh, endian, data, max_section)?;
+    let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(bytes)
+        .map_err(|_| ElfError::Corrupt("symbol table size"))?;
+    let strtab = sections
+        .section(sh.link(endian))
+        .map_err(|_| ElfError::Corrupt("symbol string table index"))?;
+    let strings = section_bytes::<Elf, R>(strtab, endian, data, max_section)?;
+    let strings = StringTable::new(strings, 0, strings.len() as u64);
+    let mut n = 0;
+    for sym in syms {
+        let ty = sym.st_type();
+        if ty != elf::STT_FUNC && ty != elf::STT_GNU_IFUNC {
+            continue;
+        }
+        let start: u64 = sym.st_value(endian).into();
+        let Some(shndx) = sym.st_shndx(endian).index() else {
+            continue;
+        };
+        if start == 0 {
+            continue;
+        }
+        let Ok(name) = sym.name(endian, strings) else {
+            continue;
+        };
+        if name.is_empty() {
+            continue;
+        }
+        let size: u64 = sym.st_size(endian).into();
+        // A sizeless symbol may extend at most to the end of its section.
+        let bound = sections
+            .section(object::SectionIndex(shndx as usize))
+            .ok()
+            .map(|s| {
+                let a: u64 = s.sh_addr(endian).into();
+                let z: u64 = s.sh_size(endian).into();
+                a.saturating_add(z)
+            })
+            .filter(|&end| end > start)
+            .unwrap_or(start.saturating_add(1));
+        let bind = sym.st_bind();
+        let weak = bind == elf::STB_WEAK;
+        let global = bind == elf::STB_GLOBAL || bind == elf::STB_GNU_UNIQUE;
+        builder
+            .push(start, size, bound, rank(size > 0, weak, global, name), name)
+            .map_err(|TooLarge| ElfError::TooLarge { limit: max_section })?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Parse ELF bytes the way a mapped file is parsed (for tests and fuzzing): the facts and
+/// the table that would be built.
+pub fn parse_bytes(bytes: &[u8]) -> Result<usize, ElfError> {
+    let mut builder = TableBuilder::new(64 << 20);
+    let facts = read(
+        bytes,
+        Want {
+            symtab: true,
+            dynsym: true,
+        },
+        &mut builder,
+        64 << 20,
+    )?;
+    let table = builder.build(facts.symtab_functions > 0);
+    for i in 0..table.len() as u32 {
+        // Empty only at the very top of the address space.
+        assert!(table.start(i) < table.end(i) || table.start(i) == u64::MAX);
+        let _ = super::demangle::display_name(table.name(i));
+    }
+    for s in &facts.segments {
+        let _ = offset_to_vaddr(&facts.segments, s.offset);
+    }
+    Ok(table.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_map_through_load_segments() {
+        let segs = [
+            Segment {
+                offset: 0,
+                filesz: 0x600,
+                vaddr: 0,
+            },
+            Segment {
+                offset: 0x1000,
+                filesz: 0x1f5,
+                vaddr: 0x1000,
+            },
+            Segment {
+                offset: 0x2db8,
+                filesz: 0x258,
+                vaddr: 0x3db8,
+            },
+        ];
+        assert_eq!(offset_to_vaddr(&segs, 0x1136), Some(0x1136));
+        assert_eq!(offset_to_vaddr(&segs, 0x2dc0), Some(0x3dc0));
+        assert_eq!(offset_to_vaddr(&segs, 0x11f5), None);
+        assert_eq!(offset_to_vaddr(&segs, u64::MAX), None);
+    }
+
+    #[test]
+    fn garbage_is_refused_with_a_reason() {
+        assert_eq!(parse_bytes(b""), Err(ElfError::NotElf));
+        assert_eq!(parse_bytes(b"#!/bin/sh\necho hi\n"), Err(ElfError::NotElf));
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 9;
+        assert_eq!(parse_bytes(&h), Err(ElfError::Corrupt("ELF class")));
+        h[4] = 2;
+        assert!(parse_bytes(&h).is_err());
+    }
+
+    #[test]
+    fn the_running_test_binary_has_symbols() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let n = parse_bytes(&exe).unwrap();
+        assert!(n > 100, "{n} functions");
+    }
+}

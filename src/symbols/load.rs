@@ -1,0 +1,442 @@
+//! The work that touches files: finding the file a mapping meant, checking that it is that
+//! file, reading its symbols (or its debug file's), reading kallsyms, a perf map, or another
+//! process's vDSO. Each job runs on the loader thread ([`super::loader`]), so that a slow
+//! file holds up nobody but itself.
+
+use std::io::{Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::elf::{self, ElfError, Segment, Want};
+use super::fs::{self, OpenError, Opened};
+use super::kernel::{self, KernelSymbols};
+use super::request::{BuildId, FileIdentity, MappedFile};
+use super::table::{SymbolTable, TableBuilder};
+use crate::text::escape;
+
+/// Why a binary gave no symbols; the text of its note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LoadError {
+    /// No candidate path exists (the file was deleted, the process is gone).
+    NotFound,
+    /// A file is there, but not the one that was mapped.
+    Mismatch(String),
+    /// Something there that could not be opened or is not a regular file.
+    Open(String),
+    Elf(ElfError),
+    /// A perf map owned by someone who is neither root, perfwatch's user nor the process's.
+    NotOwned(u32),
+    /// kallsyms lists zeros.
+    Hidden,
+    TimedOut(u64),
+    /// Too many reads are stuck already; this one was not started.
+    Busy,
+    Internal(String),
+}
+
+impl LoadError {
+    /// Worth trying again later, with another process's view of the file or once a stuck
+    /// read has finished.
+    pub(crate) fn retryable(&self) -> bool {
+        matches!(
+            self,
+            LoadError::NotFound | LoadError::Mismatch(_) | LoadError::Busy
+        )
+    }
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::NotFound => f.write_str("the file is gone"),
+            LoadError::Mismatch(m) => {
+                write!(f, "the file there now is not the one that was mapped ({m})")
+            }
+            LoadError::Open(m) => f.write_str(m),
+            LoadError::Elf(e) => write!(f, "{e}"),
+            LoadError::NotOwned(uid) => write!(
+                f,
+                "owned by uid {uid}, which is neither root, perfwatch's user nor the process's owner: not read"
+            ),
+            LoadError::Hidden => f.write_str("hidden"),
+            LoadError::TimedOut(s) => write!(
+                f,
+                "reading it took longer than {s} s: skipped until it finishes"
+            ),
+            LoadError::Busy => f.write_str("too many file reads are stuck: not read for now"),
+            LoadError::Internal(m) => write!(f, "internal error while reading it: {m}"),
+        }
+    }
+}
+
+impl From<ElfError> for LoadError {
+    fn from(e: ElfError) -> LoadError {
+        LoadError::Elf(e)
+    }
+}
+
+fn open_error(e: OpenError) -> LoadError {
+    match e {
+        OpenError::NotFound | OpenError::Unsupported => LoadError::NotFound,
+        e => LoadError::Open(e.to_string()),
+    }
+}
+
+/// A job for the loader thread.
+pub(crate) enum Job {
+    Elf(ElfJob),
+    Kernel {
+        kallsyms: PathBuf,
+        modules: PathBuf,
+        max_bytes: usize,
+    },
+    PerfMap(PerfMapJob),
+    /// Read another process's memory (its vDSO).
+    Memory {
+        pid: u32,
+        addr: u64,
+        len: u64,
+    },
+    /// Tests of the loader: a job that takes this long, one that panics.
+    #[cfg(test)]
+    Sleep(std::time::Duration),
+    #[cfg(test)]
+    Panic,
+}
+
+pub(crate) enum Outcome {
+    Elf(Result<LoadedElf, LoadError>),
+    Kernel(Result<KernelSymbols, LoadError>),
+    PerfMap(Result<PerfMapRead, LoadError>),
+    Memory(Option<Vec<u8>>),
+}
+
+impl Job {
+    pub(crate) fn run(self) -> Outcome {
+        match self {
+            Job::Elf(j) => Outcome::Elf(j.run()),
+            Job::Kernel {
+                kallsyms,
+                modules,
+                max_bytes,
+            } => Outcome::Kernel(load_kernel(&kallsyms, &modules, max_bytes)),
+            Job::PerfMap(j) => Outcome::PerfMap(j.run()),
+            Job::Memory { pid, addr, len } => {
+                Outcome::Memory(super::vdso::read_process_memory(pid, addr, len))
+            }
+            #[cfg(test)]
+            Job::Sleep(d) => {
+                std::thread::sleep(d);
+                Outcome::Memory(None)
+            }
+            #[cfg(test)]
+            Job::Panic => panic!("a job that panics (test)"),
+        }
+    }
+}
+
+/// Where a binary's names came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SymbolsFrom {
+    /// The binary's own `.symtab`.
+    Symtab,
+    /// A separate debug file (its escaped path).
+    DebugFile(String),
+    /// Only `.dynsym`: exported functions.
+    Dynsym,
+    /// Nothing.
+    Nothing,
+}
+
+pub(crate) struct LoadedElf {
+    pub table: SymbolTable,
+    pub segments: Vec<Segment>,
+    pub from: SymbolsFrom,
+    pub build_id: Option<BuildId>,
+}
+
+/// Read the symbols of the file a mapping meant.
+pub(crate) struct ElfJob {
+    pub file: Arc<MappedFile>,
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub debug_dirs: Arc<[PathBuf]>,
+    pub max_bytes: usize,
+}
+
+/// Does the opened file match what the record said?
+fn check_identity(identity: &FileIdentity, o: &Opened) -> Result<(), String> {
+    let FileIdentity::Inode { maj, min, ino, .. } = *identity else {
+        return Ok(());
+    };
+    if o.ino != ino {
+        return Err(format!("inode {}, the mapping's was {ino}", o.ino));
+    }
+    let (m, n) = fs::split_dev(o.dev);
+    if (m, n) != (maj, min) && !fs::fs_magic(&o.file).is_some_and(fs::dev_is_virtual) {
+        return Err(format!("device {m}:{n}, the mapping's was {maj}:{min}"));
+    }
+    Ok(())
+}
+
+impl ElfJob {
+    /// The mapped file: through `/proc/PID/map_files` (exactly the mapped inode, even deleted
+    /// or replaced, in any mount namespace), then the path inside the process's root, then the
+    /// path as it reads here. The first that is the mapped file wins.
+    fn open(&self) -> Result<Opened, LoadError> {
+        let path = self.file.path_on_disk();
+        let mut mismatch = None;
+        let mut other = None;
+        for candidate in 0..3 {
+            let opened = match candidate {
+                0 if self.pid != 0 && self.end > self.start => fs::open_regular(
+                    format!(
+                        "/proc/{}/map_files/{:x}-{:x}",
+                        self.pid, self.start, self.end
+                    )
+                    .as_bytes(),
+                    false,
+                ),
+                1 if self.pid != 0 => {
+                    fs::open_in_root(format!("/proc/{}/root", self.pid).as_bytes(), path, false)
+                }
+                2 => fs::open_regular(path, false),
+                _ => continue,
+            };
+            match opened {
+                Ok(o) => match check_identity(self.file.identity(), &o) {
+                    Ok(()) => return Ok(o),
+                    Err(m) => mismatch = Some(m),
+                },
+                Err(OpenError::NotFound) | Err(OpenError::Unsupported) => {}
+                Err(e) => other = Some(e),
+            }
+        }
+        Err(match (mismatch, other) {
+            (Some(m), _) => LoadError::Mismatch(m),
+            (None, Some(e)) => open_error(e),
+            (None, None) => LoadError::NotFound,
+        })
+    }
+
+    fn run(self) -> Result<LoadedElf, LoadError> {
+        let opened = self.open()?;
+        let all = Want {
+            symtab: true,
+            dynsym: true,
+        };
+        let mut builder = TableBuilder::new(self.max_bytes);
+        let facts = elf::read_file(opened.file, all, &mut builder, self.max_bytes as u64)?;
+        let build_id = facts.build_id;
+        if let FileIdentity::BuildId(want) = self.file.identity()
+            && build_id != Some(*want)
+        {
+            return Err(LoadError::Mismatch(format!(
+                "build id {}, the mapping's was {}",
+                build_id.map_or("none".into(), |b| b.to_hex()),
+                want.to_hex()
+            )));
+        }
+        if facts.symtab_functions > 0 {
+            return Ok(LoadedElf {
+                table: builder.build(true),
+                segments: facts.segments,
+                from: SymbolsFrom::Symtab,
+                build_id,
+            });
+        }
+        if let Some(id) = build_id
+            && let Some((table, path)) = self.debug_file(id, facts.debuglink.as_deref())
+        {
+            return Ok(LoadedElf {
+                table,
+                segments: facts.segments,
+                from: SymbolsFrom::DebugFile(path),
+                build_id,
+            });
+        }
+        let from = if facts.dynsym_functions > 0 {
+            SymbolsFrom::Dynsym
+        } else {
+            SymbolsFrom::Nothing
+        };
+        Ok(LoadedElf {
+            table: builder.build(false),
+            segments: facts.segments,
+            from,
+            build_id,
+        })
+    }
+
+    /// A separate debug file whose build id is the binary's: by build id under each debug
+    /// directory, then by `.gnu_debuglink` beside the binary, in its `.debug/`, and under each
+    /// debug directory (gdb's order). Without a build id to compare, no debug file is used: a
+    /// debug link alone cannot tell an old debug file from the right one.
+    fn debug_file(&self, id: BuildId, debuglink: Option<&[u8]>) -> Option<(SymbolTable, String)> {
+        let hex = id.to_hex();
+        let mut candidates: Vec<Vec<u8>> = Vec::new();
+        if hex.len() > 2 {
+            for dir in self.debug_dirs.iter() {
+                candidates.push(
+                    format!(
+                        "{}/.build-id/{}/{}.debug",
+                        dir.display(),
+                        &hex[..2],
+                        &hex[2..]
+                    )
+                    .into_bytes(),
+                );
+            }
+        }
+        if let Some(link) = debuglink {
+            let path = self.file.path_on_disk();
+            let dir = &path[..path.iter().rposition(|&b| b == b'/').unwrap_or(0)];
+            let join = |parts: &[&[u8]]| parts.concat();
+            candidates.push(join(&[dir, b"/", link]));
+            candidates.push(join(&[dir, b"/.debug/", link]));
+            for d in self.debug_dirs.iter() {
+                use std::os::unix::ffi::OsStrExt;
+                candidates.push(join(&[d.as_os_str().as_bytes(), dir, b"/", link]));
+            }
+        }
+        for c in candidates {
+            let Ok(o) = fs::open_regular(&c, false) else {
+                continue;
+            };
+            let mut builder = TableBuilder::new(self.max_bytes);
+            let want = Want {
+                symtab: true,
+                dynsym: false,
+            };
+            let Ok(facts) = elf::read_file(o.file, want, &mut builder, self.max_bytes as u64)
+            else {
+                continue;
+            };
+            if facts.build_id == Some(id) && facts.symtab_functions > 0 {
+                return Some((builder.build(true), escape(&c)));
+            }
+        }
+        None
+    }
+}
+
+fn read_all(path: &std::path::Path, cap: usize) -> Result<Vec<u8>, LoadError> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut o = fs::open_regular(path.as_os_str().as_bytes(), false).map_err(open_error)?;
+    let (bytes, _) =
+        fs::read_capped(&mut o.file, cap).map_err(|e| LoadError::Open(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// kallsyms is about 10 MB on big configurations; more than this is not kallsyms.
+const MAX_KALLSYMS: usize = 256 << 20;
+
+fn load_kernel(
+    kallsyms: &std::path::Path,
+    modules: &std::path::Path,
+    max_bytes: usize,
+) -> Result<KernelSymbols, LoadError> {
+    let text = read_all(kallsyms, MAX_KALLSYMS)?;
+    let modules = read_all(modules, 16 << 20).ok();
+    let k = kernel::parse(&text, modules.as_deref(), max_bytes).map_err(|_| {
+        LoadError::Elf(ElfError::TooLarge {
+            limit: max_bytes as u64,
+        })
+    })?;
+    if k.hidden {
+        return Err(LoadError::Hidden);
+    }
+    Ok(k)
+}
+
+/// Read (more of) a process's perf map.
+pub(crate) struct PerfMapJob {
+    pub pid: u32,
+    /// The file read before and how far: only what was appended since is read, unless the
+    /// file was replaced or truncated.
+    pub known: Option<(u64, u64, u64)>,
+    pub max_bytes: usize,
+}
+
+pub(crate) struct PerfMapRead {
+    /// The map was replaced: drop what was read before.
+    pub restart: bool,
+    pub dev: u64,
+    pub ino: u64,
+    /// The file offset after `bytes`.
+    pub end: u64,
+    pub bytes: Vec<u8>,
+    /// More than `max_bytes` in the file.
+    pub truncated: bool,
+}
+
+/// The last `NSpid` of a live process: its pid inside its own pid namespace, which its JIT
+/// uses in the map's name.
+fn ns_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .split(|&b| b == b'\n')
+        .find(|l| l.starts_with(b"NSpid:"))?;
+    let last = line[6..]
+        .split(|b| b.is_ascii_whitespace())
+        .rfind(|f| !f.is_empty())?;
+    std::str::from_utf8(last).ok()?.parse().ok()
+}
+
+/// The owner (effective uid) of a live process.
+fn process_uid(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
+}
+
+impl PerfMapJob {
+    fn run(self) -> Result<PerfMapRead, LoadError> {
+        let pid = self.pid;
+        let name = |p: u32| format!("/tmp/perf-{p}.map");
+        let owner = process_uid(pid);
+        // Inside the process's mount and pid namespaces first (a container's /tmp), then here.
+        let mut opened = Err(OpenError::NotFound);
+        if owner.is_some()
+            && let Some(ns) = ns_pid(pid)
+        {
+            opened = fs::open_in_root(
+                format!("/proc/{pid}/root").as_bytes(),
+                name(ns).as_bytes(),
+                true,
+            );
+        }
+        if matches!(
+            opened,
+            Err(OpenError::NotFound) | Err(OpenError::Unsupported)
+        ) {
+            opened = fs::open_regular(name(pid).as_bytes(), true);
+        }
+        let mut o = opened.map_err(open_error)?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if o.uid != 0 && o.uid != me && Some(o.uid) != owner {
+            return Err(LoadError::NotOwned(o.uid));
+        }
+        let (restart, from) = match self.known {
+            Some((dev, ino, off)) if dev == o.dev && ino == o.ino && o.size >= off => (false, off),
+            _ => (true, 0),
+        };
+        o.file
+            .seek(SeekFrom::Start(from))
+            .map_err(|e| LoadError::Open(e.to_string()))?;
+        let room = self.max_bytes.saturating_sub(from as usize);
+        let (bytes, truncated) =
+            fs::read_capped(&mut o.file, room).map_err(|e| LoadError::Open(e.to_string()))?;
+        Ok(PerfMapRead {
+            restart,
+            dev: o.dev,
+            ino: o.ino,
+            end: from + bytes.len() as u64,
+            bytes,
+            truncated,
+        })
+    }
+}

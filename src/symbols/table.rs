@@ -1,0 +1,339 @@
+//! A sorted table of function symbols with their extents: what every source (ELF symbol
+//! tables, kallsyms, perf maps) is turned into, and what lookups search.
+//!
+//! Honesty rules: an address is named only when it lies inside a symbol's extent. A symbol
+//! with a size covers `[start, start + size)`; a symbol without a size (hand-written assembly)
+//! is extended to the next symbol only when the table is complete (a `.symtab`, kallsyms),
+//! never in a `.dynsym`-only table, where the code between two exported functions belongs to
+//! functions the table does not list.
+
+/// One symbol before the table is built.
+struct Raw {
+    start: u64,
+    size: u64,
+    /// Where a sizeless symbol may extend to at most (its section's end).
+    bound: u64,
+    /// Higher wins when several symbols start at the same address.
+    rank: u64,
+    name_off: u32,
+    name_len: u32,
+    /// Who owns the symbol (a kernel module's index; 0 for ELF files).
+    tag: u16,
+}
+
+/// Collects symbols, then sorts and bounds them into a [`SymbolTable`].
+pub(crate) struct TableBuilder {
+    raw: Vec<Raw>,
+    strings: Vec<u8>,
+    max_bytes: usize,
+}
+
+/// The most bytes of name kept per symbol; longer names (only crafted binaries have them)
+/// are cut, which keeps the memory bound honest.
+pub(crate) const MAX_NAME: usize = 4096;
+
+impl TableBuilder {
+    /// A builder that refuses to grow past `max_bytes` of table.
+    pub(crate) fn new(max_bytes: usize) -> TableBuilder {
+        TableBuilder {
+            raw: Vec::new(),
+            strings: Vec::new(),
+            max_bytes,
+        }
+    }
+
+    /// The bytes the built table will take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.raw.len() * ENTRY_BYTES + self.strings.len()
+    }
+
+    /// Add a symbol. `Err` once the table would exceed its byte limit.
+    pub(crate) fn push(
+        &mut self,
+        start: u64,
+        size: u64,
+        bound: u64,
+        rank: u64,
+        name: &[u8],
+    ) -> Result<(), TooLarge> {
+        self.push_tagged(start, size, bound, rank, name, 0)
+    }
+
+    /// [`push`](Self::push) with an owner tag, which the table keeps per symbol.
+    pub(crate) fn push_tagged(
+        &mut self,
+        start: u64,
+        size: u64,
+        bound: u64,
+        rank: u64,
+        name: &[u8],
+        tag: u16,
+    ) -> Result<(), TooLarge> {
+        let name = &name[..name.len().min(MAX_NAME)];
+        if self.bytes() + ENTRY_BYTES + name.len() > self.max_bytes
+            || self.strings.len() + name.len() > u32::MAX as usize
+        {
+            return Err(TooLarge);
+        }
+        let name_off = self.strings.len() as u32;
+        self.strings.extend_from_slice(name);
+        self.raw.push(Raw {
+            start,
+            size,
+            bound,
+            rank,
+            name_off,
+            name_len: name.len() as u32,
+            tag,
+        });
+        Ok(())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// Sort, keep the best symbol per address, and give each an end. `complete`: the table
+    /// lists every function (sizeless symbols may extend to the next one).
+    pub(crate) fn build(mut self, complete: bool) -> SymbolTable {
+        // Stable order for equal (start, rank): first pushed wins.
+        self.raw
+            .sort_by(|a, b| a.start.cmp(&b.start).then(b.rank.cmp(&a.rank)));
+        self.raw.dedup_by(|later, first| later.start == first.start);
+        let n = self.raw.len();
+        let mut starts = Vec::with_capacity(n);
+        let mut sizes = Vec::with_capacity(n);
+        let mut name_offs = Vec::with_capacity(n);
+        let mut name_lens = Vec::with_capacity(n);
+        let tagged = self.raw.iter().any(|r| r.tag != 0);
+        let mut tags = Vec::with_capacity(if tagged { n } else { 0 });
+        for (i, r) in self.raw.iter().enumerate() {
+            let next = self.raw.get(i + 1).map_or(u64::MAX, |n| n.start);
+            let end = if r.size > 0 {
+                r.start.saturating_add(r.size)
+            } else if complete {
+                next.min(r.bound).max(r.start.saturating_add(1))
+            } else {
+                r.start.saturating_add(1)
+            };
+            starts.push(r.start);
+            // No function is 4 GiB long: an extent past that is cut.
+            sizes.push((end - r.start).min(u32::MAX as u64) as u32);
+            name_offs.push(r.name_off);
+            name_lens.push(r.name_len as u16);
+            if tagged {
+                tags.push(r.tag);
+            }
+        }
+        SymbolTable {
+            starts: starts.into_boxed_slice(),
+            sizes: sizes.into_boxed_slice(),
+            name_offs: name_offs.into_boxed_slice(),
+            name_lens: name_lens.into_boxed_slice(),
+            tags: tags.into_boxed_slice(),
+            strings: self.strings.into_boxed_slice(),
+        }
+    }
+}
+
+/// The table would grow past its byte limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge;
+
+/// Bytes per symbol besides its name: start, extent, name offset and length, tag.
+pub(crate) const ENTRY_BYTES: usize = 8 + 4 + 4 + 2 + 2;
+
+/// Function symbols sorted by start address.
+#[derive(Default)]
+pub(crate) struct SymbolTable {
+    starts: Box<[u64]>,
+    /// Extents (end - start).
+    sizes: Box<[u32]>,
+    /// Offset and length in `strings` (names are at most MAX_NAME bytes).
+    name_offs: Box<[u32]>,
+    name_lens: Box<[u16]>,
+    /// Empty when every tag is 0.
+    tags: Box<[u16]>,
+    strings: Box<[u8]>,
+}
+
+/// How far back a lookup looks for a symbol that encloses the address when the nearest one
+/// below it does not (nested symbols: a local label typed as a function inside another).
+const ENCLOSING_LOOKBACK: usize = 8;
+
+impl SymbolTable {
+    /// The symbol whose extent holds `addr`, and the offset into it.
+    #[inline]
+    pub(crate) fn find(&self, addr: u64) -> Option<(u32, u64)> {
+        let i = self.starts.partition_point(|&s| s <= addr);
+        let low = i.saturating_sub(ENCLOSING_LOOKBACK);
+        (low..i)
+            .rev()
+            .find(|&j| addr - self.starts[j] < self.sizes[j] as u64)
+            .map(|j| (j as u32, addr - self.starts[j]))
+    }
+
+    pub(crate) fn name(&self, i: u32) -> &[u8] {
+        let off = self.name_offs[i as usize] as usize;
+        &self.strings[off..off + self.name_lens[i as usize] as usize]
+    }
+
+    pub(crate) fn tag(&self, i: u32) -> u16 {
+        self.tags.get(i as usize).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn start(&self, i: u32) -> u64 {
+        self.starts[i as usize]
+    }
+
+    pub(crate) fn end(&self, i: u32) -> u64 {
+        self.starts[i as usize] + self.sizes[i as usize] as u64
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Memory held by the table.
+    pub(crate) fn bytes(&self) -> usize {
+        self.starts.len() * ENTRY_BYTES + self.strings.len()
+    }
+}
+
+/// The preference among symbols at one address: a sized symbol, then the name a user knows,
+/// the exported one (global before weak before local: `write` rather than glibc's local
+/// `__GI___libc_write`), then fewer leading underscores, then the longer name.
+pub(crate) fn rank(sized: bool, weak: bool, global: bool, name: &[u8]) -> u64 {
+    let underscores = name.iter().take_while(|&&b| b == b'_').count().min(255) as u64;
+    let binding = if global && !weak {
+        2
+    } else if weak {
+        1
+    } else {
+        0
+    };
+    (sized as u64) << 42
+        | binding << 40
+        | (255 - underscores) << 32
+        | name.len().min(u32::MAX as usize) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(syms: &[(u64, u64, &str)], complete: bool) -> SymbolTable {
+        let mut b = TableBuilder::new(usize::MAX);
+        for &(s, z, n) in syms {
+            b.push(
+                s,
+                z,
+                u64::MAX,
+                rank(z > 0, false, true, n.as_bytes()),
+                n.as_bytes(),
+            )
+            .unwrap();
+        }
+        b.build(complete)
+    }
+
+    fn name(t: &SymbolTable, addr: u64) -> Option<(String, u64)> {
+        t.find(addr)
+            .map(|(i, off)| (String::from_utf8_lossy(t.name(i)).into_owned(), off))
+    }
+
+    #[test]
+    fn sized_symbols_cover_exactly_their_extent() {
+        let t = table(&[(0x1000, 0x10, "a"), (0x1020, 0x20, "b")], true);
+        assert_eq!(name(&t, 0xfff), None);
+        assert_eq!(name(&t, 0x1000), Some(("a".into(), 0)));
+        assert_eq!(name(&t, 0x100f), Some(("a".into(), 0xf)));
+        // The gap between a and b belongs to nobody.
+        assert_eq!(name(&t, 0x1010), None);
+        assert_eq!(name(&t, 0x1036), Some(("b".into(), 0x16)));
+        assert_eq!(name(&t, 0x1040), None);
+    }
+
+    #[test]
+    fn sizeless_symbols_extend_only_in_complete_tables() {
+        let syms = [(0x1000, 0, "asm_fn"), (0x1100, 0x10, "c_fn")];
+        let full = table(&syms, true);
+        assert_eq!(name(&full, 0x10ff), Some(("asm_fn".into(), 0xff)));
+        let dynsym = table(&syms, false);
+        assert_eq!(name(&dynsym, 0x1000), Some(("asm_fn".into(), 0)));
+        assert_eq!(name(&dynsym, 0x1001), None);
+    }
+
+    #[test]
+    fn the_best_alias_wins() {
+        let mut b = TableBuilder::new(usize::MAX);
+        for (n, weak, global) in [
+            ("__GI___libc_malloc", false, false),
+            ("__libc_malloc", false, true),
+            ("malloc", false, true),
+            ("__malloc", false, false),
+            ("malloc_weak", true, true),
+        ] {
+            b.push(
+                0x100,
+                0x40,
+                u64::MAX,
+                rank(true, weak, global, n.as_bytes()),
+                n.as_bytes(),
+            )
+            .unwrap();
+        }
+        let t = b.build(true);
+        assert_eq!(t.len(), 1);
+        assert_eq!(name(&t, 0x120), Some(("malloc".into(), 0x20)));
+        // glibc's write: local aliases and two weak ones; the weak exported name wins.
+        let mut b = TableBuilder::new(usize::MAX);
+        for (n, weak, global) in [
+            ("__GI___libc_write", false, false),
+            ("__libc_write", false, false),
+            ("__write", true, false),
+            ("write", true, false),
+        ] {
+            b.push(
+                0x100,
+                0x40,
+                u64::MAX,
+                rank(true, weak, global, n.as_bytes()),
+                n.as_bytes(),
+            )
+            .unwrap();
+        }
+        assert_eq!(name(&b.build(true), 0x100), Some(("write".into(), 0)));
+    }
+
+    #[test]
+    fn nested_symbols_fall_back_to_the_enclosing_one() {
+        let t = table(&[(0x1000, 0x100, "outer"), (0x1010, 0x8, "inner")], true);
+        assert_eq!(name(&t, 0x1012), Some(("inner".into(), 2)));
+        assert_eq!(name(&t, 0x1050), Some(("outer".into(), 0x50)));
+    }
+
+    #[test]
+    fn the_byte_limit_is_enforced() {
+        let mut b = TableBuilder::new(ENTRY_BYTES * 2 + 2);
+        assert!(b.push(1, 1, u64::MAX, 0, b"a").is_ok());
+        assert!(b.push(2, 1, u64::MAX, 0, b"b").is_ok());
+        assert_eq!(b.push(3, 1, u64::MAX, 0, b"c"), Err(TooLarge));
+        let t = b.build(true);
+        assert!(t.bytes() <= ENTRY_BYTES * 2 + 2);
+    }
+
+    #[test]
+    fn extents_never_overflow() {
+        let t = table(&[(u64::MAX - 1, 0x100, "top"), (u64::MAX, 0, "last")], true);
+        assert_eq!(name(&t, u64::MAX - 1), Some(("top".into(), 0)));
+        // The very last address cannot be inside an extent that ends at u64::MAX.
+        assert!(t.find(u64::MAX).is_none());
+        assert!(t.find(0).is_none());
+        assert!(SymbolTable::default().find(5).is_none());
+    }
+}

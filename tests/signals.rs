@@ -1,0 +1,205 @@
+//! Signals and a stalled stdout, as a real shell produces them: the real binary, the real
+//! kernel.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+
+fn perfwatch() -> Command {
+    let mut c = Command::cargo_bin("perfwatch").unwrap();
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Make about `n` fork/exec/exit records (with their mmaps) on the system.
+fn churn(n: usize) {
+    for _ in 0..n {
+        let _ = Command::new("/bin/true").status();
+    }
+}
+
+fn kill(child: &Child, sig: i32) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// Wait for `child` to exit, at most `limit`; returns its status and how long it took.
+fn wait_exit(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, Duration) {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return (s, t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("perfwatch did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
+}
+
+/// Start perfwatch with its stdout a pipe nobody reads, and fill that pipe.
+fn stalled(extra: &[&str]) -> (Child, std::process::ChildStdout) {
+    let mut child = perfwatch()
+        .args(["--plain", "-e", "dummy"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held, never read: the pipe (64 KiB) and perfwatch's own queue fill up.
+    let out = child.stdout.take().unwrap();
+    churn(500);
+    std::thread::sleep(Duration::from_millis(300));
+    (child, out)
+}
+
+/// With the reader of stdout stalled, one SIGINT or SIGTERM still stops perfwatch within
+/// a couple of seconds, with the summary on stderr and status 1 (output was lost) or 128+N.
+#[test]
+fn a_stalled_stdout_never_keeps_a_signal_from_stopping_perfwatch() {
+    require_perf!();
+    for (sig, code) in [(libc::SIGINT, 1), (libc::SIGTERM, 143)] {
+        let (mut child, _out) = stalled(&[]);
+        kill(&child, sig);
+        let (status, took) = wait_exit(&mut child, Duration::from_secs(15));
+        let err = stderr_of(&mut child);
+        assert!(
+            took < Duration::from_secs(4),
+            "signal {sig}: took {took:?}\n{err}"
+        );
+        assert_eq!(status.code(), Some(code), "signal {sig}: {err}");
+        assert!(err.contains("records in"), "no summary: {err}");
+        assert!(
+            err.contains("bytes of output were not written: stdout did not take them"),
+            "{err}"
+        );
+    }
+}
+
+/// `--duration` and the command's exit are still seen while stdout is stalled.
+#[test]
+fn a_stalled_stdout_never_keeps_duration_or_the_command_from_stopping_perfwatch() {
+    require_perf!();
+    let t0 = Instant::now();
+    let (mut child, _out) = stalled(&["-d", "2"]);
+    let (status, _) = wait_exit(&mut child, Duration::from_secs(15));
+    let err = stderr_of(&mut child);
+    assert!(
+        t0.elapsed() < Duration::from_secs(6),
+        "{:?}\n{err}",
+        t0.elapsed()
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("records in"), "{err}");
+
+    let (mut child, _out) = stalled(&["-a", "--", "sh", "-c", "sleep 1; exit 3"]);
+    let t0 = Instant::now();
+    let (status, _) = wait_exit(&mut child, Duration::from_secs(15));
+    let err = stderr_of(&mut child);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "{:?}\n{err}",
+        t0.elapsed()
+    );
+    // The command's own status is kept (it already says something).
+    assert_eq!(status.code(), Some(3), "{err}");
+}
+
+/// Read the pid a shell printed, then wait for that process to have started.
+fn pid_from(out: &mut impl BufRead) -> i32 {
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.trim().parse().unwrap()
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie counts as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                .is_some_and(|st| st != "Z")
+        })
+        .unwrap_or(false)
+}
+
+fn wait_gone(pid: i32, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Under `nohup`, SIGHUP is ignored when perfwatch starts: it stays ignored. A background
+/// job of a non-interactive shell starts with SIGINT and SIGQUIT ignored: they stay ignored.
+/// The other stop signals still stop it, with their status.
+#[test]
+fn signals_ignored_at_start_stay_ignored() {
+    require_perf!();
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let cases: [(&str, &[i32], i32, i32); 2] = [
+        (
+            "nohup \"$PW\" --plain -e dummy -d 30 >/dev/null 2>&1 & echo $!; wait $!; echo \"status $?\"",
+            &[libc::SIGHUP],
+            libc::SIGTERM,
+            143,
+        ),
+        (
+            "\"$PW\" --plain -e dummy -d 30 >/dev/null 2>&1 & echo $!; wait $!; echo \"status $?\"",
+            &[libc::SIGINT, libc::SIGQUIT],
+            libc::SIGTERM,
+            143,
+        ),
+    ];
+    for (script, ignored, stop, code) in cases {
+        let mut sh = Command::new("sh")
+            .args(["-c", script])
+            .env("PW", &bin)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(sh.stdout.take().unwrap());
+        let pid = pid_from(&mut out);
+        // Let it start (and install its handlers) before signalling.
+        std::thread::sleep(Duration::from_millis(800));
+        for &sig in ignored {
+            // SAFETY: signalling a process we started.
+            unsafe { libc::kill(pid, sig) };
+            std::thread::sleep(Duration::from_millis(400));
+            assert!(
+                alive(pid),
+                "signal {sig} was ignored at start but stopped perfwatch"
+            );
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, stop) };
+        assert!(
+            wait_gone(pid, Duration::from_secs(10)),
+            "signal {stop} did not stop it"
+        );
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+        let _ = sh.wait();
+        assert_eq!(rest.trim(), format!("status {code}"), "signal {stop}");
+    }
+}
