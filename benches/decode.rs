@@ -22,14 +22,15 @@ use std::io::Write;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use perfwatch::event::{Event, EventDesc};
-use perfwatch::perf::record::craft::{self, Ids};
 use perfwatch::perf::record::{
     DEFAULT_SAMPLE_TYPE, EventDecoder, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW, SampleLayout,
     decode,
 };
 use perfwatch::perf::ring::drain;
-use perfwatch::perf::tracepoint::{Format as TpFormat, Value, craft as tp};
+use perfwatch::perf::tracepoint::{Format as TpFormat, Value};
 use perfwatch::plain::{Format, write_event};
+use perfwatch::testkit::records::{self as craft, Ids};
+use perfwatch::testkit::tracepoints as tp;
 
 const RING: usize = 512 * 1024;
 
@@ -288,7 +289,8 @@ fn bench_tracepoints(c: &mut Criterion) {
 /// A ring image of `cpu-clock -g` samples whose chains hold 32 frames (a kernel part of 8, a
 /// user part of 24, with their two context markers), as a syscall-heavy program gives them.
 fn callchain_image() -> (Vec<u8>, u64, u64, usize, SampleLayout) {
-    use perfwatch::callchain::{CONTEXT_KERNEL, CONTEXT_USER, craft::sample as chain_sample};
+    use perfwatch::callchain::{CONTEXT_KERNEL, CONTEXT_USER};
+    use perfwatch::testkit::records::sample_chain as chain_sample;
     let l = SampleLayout::new(DEFAULT_SAMPLE_TYPE | SAMPLE_CALLCHAIN, true).unwrap();
     let mut data = vec![0u8; RING];
     let start = (RING - 4096) as u64;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use crossbeam_channel::bounded;
 use perfwatch::event::{Event, EventKind, TaskRecord};
-use perfwatch::perf::reader::Batch;
+use perfwatch::order::Chunk;
 use perfwatch::script::{ScriptStage, StageOptions};
 use perfwatch::stats::Stats;
 
@@ -20,7 +20,7 @@ const BATCH: usize = 1024;
 const IN_FLIGHT: usize = 16;
 const MS: u64 = 1_000_000;
 
-fn batch(i: u64) -> Batch {
+fn chunk(i: u64) -> Chunk {
     let base = (i + 1) * MS;
     let events = (0..BATCH as u64)
         .map(|k| Event {
@@ -42,12 +42,10 @@ fn batch(i: u64) -> Batch {
             },
         })
         .collect();
-    // The clock runs well ahead, so the stage's reorder window releases each batch at once.
-    Batch {
-        cpu: 0,
+    // Chunks come ordered from the pipeline: the stage passes them on as they come.
+    Chunk {
         events,
-        now: base + 100 * MS,
-        end: false,
+        watermark: base + BATCH as u64,
     }
 }
 
@@ -60,7 +58,7 @@ fn bench_script(c: &mut Criterion, name: &str, body: &str, kept: u64) {
     let stats = Arc::new(Stats::new(&[0]));
     let (tx, rx) = bounded(IN_FLIGHT * 2);
     let (out, _pane, handle) = stage.start(rx, stats.clone()).unwrap();
-    let template: Vec<Batch> = (0..IN_FLIGHT as u64).map(batch).collect();
+    let template: Vec<Chunk> = (0..IN_FLIGHT as u64).map(chunk).collect();
     let mut seq = 0u64;
 
     let mut g = c.benchmark_group("script");
@@ -75,18 +73,13 @@ fn bench_script(c: &mut Criterion, name: &str, body: &str, kept: u64) {
             let t0 = Instant::now();
             while received < iters * kept {
                 while sent < iters && sent * kept < received + IN_FLIGHT as u64 * kept {
-                    let mut b = Batch {
-                        cpu: 0,
-                        events: template[(seq % IN_FLIGHT as u64) as usize].events.clone(),
-                        now: 0,
-                        end: false,
-                    };
+                    let mut b = template[(seq % IN_FLIGHT as u64) as usize].clone();
                     // Keep times increasing across iterations.
                     let shift = seq * BATCH as u64 * 4;
                     for e in &mut b.events {
                         e.time += shift;
                     }
-                    b.now = b.events.last().map_or(0, |e| e.time) + 100 * MS;
+                    b.watermark = b.events.last().map_or(0, |e| e.time);
                     seq += 1;
                     tx.send(b).unwrap();
                     sent += 1;

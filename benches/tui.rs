@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use perfwatch::event::{Event, EventKind, MmapRecord, TaskRecord};
 use perfwatch::filter::Filter;
-use perfwatch::perf::reader::Batch;
+use perfwatch::order::Batch;
+use perfwatch::pipeline::{Pipeline, PipelineOptions};
 use perfwatch::tui::app::{App, AppConfig, RateUnit};
 use perfwatch::tui::ui;
 use ratatui::backend::CrosstermBackend;
@@ -91,6 +92,16 @@ struct Result {
 /// Run the paced load for `secs`; `filter` set on the app first.
 fn run(secs: u64, rate: u64, filter: &str) -> Result {
     let start_ns = 1_000 * NS;
+    // The TUI's thread runs the pipeline too (ordering, the process model): measured with it.
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let mut pipe = Pipeline::new(
+        rx,
+        &[0, 1],
+        PipelineOptions {
+            seed: None,
+            ..PipelineOptions::default()
+        },
+    );
     let mut app = App::new(AppConfig {
         event: "cpu-clock".into(),
         fallback: None,
@@ -100,7 +111,8 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
         history: perfwatch::tui::app::DEFAULT_HISTORY,
         start_ns,
         events: Vec::new(),
-    });
+    })
+    .with_model(pipe.model().clone());
     app.seed_tasks((1000..1037).map(|p| (p, (*b"busy").into())));
     app.set_filter(Filter::parse(filter).expect("bench filter"));
     let backend = CrosstermBackend::new(std::io::sink());
@@ -150,8 +162,13 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
         let c = thread_cpu_ns();
         for _ in 0..2 {
             if let Some(batch) = it.next() {
-                app.on_batch(batch);
+                let _ = tx.send(batch);
             }
+        }
+        let first = pipe.batches().recv();
+        pipe.take(first);
+        while let Some(chunk) = pipe.next_chunk() {
+            app.on_chunk(chunk);
         }
         ingest_ns += thread_cpu_ns() - c;
         if Instant::now() >= next_frame {

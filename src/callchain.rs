@@ -343,45 +343,6 @@ fn json_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// Sample records with call chains, the exact bytes the kernel writes, for tests and
-/// benchmarks.
-pub mod craft {
-    use crate::perf::record::craft::{Ids, sample as plain_sample};
-    use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_RAW, SampleLayout};
-
-    /// A sample laid out for `layout`: its fixed fields, then `chain` (the kernel's entries,
-    /// markers included) when the layout has CALLCHAIN, then `raw` when it has RAW.
-    pub fn sample(
-        layout: &SampleLayout,
-        ids: Ids,
-        ip: u64,
-        period: u64,
-        chain: &[u64],
-        raw: &[u8],
-    ) -> Vec<u8> {
-        let st = layout.sample_type();
-        // The fixed fields: CALLCHAIN and RAW come after all of them.
-        let mut rec = plain_sample(layout, ids, ip, period);
-        if st & SAMPLE_CALLCHAIN != 0 {
-            rec.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
-            for e in chain {
-                rec.extend_from_slice(&e.to_ne_bytes());
-            }
-        }
-        if st & SAMPLE_RAW != 0 {
-            let mut body = raw.to_vec();
-            while (body.len() + 4) % 8 != 0 {
-                body.push(0);
-            }
-            rec.extend_from_slice(&(body.len() as u32).to_ne_bytes());
-            rec.extend_from_slice(&body);
-        }
-        let size = u16::try_from(rec.len()).unwrap_or(u16::MAX);
-        rec[6..8].copy_from_slice(&size.to_ne_bytes());
-        rec
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,13 +503,13 @@ mod tests {
     }
 
     mod decode {
-        use super::super::craft::sample;
         use super::super::*;
         use crate::event::EventKind;
-        use crate::perf::record::craft::Ids;
         use crate::perf::record::{
             DEFAULT_SAMPLE_TYPE, DecodeError, SAMPLE_CALLCHAIN, SAMPLE_RAW, SampleLayout, decode,
         };
+        use crate::testkit::records::Ids;
+        use crate::testkit::records::sample_chain as sample;
 
         fn ids() -> Ids {
             Ids {

@@ -189,6 +189,50 @@ pub struct Mmap2Extra {
     pub ino_generation: u64,
     pub prot: u32,
     pub flags: u32,
+    /// With `PERF_RECORD_MISC_MMAP_BUILD_ID`, the record carries the file's build id in place
+    /// of its device and inode (which are then 0).
+    pub build_id: Option<BuildId>,
+}
+
+/// A GNU build id (the ELF `NT_GNU_BUILD_ID` note) as an MMAP2 record carries it: at most
+/// 20 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BuildId {
+    len: u8,
+    bytes: [u8; 20],
+}
+
+impl BuildId {
+    /// The most an MMAP2 record holds.
+    pub const MAX: usize = 20;
+
+    /// A build id from its bytes (longer ones keep their first 20); `None` when empty.
+    pub fn new(b: &[u8]) -> Option<BuildId> {
+        if b.is_empty() {
+            return None;
+        }
+        let len = b.len().min(Self::MAX);
+        let mut bytes = [0; Self::MAX];
+        bytes[..len].copy_from_slice(&b[..len]);
+        Some(BuildId {
+            len: len as u8,
+            bytes,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl fmt::Debug for BuildId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BuildId(")?;
+        for b in self.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str(")")
+    }
 }
 
 /// The record types perfwatch knows, as a small index for per-type counters.

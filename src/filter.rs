@@ -12,14 +12,15 @@
 //! - any other word matches anywhere in the `--plain` line, case-insensitively;
 //! - `!` before a term negates it.
 //!
-//! Names are only known from comm records and from `/proc` at start-up, so `comm:` needs a
-//! [`CommLookup`]: the TUI's task table, or a [`CommMap`] in plain mode.
+//! Names come from the process model ([`crate::process::ProcessModel`], seeded from `/proc`
+//! and kept by the stream), as they were at the event's time: `comm:` needs a
+//! [`CommLookup`].
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::event::{Event, EventKind, RecordType};
 use crate::perf::tracepoint::Value;
+use crate::process::{Comm, ProcessModel};
 use crate::text::escape;
 
 /// The syntax, for `--help` and the TUI's help overlay.
@@ -43,16 +44,22 @@ pub struct FilterError(String);
 
 /// Where `comm:` finds the name of a pid.
 pub trait CommLookup {
-    /// The raw (unescaped) name of process `pid`, if known.
-    fn comm(&self, pid: u32) -> Option<&[u8]>;
+    /// The raw (unescaped) name process `pid` had at `time`, if known.
+    fn name(&self, pid: u32, time: u64) -> Option<&[u8]>;
 }
 
 /// No names known: `comm:` then matches comm records only.
 pub struct NoComms;
 
 impl CommLookup for NoComms {
-    fn comm(&self, _pid: u32) -> Option<&[u8]> {
+    fn name(&self, _pid: u32, _time: u64) -> Option<&[u8]> {
         None
+    }
+}
+
+impl CommLookup for ProcessModel {
+    fn name(&self, pid: u32, time: u64) -> Option<&[u8]> {
+        self.comm_at(pid, time).map(Comm::as_bytes)
     }
 }
 
@@ -295,6 +302,12 @@ impl Filter {
     }
 
     /// True for the filter that keeps everything.
+    /// True when a term looks up task names (`comm:`): the filter then needs the process
+    /// model.
+    pub fn uses_names(&self) -> bool {
+        self.terms.iter().any(|t| matches!(t.test, Test::Comm(_)))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }
@@ -352,7 +365,7 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
         Test::Comm(pats) => {
             let comm = match &ev.kind {
                 EventKind::Comm { comm, .. } => Some(&comm[..]),
-                _ => comms.comm(ev.subject_pid()),
+                _ => comms.name(ev.subject_pid(), ev.time),
             };
             let Some(comm) = comm else { return false };
             let shown = escape(comm).to_lowercase();
@@ -395,88 +408,11 @@ fn pattern_matches(pats: &[Pattern], shown: &str) -> bool {
     })
 }
 
-/// Process names for `comm:` in `--plain`/`--json` mode: seeded from `/proc`, kept current by
-/// fork and comm records, and pruned by the exits of thread-group leaders so that it stays as
-/// small as the process table.
-#[derive(Debug, Default)]
-pub struct CommMap {
-    names: HashMap<u32, Box<[u8]>>,
-}
-
-impl CommLookup for CommMap {
-    fn comm(&self, pid: u32) -> Option<&[u8]> {
-        self.names.get(&pid).map(|b| &b[..])
-    }
-}
-
-impl CommMap {
-    /// Names of the processes that exist now.
-    pub fn from_proc() -> CommMap {
-        CommMap {
-            names: proc_comms().into_iter().collect(),
-        }
-    }
-
-    /// Learn from a record before it is matched (fork inherits the parent's name, comm renames).
-    pub fn observe(&mut self, ev: &Event) {
-        match &ev.kind {
-            EventKind::Fork(t) if t.pid != t.ppid => {
-                if let Some(parent) = self.names.get(&t.ppid).cloned() {
-                    self.names.insert(t.pid, parent);
-                }
-            }
-            EventKind::Comm { pid, tid, comm, .. } if pid == tid => {
-                self.names.insert(*pid, comm.clone());
-            }
-            _ => {}
-        }
-    }
-
-    /// Forget a process after its leader's exit record was matched.
-    pub fn forget_exited(&mut self, ev: &Event) {
-        if let EventKind::Exit(t) = &ev.kind {
-            if t.pid == t.tid {
-                self.names.remove(&t.pid);
-            }
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-}
-
-/// `(pid, comm)` of every process in `/proc`; processes that vanish while reading are skipped.
-pub fn proc_comms() -> Vec<(u32, Box<[u8]>)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| {
-        let e = e.ok()?;
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let mut comm = std::fs::read(e.path().join("comm")).ok()?;
-        if comm.last() == Some(&b'\n') {
-            comm.pop();
-        }
-        Some((pid, comm.into_boxed_slice()))
-    })
-    .collect()
-}
-
-/// The predicate `--filter` installs in `--plain`/`--json` mode.
-pub fn plain_predicate(filter: Filter) -> impl FnMut(&Event) -> bool {
-    let mut comms = CommMap::from_proc();
+/// The predicate `--filter` installs in `--plain`/`--json` mode: names from the process
+/// model, as of each event's time.
+pub fn plain_predicate(filter: Filter) -> impl FnMut(&Event, &ProcessModel) -> bool {
     let mut line = String::new();
-    move |ev| {
-        comms.observe(ev);
-        let keep = filter.matches_with(ev, &comms, &mut line);
-        comms.forget_exited(ev);
-        keep
-    }
+    move |ev, model| filter.matches_with(ev, model, &mut line)
 }
 
 #[cfg(test)]
@@ -530,7 +466,7 @@ mod tests {
 
     struct Names(Vec<(u32, &'static [u8])>);
     impl CommLookup for Names {
-        fn comm(&self, pid: u32) -> Option<&[u8]> {
+        fn name(&self, pid: u32, _time: u64) -> Option<&[u8]> {
             self.0.iter().find(|(p, _)| *p == pid).map(|(_, n)| *n)
         }
     }
@@ -598,7 +534,8 @@ mod tests {
 
     fn switch(prev: &[u8], prev_pid: i32, next: &[u8], next_pid: i32) -> Event {
         use crate::event::EventDesc;
-        use crate::perf::tracepoint::{Format, craft};
+        use crate::perf::tracepoint::Format;
+        use crate::testkit::tracepoints as craft;
         let desc = EventDesc {
             index: 0,
             name: "sched:sched_switch",
@@ -706,12 +643,13 @@ mod tests {
 
     #[test]
     fn comm_map_follows_fork_comm_exit() {
-        let mut c = CommMap::default();
-        c.observe(&comm(10, b"sh"));
-        c.observe(&fork(11, 10));
-        assert_eq!(c.comm(11), Some(&b"sh"[..]));
-        c.observe(&comm(11, b"ls"));
-        assert_eq!(c.comm(11), Some(&b"ls"[..]));
+        // The model the pipeline keeps, as `comm:` sees it.
+        let mut c = ProcessModel::new();
+        c.apply_one(&comm(10, b"sh"));
+        c.apply_one(&fork(11, 10));
+        assert_eq!(c.name(11, 5), Some(&b"sh"[..]));
+        c.apply_one(&comm(11, b"ls"));
+        assert_eq!(c.name(11, 6), Some(&b"ls"[..]));
         let exit = Event {
             kind: EventKind::Exit(TaskRecord {
                 pid: 11,
@@ -722,21 +660,35 @@ mod tests {
             }),
             ..fork(11, 10)
         };
-        c.forget_exited(&exit);
-        assert_eq!(c.comm(11), None);
+        c.apply_one(&exit);
+        // Known for records a little late, then forgotten.
+        assert_eq!(c.name(11, 9), Some(&b"ls"[..]));
+        c.evict(
+            9 + crate::process::EXITED_KEEP_NS + 1_000_000_000,
+            |_, _| true,
+        );
+        assert_eq!(c.name(11, 9), None);
         assert_eq!(c.len(), 1);
     }
 
     #[test]
     fn plain_predicate_knows_names_from_comm_records() {
+        let mut model = ProcessModel::new();
         let mut p = plain_predicate(Filter::parse("comm:zz_unlikely_name").unwrap());
-        assert!(!p(&sample(0, 999_999)));
-        assert!(p(&comm(999_999, b"zz_unlikely_name")));
-        assert!(p(&sample(0, 999_999)));
+        assert!(!p(&sample(0, 999_999), &model));
+        // The pipeline applies each record to the model before the frontend filters it.
+        let c = comm(999_999, b"zz_unlikely_name");
+        model.apply_one(&c);
+        assert!(p(&c, &model));
+        assert!(p(&sample(0, 999_999), &model));
     }
 
     #[test]
     fn proc_has_init() {
-        assert!(proc_comms().iter().any(|(p, _)| *p == 1));
+        let seen = crate::process::proc::snapshot(
+            std::path::Path::new("/proc"),
+            &crate::process::proc::SeedOptions::default(),
+        );
+        assert!(seen.iter().any(|p| p.pid == 1));
     }
 }

@@ -25,7 +25,7 @@ use std::rc::Rc;
 
 use crate::callchain::{Callchain, Context, Frame, frames_of, is_marker};
 use crate::event::{Event, EventKind};
-use crate::filter::{CommLookup, CommMap, Filter};
+use crate::filter::{CommLookup, Filter};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -350,8 +350,8 @@ fn sanitize(name: &str) -> String {
 
 /// The name a folded stack starts with: the process's name; the idle task is `swapper`, as
 /// perf calls it.
-fn comm_of(comms: &CommMap, pid: u32) -> &[u8] {
-    match comms.comm(pid) {
+fn comm_of(names: &dyn CommLookup, pid: u32, time: u64) -> &[u8] {
+    match names.name(pid, time) {
         Some(c) => c,
         None if pid == 0 => b"swapper",
         None => crate::symbols::UNKNOWN.as_bytes(),
@@ -368,7 +368,6 @@ enum Output {
 
 struct FoldState {
     stacks: FoldedStacks,
-    comms: CommMap,
     filter: Option<Filter>,
     output: Output,
 }
@@ -403,7 +402,6 @@ impl Folding {
         };
         Ok(Folding(Rc::new(RefCell::new(FoldState {
             stacks: FoldedStacks::default(),
-            comms: CommMap::from_proc(),
             filter: filter.filter(|f| !f.is_empty()),
             output,
         }))))
@@ -414,12 +412,11 @@ impl Folding {
         matches!(self.0.borrow().output, Output::Stdout)
     }
 
-    /// Take one event, in stream order: names are learnt from fork and comm records, samples
-    /// that pass the filter are counted.
-    pub fn observe(&self, ev: &Event) {
+    /// Take one event, in stream order, with the process names as of it (the pipeline's
+    /// process model): samples that pass the filter are counted.
+    pub fn observe(&self, ev: &Event, names: &dyn CommLookup) {
         let mut s = self.0.borrow_mut();
         let s = &mut *s;
-        s.comms.observe(ev);
         if let EventKind::Sample {
             ip,
             misc,
@@ -427,12 +424,11 @@ impl Folding {
             ..
         } = &ev.kind
         {
-            if s.filter.as_ref().is_none_or(|f| f.matches(ev, &s.comms)) {
-                let comm = comm_of(&s.comms, ev.pid);
+            if s.filter.as_ref().is_none_or(|f| f.matches(ev, names)) {
+                let comm = comm_of(names, ev.pid, ev.time);
                 s.stacks.add(comm, ev.pid, *ip, *misc, callchain.as_ref());
             }
         }
-        s.comms.forget_exited(ev);
     }
 
     /// Write the stacks (to `stdout`, or to the file), named by `namer`. Returns a line for
@@ -701,13 +697,20 @@ mod tests {
         };
         // pid 4_000_001 cannot be a live process: its name is learnt from the stream.
         let pid = 4_000_001;
-        f.observe(&sample(0, pid));
-        f.observe(&comm(pid, b"spin"));
-        f.observe(&sample(0, pid));
-        f.observe(&sample(0, pid));
-        f.observe(&sample(1, pid));
-        f.observe(&exit(pid));
-        f.observe(&sample(0, 0));
+        // The pipeline applies each record to the model before a frontend sees it.
+        let mut model = crate::process::ProcessModel::new();
+        for e in [
+            sample(0, pid),
+            comm(pid, b"spin"),
+            sample(0, pid),
+            sample(0, pid),
+            sample(1, pid),
+            exit(pid),
+            sample(0, 0),
+        ] {
+            model.apply_one(&e);
+            f.observe(&e, &model);
+        }
         let said = f.clone().finish(&mut Names, &mut io::sink()).unwrap();
         assert!(said.contains("4 samples in 3 stacks"), "{said}");
         let text = std::fs::read_to_string(&path).unwrap();

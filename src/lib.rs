@@ -6,24 +6,31 @@
 
 pub mod callchain;
 pub mod cli;
+pub mod clock;
 pub mod command;
 pub mod event;
 pub mod filter;
 pub mod folded;
+pub mod frontend;
 pub mod generate;
-pub mod merge;
 pub mod monitor;
+pub mod order;
 pub mod output;
 pub mod pane;
 pub mod perf;
-pub mod plain;
+pub mod pipeline;
+pub mod process;
 pub mod run;
 pub mod script;
 pub mod signals;
 pub mod stats;
+pub mod stop;
 pub mod symbols;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod text;
-pub mod tui;
+
+pub use frontend::{plain, tui};
 
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

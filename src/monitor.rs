@@ -13,10 +13,11 @@ use crossbeam_channel::{Receiver, bounded};
 
 use crate::command::PausedChild;
 use crate::event::EventDesc;
+use crate::order::{Batch, BufferPool};
 use crate::perf::cpus::{CpuList, online_cpus};
 use crate::perf::events::{EventSpec, Sampling};
 use crate::perf::open::{self, Fallback, OpenConfig, Target};
-use crate::perf::reader::{self, Batch};
+use crate::perf::reader;
 use crate::stats::Stats;
 
 /// Whose events to watch, as the user asked.
@@ -93,6 +94,8 @@ pub struct MonitorInfo {
 
 pub struct Monitor {
     pub rx: Receiver<Batch>,
+    /// Where the consumer gives the readers' batch buffers back.
+    pub pool: BufferPool,
     pub stats: Arc<Stats>,
     pub info: MonitorInfo,
     pub started: Instant,
@@ -203,13 +206,14 @@ impl Monitor {
         }
         let stats = Arc::new(Stats::new(&cpus));
         let (tx, rx) = bounded(cfg.channel_capacity.max(1));
+        let pool = BufferPool::new(cfg.channel_capacity.max(1));
         let stop = Arc::new(AtomicBool::new(false));
         if !matches!(target, Target::Command { .. }) {
             open::enable(&opened.rings).context("cannot enable the perf events")?;
         }
         let mut threads = Vec::with_capacity(opened.rings.len());
         for ring in opened.rings {
-            let h = reader::spawn(ring, tx.clone(), stop.clone(), stats.clone())
+            let h = reader::spawn(ring, tx.clone(), pool.clone(), stop.clone(), stats.clone())
                 .context("cannot start a reader thread")?;
             threads.push(h);
         }
@@ -227,6 +231,7 @@ impl Monitor {
         let all_cpus = cfg.cpus.is_none() || cpus == online;
         Ok(Monitor {
             rx,
+            pool,
             stats,
             info: MonitorInfo {
                 event: opened

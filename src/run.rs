@@ -7,15 +7,16 @@ use anyhow::Result;
 use crate::cli::Cli;
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
-use crate::plain::{self, Format, PlainOptions, StopReason};
+use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::plain::{self, Format, PlainOptions};
+use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
+use crate::stop::{StopReason, StopRule};
 
 /// Batches the channel between readers and the frontend holds, per CPU. Small on purpose: a
 /// stalled consumer (a paused terminal, a slow pipe) should make the readers wait and the
 /// kernel rings take the strain (and count it as LOST), not grow perfwatch's memory.
 const CHANNEL_BATCHES_PER_CPU: usize = 8;
-/// Events the time-ordering window may hold.
-const MAX_REORDER: usize = 1 << 18;
 
 /// Translate the command line into a monitor configuration.
 pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
@@ -166,23 +167,31 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
+    // The events are enabled: what /proc shows now is what existed before them.
+    let pipe = Pipeline::new(
+        mon.rx.clone(),
+        &mon.info.cpus,
+        pipeline_options(&mon.info, &cli, interactive, mon.pool.clone()),
+    );
+    let stop = StopRule::new(
+        {
+            let signals = signals.clone();
+            move || signals.pending()
+        },
+        cli.duration,
+    );
 
     if interactive {
-        let (rx, pane_rx, scripts) = scripts.attach(
-            mon.rx.clone(),
-            mon.stats.clone(),
-            cli.script_output.as_deref(),
-        )?;
+        let (mut pipe, pane_rx, scripts) =
+            scripts.attach(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
         let opts = crate::tui::TuiOptions {
-            duration: cli.duration,
             history: cli.history,
             filter: cli.filter.clone(),
             folded: folding.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
-        let reason =
-            catch_panic(|| crate::tui::run(&mut mon, &rx, pane_rx.as_ref(), opts, &signals));
+        let reason = catch_panic(|| crate::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
         // The terminal is restored now. The notes were in the status bar; repeat them on the
         // normal screen with the script notes and the summary.
         for note in &mon.info.notes {
@@ -198,25 +207,17 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
-    let opts = PlainOptions {
-        format,
-        duration: cli.duration,
-        max_reorder: MAX_REORDER,
-        filter: cli
-            .filter
-            .clone()
-            .filter(|f| !f.is_empty())
-            .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter),
-        folded: folding.clone(),
-    };
+    let filter = cli
+        .filter
+        .clone()
+        .filter(|f| !f.is_empty())
+        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
+    let opts = PlainOptions::new(format, filter, folding.clone());
     let mut out = crate::output::StdoutQueue::stdout()?;
-    let (rx, scripts) = scripts.attach_plain(
-        mon.rx.clone(),
-        mon.stats.clone(),
-        cli.script_output.as_deref(),
-    )?;
+    let (mut pipe, scripts) =
+        scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
     let reason =
-        catch_panic(|| plain::run(&mut mon, &rx, opts, &signals, &mut out).map_err(Into::into));
+        catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
     // Folded stacks on stdout go through the same queue as the records would have.
     let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
     // A bounded wait for a reader that stopped reading: the summary and the exit status
@@ -251,6 +252,29 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     finish(&mut mon, reason?)
         .map(|code| with_lost_output(code, scripts.output_lost || stdout_lost || !folded_ok))
+}
+
+/// How the pipeline runs: the process model when something reads it (the TUI, scripts, a
+/// `comm:` filter, folded stacks); from `/proc`, names and threads always, executable mappings when an event
+/// samples addresses (not for `dummy` alone), command lines for the interactive view.
+fn pipeline_options(
+    info: &crate::monitor::MonitorInfo,
+    cli: &Cli,
+    interactive: bool,
+    pool: crate::order::BufferPool,
+) -> PipelineOptions {
+    let samples = info.events.iter().any(|e| !e.is_dummy());
+    let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());
+    PipelineOptions {
+        model: interactive || !cli.script.is_empty() || names || cli.folded.is_some(),
+        seed: Some(SeedOptions {
+            maps: samples,
+            argv: interactive,
+        }),
+        argv: interactive,
+        pool: Some(pool),
+        ..PipelineOptions::default()
+    }
 }
 
 /// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):

@@ -58,7 +58,7 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
         let _ = mon.wait_with_output();
         skip!("cannot take CPU {cpu} offline here: {e}");
     }
-    let offline_at = perfwatch::perf::reader::monotonic_ns();
+    let offline_at = perfwatch::clock::monotonic_ns();
     std::thread::sleep(Duration::from_millis(1500));
     drop(guard);
     assert_eq!(

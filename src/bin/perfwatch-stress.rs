@@ -184,7 +184,7 @@ impl Report {
 }
 
 fn monotonic_ns() -> u64 {
-    perfwatch::perf::reader::clock_ns(libc::CLOCK_MONOTONIC)
+    perfwatch::clock::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 fn gettid() -> i32 {
@@ -383,7 +383,7 @@ struct Spun {
 }
 
 fn thread_cpu_ns() -> u64 {
-    perfwatch::perf::reader::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    perfwatch::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 fn pin_to(cpu: u32) -> bool {

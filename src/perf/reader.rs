@@ -10,57 +10,29 @@ use crossbeam_channel::{SendTimeoutError, Sender};
 
 use super::record::{DecodeError, EventDecoder};
 use super::ring::RingBuffer;
+use crate::clock::{clock_ns, monotonic_ns};
 use crate::event::{Event, EventKind, RecordType};
+use crate::order::{Batch, BufferPool};
 use crate::stats::CpuStats;
 
-/// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway.
-/// Side-band records do not wake a reader until the watermark, so this is also the longest a
-/// quiet CPU's records wait before they are shown.
-pub const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway,
+/// when the ring's wakeup watermark (a quarter of it) does not wake it first. Records do not
+/// wake a reader until the watermark, so this is also the longest a quiet CPU's records wait
+/// before they are shown, and how long it may hold the time-ordering back. Each wake-up costs
+/// the reader and the frontend's thread tens of microseconds on a VM: four a second keeps an
+/// idle perfwatch cheap and a storm's batches large.
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// The poll timeout of a reader whose last look at the ring found nothing: an idle CPU costs
-/// four wake-ups a second instead of ten, and holds the time-ordering back at most this long.
-pub const IDLE_POLL_TIMEOUT: Duration = Duration::from_millis(250);
-
-/// Events from one CPU, in the order the kernel wrote them.
-#[derive(Debug, Default)]
-pub struct Batch {
-    pub cpu: u32,
-    pub events: Vec<Event>,
-    /// CLOCK_MONOTONIC ns read just before `data_head` was loaded: every record this CPU
-    /// writes later carries a time close to or after this. Readers send a batch (possibly
-    /// empty) at least every [`IDLE_POLL_TIMEOUT`], so a merger can tell a quiet CPU from a
-    /// slow one.
-    pub now: u64,
-    /// The last batch of this CPU: its reader has ended.
-    pub end: bool,
-}
-
-/// At shutdown (after the stop request): hand `take` the readers' last batches until `ended`
-/// says every reader has sent its final one, the channel closes, or `grace` runs out; then
-/// whatever is still queued. Batches a reader cannot send after that are counted as dropped
-/// by the reader when the channel closes.
-pub fn collect_last_batches<T>(
-    rx: &crossbeam_channel::Receiver<Batch>,
-    grace: Duration,
-    state: &mut T,
-    ended: impl Fn(&T) -> bool,
-    mut take: impl FnMut(&mut T, Batch),
-) {
-    let deadline = std::time::Instant::now() + grace;
-    while !ended(state) {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left.min(POLL_TIMEOUT)) {
-            Ok(b) => take(state, b),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-        }
-    }
-    for b in rx.try_iter() {
-        take(state, b);
+/// A poll timeout that ends on the next multiple of `period` of CLOCK_MONOTONIC. Every reader
+/// wakes at the same moments, so their batches reach the frontend's thread together (one
+/// wake-up there for all of them, which on a VM costs more than the records it brings) and
+/// the ordering stage's watermark moves in one step.
+fn aligned_timeout(period: Duration) -> libc::timespec {
+    let p = period.as_nanos().max(1) as u64;
+    let left = p - monotonic_ns() % p;
+    libc::timespec {
+        tv_sec: (left / 1_000_000_000) as libc::time_t,
+        tv_nsec: (left % 1_000_000_000) as libc::c_long,
     }
 }
 
@@ -76,22 +48,6 @@ pub struct CpuRing {
     pub decoder: EventDecoder,
     /// The clock the records are stamped with (`-k`); [`Batch::now`] is read from it.
     pub clockid: libc::clockid_t,
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock the events are stamped with (`use_clockid`).
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// A clock in nanoseconds (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...).
-pub fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Counts gathered while decoding one batch, added to the shared atomics once.
@@ -196,6 +152,7 @@ const LOST_READ_INTERVAL: Duration = Duration::from_secs(1);
 pub fn spawn(
     ring: CpuRing,
     tx: Sender<Batch>,
+    pool: BufferPool,
     stop: Arc<AtomicBool>,
     stats: Arc<crate::stats::Stats>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -205,7 +162,7 @@ pub fn spawn(
         .spawn(move || {
             let shared = stats.clone();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ring, tx, stop, stats)
+                run(ring, tx, pool, stop, stats)
             }));
             if let (Err(p), Some(mine)) = (result, shared.cpu(cpu)) {
                 // The frontends see this and stop: a blind CPU must not pass for a quiet one.
@@ -218,6 +175,7 @@ pub fn spawn(
 fn run(
     mut ring: CpuRing,
     tx: Sender<Batch>,
+    pool: BufferPool,
     stop: Arc<AtomicBool>,
     stats: Arc<crate::stats::Stats>,
 ) {
@@ -244,7 +202,7 @@ fn run(
         // Decide before draining, so that the last drain sees everything written before stop.
         let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
         let now = clock_ns(ring.clockid);
-        let mut events = Vec::with_capacity(capacity);
+        let mut events = pool.take(capacity);
         maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
         crate::debug_panic_point("reader");
         capacity = events.len().clamp(64, 4096);
@@ -278,20 +236,22 @@ fn run(
         if stopping {
             break;
         }
-        if ring.ring.has_data() {
+        // More than the wakeup watermark is already waiting (the ring fills faster than it
+        // is drained): drain again at once. Less than that waits in poll() for the watermark
+        // or the timeout, so that a storm is taken in large batches (each batch wakes the
+        // frontend's thread) rather than a stream of small ones.
+        if ring.ring.pending() * 4 >= ring.ring.data_size() as u64 {
             continue;
         }
-        // SAFETY: pollfds is a valid array of pollfd of the given length.
+        let timeout = aligned_timeout(POLL_TIMEOUT);
+        // SAFETY: pollfds is a valid array of pollfd of the given length; the timespec is
+        // ours; no signal mask is changed.
         let r = unsafe {
-            libc::poll(
+            libc::ppoll(
                 pollfds.as_mut_ptr(),
                 pollfds.len() as libc::nfds_t,
-                if n == 0 {
-                    IDLE_POLL_TIMEOUT
-                } else {
-                    POLL_TIMEOUT
-                }
-                .as_millis() as i32,
+                &timeout,
+                std::ptr::null(),
             )
         };
         if r < 0 {

@@ -8,7 +8,9 @@
 use perf_event_open_sys::bindings as sys;
 
 use crate::callchain::Callchain;
-use crate::event::{Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord, UNNAMED};
+use crate::event::{
+    BuildId, Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord, UNNAMED,
+};
 use crate::text::until_nul;
 
 pub const HEADER_SIZE: usize = 8;
@@ -123,6 +125,11 @@ impl SampleLayout {
 
     pub fn sample_type(&self) -> u64 {
         self.sample_type
+    }
+
+    /// Whether non-sample records carry the sample_id trailer.
+    pub fn sample_id_all(&self) -> bool {
+        self.sample_id_all
     }
 
     /// Length of the sample_id trailer on non-sample records.
@@ -456,6 +463,12 @@ fn decode_body(h: Header, b: &[u8]) -> Option<Result<EventKind, DecodeError>> {
                 ino_generation: if build_id { 0 } else { u64_at(b, 48)? },
                 prot: u32_at(b, 56)?,
                 flags: u32_at(b, 60)?,
+                build_id: if build_id {
+                    let size = (*b.get(32)? as usize).min(BuildId::MAX);
+                    BuildId::new(b.get(36..36 + size)?)
+                } else {
+                    None
+                },
             };
             EventKind::Mmap(Box::new(MmapRecord {
                 pid: u32_at(b, 0)?,
@@ -495,211 +508,10 @@ fn decode_body(h: Header, b: &[u8]) -> Option<Result<EventKind, DecodeError>> {
     Some(Ok(kind))
 }
 
-/// Builders of raw records, for tests and benchmarks: the exact bytes the kernel writes.
-pub mod craft {
-    use super::*;
-
-    /// Builds one record: header, body, padding to 8 bytes, then the sample_id trailer.
-    pub struct RecordBuilder {
-        ty: u32,
-        misc: u16,
-        body: Vec<u8>,
-    }
-
-    /// The sample_id fields to put in a trailer (or a sample).
-    #[derive(Clone, Copy, Debug, Default)]
-    pub struct Ids {
-        pub pid: u32,
-        pub tid: u32,
-        pub time: u64,
-        pub id: u64,
-        pub cpu: u32,
-    }
-
-    impl RecordBuilder {
-        pub fn new(ty: u32, misc: u16) -> Self {
-            RecordBuilder {
-                ty,
-                misc,
-                body: Vec::new(),
-            }
-        }
-        pub fn u32(mut self, v: u32) -> Self {
-            self.body.extend_from_slice(&v.to_ne_bytes());
-            self
-        }
-        pub fn u64(mut self, v: u64) -> Self {
-            self.body.extend_from_slice(&v.to_ne_bytes());
-            self
-        }
-        /// A NUL-terminated string padded to 8 bytes, as the kernel writes names.
-        pub fn str(mut self, s: &[u8]) -> Self {
-            self.body.extend_from_slice(s);
-            self.body.push(0);
-            while self.body.len() % 8 != 0 {
-                self.body.push(0);
-            }
-            self
-        }
-        /// Finish with the sample_id trailer laid out for `layout`.
-        pub fn finish(mut self, layout: &SampleLayout, ids: Ids) -> Vec<u8> {
-            if layout.sample_id_all {
-                let st = layout.sample_type;
-                if st & SAMPLE_TID != 0 {
-                    self = self.u32(ids.pid).u32(ids.tid);
-                }
-                if st & SAMPLE_TIME != 0 {
-                    self = self.u64(ids.time);
-                }
-                if st & SAMPLE_ID != 0 {
-                    self = self.u64(ids.id);
-                }
-                if st & SAMPLE_STREAM_ID != 0 {
-                    self = self.u64(ids.id);
-                }
-                if st & SAMPLE_CPU != 0 {
-                    self = self.u32(ids.cpu).u32(0);
-                }
-                if st & SAMPLE_IDENTIFIER != 0 {
-                    self = self.u64(ids.id);
-                }
-            }
-            self.raw()
-        }
-        /// Finish without a trailer.
-        pub fn raw(self) -> Vec<u8> {
-            let size = HEADER_SIZE + self.body.len();
-            let mut out = Vec::with_capacity(size);
-            out.extend_from_slice(&self.ty.to_ne_bytes());
-            out.extend_from_slice(&self.misc.to_ne_bytes());
-            out.extend_from_slice(&(size as u16).to_ne_bytes());
-            out.extend_from_slice(&self.body);
-            out
-        }
-    }
-
-    pub fn fork(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
-        RecordBuilder::new(RECORD_FORK, 0)
-            .u32(pid)
-            .u32(ppid)
-            .u32(pid)
-            .u32(ppid)
-            .u64(time)
-            .finish(layout, ids)
-    }
-
-    pub fn exit(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
-        RecordBuilder::new(RECORD_EXIT, 0)
-            .u32(pid)
-            .u32(ppid)
-            .u32(pid)
-            .u32(ppid)
-            .u64(time)
-            .finish(layout, ids)
-    }
-
-    pub fn comm(layout: &SampleLayout, ids: Ids, pid: u32, name: &[u8], exec: bool) -> Vec<u8> {
-        let misc = if exec { MISC_COMM_EXEC } else { 0 };
-        RecordBuilder::new(RECORD_COMM, misc)
-            .u32(pid)
-            .u32(pid)
-            .str(name)
-            .finish(layout, ids)
-    }
-
-    pub fn mmap2(
-        layout: &SampleLayout,
-        ids: Ids,
-        pid: u32,
-        start: u64,
-        len: u64,
-        file: &[u8],
-    ) -> Vec<u8> {
-        RecordBuilder::new(RECORD_MMAP2, 0)
-            .u32(pid)
-            .u32(pid)
-            .u64(start)
-            .u64(len)
-            .u64(0x1000)
-            .u32(8)
-            .u32(1)
-            .u64(1234)
-            .u64(0)
-            .u32(5)
-            .u32(2)
-            .str(file)
-            .finish(layout, ids)
-    }
-
-    pub fn lost(layout: &SampleLayout, ids: Ids, lost: u64) -> Vec<u8> {
-        RecordBuilder::new(RECORD_LOST, 0)
-            .u64(ids.id)
-            .u64(lost)
-            .finish(layout, ids)
-    }
-
-    /// A sample laid out for `layout`, with `raw` as its PERF_SAMPLE_RAW data when the
-    /// layout has RAW (the kernel pads it so that the record ends 8-byte aligned).
-    pub fn sample_raw(
-        layout: &SampleLayout,
-        ids: Ids,
-        ip: u64,
-        period: u64,
-        raw: &[u8],
-    ) -> Vec<u8> {
-        let mut rec = sample(layout, ids, ip, period);
-        if layout.sample_type & SAMPLE_RAW != 0 {
-            let mut body = raw.to_vec();
-            while (body.len() + 4) % 8 != 0 {
-                body.push(0);
-            }
-            rec.extend_from_slice(&(body.len() as u32).to_ne_bytes());
-            rec.extend_from_slice(&body);
-            let size = rec.len() as u16;
-            rec[6..8].copy_from_slice(&size.to_ne_bytes());
-        }
-        rec
-    }
-
-    /// A sample laid out for `layout` (without RAW data).
-    pub fn sample(layout: &SampleLayout, ids: Ids, ip: u64, period: u64) -> Vec<u8> {
-        let st = layout.sample_type;
-        let mut b = RecordBuilder::new(RECORD_SAMPLE, 1);
-        if st & SAMPLE_IDENTIFIER != 0 {
-            b = b.u64(ids.id);
-        }
-        if st & SAMPLE_IP != 0 {
-            b = b.u64(ip);
-        }
-        if st & SAMPLE_TID != 0 {
-            b = b.u32(ids.pid).u32(ids.tid);
-        }
-        if st & SAMPLE_TIME != 0 {
-            b = b.u64(ids.time);
-        }
-        if st & SAMPLE_ADDR != 0 {
-            b = b.u64(0);
-        }
-        if st & SAMPLE_ID != 0 {
-            b = b.u64(ids.id);
-        }
-        if st & SAMPLE_STREAM_ID != 0 {
-            b = b.u64(ids.id);
-        }
-        if st & SAMPLE_CPU != 0 {
-            b = b.u32(ids.cpu).u32(0);
-        }
-        if st & SAMPLE_PERIOD != 0 {
-            b = b.u64(period);
-        }
-        b.raw()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::craft::*;
     use super::*;
+    use crate::testkit::records::*;
 
     fn ids() -> Ids {
         Ids {
@@ -775,7 +587,8 @@ mod tests {
                 ino: 1234,
                 ino_generation: 0,
                 prot: 5,
-                flags: 2
+                flags: 2,
+                build_id: None,
             })
         );
 
@@ -818,6 +631,13 @@ mod tests {
         };
         assert_eq!(&*m.filename, b"/bin/x");
         assert_eq!(m.mmap2.map(|x| (x.prot, x.flags, x.ino)), Some((5, 2, 0)));
+        let mut id = [0u8; 20];
+        id[4..12].copy_from_slice(&0xdeadu64.to_ne_bytes());
+        id[12..20].copy_from_slice(&0xbeefu64.to_ne_bytes());
+        assert_eq!(
+            m.mmap2.and_then(|x| x.build_id),
+            crate::event::BuildId::new(&id)
+        );
     }
 
     #[test]
@@ -960,7 +780,8 @@ mod tests {
     }
 
     fn tp_desc(index: u16) -> &'static EventDesc {
-        use crate::perf::tracepoint::{Format, craft::SCHED_SWITCH};
+        use crate::perf::tracepoint::Format;
+        use crate::testkit::tracepoints::SCHED_SWITCH;
         EventDesc {
             index,
             name: "sched:sched_switch",
@@ -975,7 +796,7 @@ mod tests {
 
     #[test]
     fn several_events_in_one_ring_are_told_apart_by_identifier() {
-        use crate::perf::tracepoint::craft::sched_switch;
+        use crate::testkit::tracepoints::sched_switch;
         let clock = EventDesc {
             index: 0,
             name: "cpu-clock",

@@ -188,6 +188,12 @@ impl RingBuffer {
         self.data_size
     }
 
+    /// Bytes of records waiting.
+    pub fn pending(&self) -> u64 {
+        let head = self.head_atomic().load(Ordering::Acquire);
+        head.wrapping_sub(self.tail_atomic().load(Ordering::Relaxed))
+    }
+
     /// True when records are waiting.
     pub fn has_data(&self) -> bool {
         self.head_atomic().load(Ordering::Acquire) != self.tail_atomic().load(Ordering::Relaxed)
@@ -224,8 +230,8 @@ pub fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::record::craft::*;
     use crate::perf::record::{SampleLayout, decode};
+    use crate::testkit::records::*;
 
     /// Write `recs` into a ring of `size` bytes starting at byte position `start`.
     fn ring_with(size: usize, start: u64, recs: &[Vec<u8>]) -> (Vec<u8>, u64, u64) {

@@ -465,106 +465,10 @@ impl fmt::Display for Value<'_> {
     }
 }
 
-/// Builders of RAW records, for tests, benchmarks and the fuzz target.
-pub mod craft {
-    /// The common fields every tracepoint record starts with.
-    pub fn common(out: &mut Vec<u8>, ty: u16, pid: i32) {
-        out.extend_from_slice(&ty.to_ne_bytes());
-        out.push(0);
-        out.push(1);
-        out.extend_from_slice(&pid.to_ne_bytes());
-    }
-
-    fn comm16(out: &mut Vec<u8>, name: &[u8]) {
-        let mut c = [0u8; 16];
-        let n = name.len().min(15);
-        c[..n].copy_from_slice(&name[..n]);
-        out.extend_from_slice(&c);
-    }
-
-    /// A `sched:sched_switch` format, as Linux 6.x writes it.
-    pub const SCHED_SWITCH: &str = "name: sched_switch
-ID: 372
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
-\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
-\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
-\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
-
-print fmt: \"prev_comm=%s prev_pid=%d\", REC->prev_comm, REC->prev_pid
-";
-
-    /// A `sched:sched_process_exec` format, as Linux 6.x writes it.
-    pub const SCHED_PROCESS_EXEC: &str = "name: sched_process_exec
-ID: 365
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;
-\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;
-\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;
-
-print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC->old_pid
-";
-
-    /// RAW bytes of a sched_switch record (as the kernel pads them: a multiple of 8 bytes
-    /// less the 4-byte size word).
-    #[allow(clippy::too_many_arguments)]
-    pub fn sched_switch(
-        prev: &[u8],
-        prev_pid: i32,
-        prev_state: i64,
-        next: &[u8],
-        next_pid: i32,
-    ) -> Vec<u8> {
-        let mut r = Vec::with_capacity(68);
-        common(&mut r, 372, prev_pid);
-        comm16(&mut r, prev);
-        r.extend_from_slice(&prev_pid.to_ne_bytes());
-        r.extend_from_slice(&120i32.to_ne_bytes());
-        r.extend_from_slice(&prev_state.to_ne_bytes());
-        comm16(&mut r, next);
-        r.extend_from_slice(&next_pid.to_ne_bytes());
-        r.extend_from_slice(&120i32.to_ne_bytes());
-        pad(r)
-    }
-
-    /// RAW bytes of a sched_process_exec record.
-    pub fn sched_process_exec(filename: &[u8], pid: i32, old_pid: i32) -> Vec<u8> {
-        let mut r = Vec::with_capacity(64);
-        common(&mut r, 365, pid);
-        let len = filename.len() as u32 + 1;
-        r.extend_from_slice(&((len << 16) | 20).to_ne_bytes());
-        r.extend_from_slice(&pid.to_ne_bytes());
-        r.extend_from_slice(&old_pid.to_ne_bytes());
-        r.extend_from_slice(filename);
-        r.push(0);
-        pad(r)
-    }
-
-    fn pad(mut r: Vec<u8>) -> Vec<u8> {
-        while (r.len() + 4) % 8 != 0 {
-            r.push(0);
-        }
-        r
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::craft::*;
     use super::*;
+    use crate::testkit::tracepoints::*;
 
     fn fields(f: &Format, raw: &[u8], common: bool) -> Vec<(String, String)> {
         f.shown(common)

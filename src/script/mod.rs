@@ -20,6 +20,8 @@ pub mod module;
 #[cfg(feature = "python")]
 pub mod pyevent;
 #[cfg(feature = "python")]
+mod shared;
+#[cfg(feature = "python")]
 pub mod stage;
 #[cfg(feature = "python")]
 mod worker;
@@ -32,6 +34,10 @@ pub use worker::MAX_FAILURES;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
+
+use crate::pipeline::Pipeline;
+#[cfg(feature = "python")]
+use crate::pipeline::StageLink;
 
 /// The one line `--script` gives in a build without Python.
 pub const NO_PYTHON: &str = "--script needs the embedded Python interpreter, which this build of \
@@ -112,28 +118,29 @@ impl Scripts {
         }
     }
 
-    /// Put the scripts in front of `rx` (for the TUI): returns the stream the frontend reads,
-    /// the scripts' pane messages (None without scripts), and the handle to stop them with.
-    /// With `output` (`--script-output`) every pane message is also written to that file.
+    /// Put the scripts between `pipe`'s model and the TUI: returns the pipeline with the
+    /// script stage in it, the scripts' pane messages (None without scripts), and the handle
+    /// to stop them with. With `output` (`--script-output`) every pane message is also
+    /// written to that file.
     #[allow(clippy::type_complexity)]
     pub fn attach(
         self,
-        rx: crossbeam_channel::Receiver<crate::perf::reader::Batch>,
+        pipe: Pipeline,
         stats: std::sync::Arc<crate::stats::Stats>,
         output: Option<&Path>,
     ) -> Result<(
-        crossbeam_channel::Receiver<crate::perf::reader::Batch>,
+        Pipeline,
         Option<crossbeam_channel::Receiver<crate::pane::PaneMsg>>,
         RunningScripts,
     )> {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
             let sink = printer::Sink::open(output, printer::Sink::None)?;
-            let (out, pane, handle) = stage.start(rx, stats)?;
+            let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let capacity = StageOptions::default().pane_messages;
             let (router, panes) = printer::PaneRouter::spawn_for_panes(pane, sink, capacity)?;
             return Ok((
-                out,
+                pipe,
                 Some(panes),
                 RunningScripts {
                     handle: Some((handle, router)),
@@ -142,7 +149,7 @@ impl Scripts {
         }
         let _ = (stats, output);
         Ok((
-            rx,
+            pipe,
             None,
             RunningScripts {
                 #[cfg(feature = "python")]
@@ -160,24 +167,21 @@ impl Scripts {
         Vec::new()
     }
 
-    /// For `--plain`/`--json`: put the scripts in front of `rx`; their pane goes to stderr or
-    /// `output`. Returns the stream the frontend reads.
+    /// For `--plain`/`--json`: put the scripts between `pipe`'s model and the writer; their
+    /// pane goes to stderr or `output`.
     pub fn attach_plain(
         self,
-        rx: crossbeam_channel::Receiver<crate::perf::reader::Batch>,
+        pipe: Pipeline,
         stats: std::sync::Arc<crate::stats::Stats>,
         output: Option<&Path>,
-    ) -> Result<(
-        crossbeam_channel::Receiver<crate::perf::reader::Batch>,
-        RunningScripts,
-    )> {
+    ) -> Result<(Pipeline, RunningScripts)> {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
             let sink = printer::Sink::open(output, printer::Sink::Stderr)?;
-            let (out, pane, handle) = stage.start(rx, stats)?;
+            let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let router = printer::PaneRouter::spawn(pane, sink)?;
             return Ok((
-                out,
+                pipe,
                 RunningScripts {
                     handle: Some((handle, router)),
                 },
@@ -185,7 +189,7 @@ impl Scripts {
         }
         let _ = (stats, output);
         Ok((
-            rx,
+            pipe,
             RunningScripts {
                 #[cfg(feature = "python")]
                 handle: None,
@@ -194,6 +198,29 @@ impl Scripts {
     }
 }
 
+/// Start `stage` on `pipe`'s ordered chunks, with `pipe`'s model for the scripts' lookups.
+#[cfg(feature = "python")]
+fn link(
+    stage: ScriptStage,
+    pipe: Pipeline,
+    stats: std::sync::Arc<crate::stats::Stats>,
+) -> Result<(
+    Pipeline,
+    crossbeam_channel::Receiver<crate::pane::PaneMsg>,
+    ScriptHandle,
+)> {
+    module::set_model(pipe.model().clone());
+    let (to, input) = crossbeam_channel::bounded(STAGE_QUEUE);
+    let (from, pane, handle) = stage.start(input, stats)?;
+    Ok((pipe.with_stage(StageLink { to, from }), pane, handle))
+}
+
+/// Chunks queued between the pipeline and the script stage's pump (which never waits for
+/// Python, so this stays short).
+#[cfg(feature = "python")]
+const STAGE_QUEUE: usize = 64;
+
+/// The scripts of a TUI run, attached to the stream.
 /// The TUI's name for [`RunningScripts`].
 pub type ScriptsHandle = RunningScripts;
 

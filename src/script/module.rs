@@ -1,87 +1,50 @@
 //! What a script can import and what replaces its `sys.stdout`/`sys.stderr`.
 
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
 
 use super::pyevent::PyEvent;
-use crate::event::{Event, EventKind, RecordType};
+use crate::event::RecordType;
 use crate::pane::PaneMsg;
+use crate::process::ModelHandle;
 
-/// Tasks the table remembers at most; past this, the oldest half is forgotten (the
-/// `/proc` fall-back still answers for live tasks).
-const MAX_TASKS: usize = 1 << 16;
+/// The process model the scripts' lookups read (the pipeline's, shared), set when the stage
+/// starts. One per process, like the interpreter.
+static MODEL: Mutex<Option<ModelHandle>> = Mutex::new(None);
 
-/// Task names (by tid) as the script stage has seen them in COMM and FORK records, for
-/// `perfwatch.comm(pid)`. Kept by the stage itself, in event order, so that a handler sees
-/// the name the task had at the time of the event it is handling, even after the task has
-/// exited and left `/proc`.
-#[derive(Default)]
-pub struct TaskTable {
-    comm: HashMap<u32, (u64, String)>,
-    seq: u64,
+thread_local! {
+    /// The time of the event the worker is handling: lookups answer as of then. `u64::MAX`
+    /// (the latest) between events, as in `on_tick()`.
+    static EVENT_TIME: Cell<u64> = const { Cell::new(u64::MAX) };
 }
 
-impl TaskTable {
-    fn set(&mut self, tid: u32, comm: String) {
-        if self.comm.len() >= MAX_TASKS {
-            let mut ages: Vec<u64> = self.comm.values().map(|v| v.0).collect();
-            ages.sort_unstable();
-            let cut = ages[ages.len() / 2];
-            self.comm.retain(|_, v| v.0 > cut);
-        }
-        self.seq += 1;
-        self.comm.insert(tid, (self.seq, comm));
-    }
-
-    /// Learn from an event before the handlers see it: names from COMM, a child's name from
-    /// its parent at FORK.
-    pub fn before(&mut self, ev: &Event) {
-        match &ev.kind {
-            EventKind::Comm { tid, comm, .. } => {
-                self.set(*tid, String::from_utf8_lossy(comm).into_owned())
-            }
-            EventKind::Fork(t) => {
-                if let Some(name) = self.get(t.ptid).or_else(|| self.get(t.ppid)) {
-                    self.set(t.tid, name);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Forget an exited task after the handlers have seen its EXIT.
-    pub fn after(&mut self, ev: &Event) {
-        if let EventKind::Exit(t) = &ev.kind {
-            self.comm.remove(&t.tid);
-        }
-    }
-
-    fn get(&self, tid: u32) -> Option<String> {
-        self.comm.get(&tid).map(|v| v.1.clone())
+/// Give the scripts' lookups the pipeline's process model.
+pub fn set_model(model: ModelHandle) {
+    if let Ok(mut m) = MODEL.lock() {
+        *m = Some(model);
     }
 }
 
-/// The one task table: the Python interpreter, and so the stage, is one per process.
-pub fn tasks() -> &'static Mutex<TaskTable> {
-    static T: OnceLock<Mutex<TaskTable>> = OnceLock::new();
-    T.get_or_init(Default::default)
+/// The worker is about to run the handlers of an event stamped `time` (`u64::MAX`: no event).
+pub fn set_event_time(time: u64) {
+    EVENT_TIME.set(time);
 }
 
-/// `perfwatch.comm(pid)`: the task's name as perfwatch last saw it, else from `/proc`, else
-/// None.
+/// `perfwatch.comm(pid)`: the name task `pid` had at the time of the event being handled
+/// (its latest in `on_tick()`), as perfwatch's process model knows it (from the stream, and
+/// from `/proc` for what existed when perfwatch started); None if unknown.
 #[pyfunction]
 fn comm(pid: u32) -> Option<String> {
-    let known = tasks().lock().ok().and_then(|t| t.get(pid));
-    known.or_else(|| {
-        std::fs::read(format!("/proc/{pid}/comm"))
-            .ok()
-            .map(|b| String::from_utf8_lossy(b.strip_suffix(b"\n").unwrap_or(&b)).into_owned())
-    })
+    let model = MODEL.lock().ok()?.clone()?;
+    let time = EVENT_TIME.get();
+    let m = model.read();
+    m.comm_at(pid, time)
+        .map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned())
 }
 
 /// Where print() output goes: the pane of the script that is running.

@@ -1,32 +1,33 @@
-//! The script stage between the monitor's channel and a frontend.
+//! The script stage between the pipeline (ordering stage and process model) and a frontend.
 //!
 //! ```text
-//!  monitor rx ─► pump ──(queue of WORK_BATCHES)──► Python worker ─┐
-//!                 │  └─ bypass when the queue is full ─┐          │
-//!                 └──────────── in-order release ◄─────┴──────────┘─► frontend rx
+//!  pipeline ─► pump ──(queue of WORK_BATCHES)──► Python worker ─┐
+//!  (ordered      │  └─ bypass when the queue is full ─┐         │
+//!   chunks)      └──────────── in-order release ◄─────┴─────────┘─► pipeline ─► frontend
 //! ```
 //!
-//! The pump is plain Rust and never waits for Python, so the per-CPU readers never wait for a
-//! script. Each batch takes one of two paths:
+//! The stage sees chunks already in time order (the pipeline orders the readers' batches
+//! once) and hands them back in the same order: it never reorders. The pump is plain Rust and
+//! never waits for Python, so the pipeline (and behind it the readers) never waits for a
+//! script. Each chunk takes one of two paths:
 //!
 //! - **through the script**: queued for the worker, which runs the filters and `on_event`
 //!   over it and hands it back, minus the events a filter dropped;
-//! - **around it**: when the worker's queue is full (the script cannot keep up), the batch is
+//! - **around it**: when the worker's queue is full (the script cannot keep up), the chunk is
 //!   passed on unfiltered and its events are counted as dropped (`Stats::add_dropped`). In
 //!   this stage "dropped" means *not seen by the script*: the events still reach the log and
 //!   `--plain`, but no filter or `on_event` ran on them.
 //!
-//! The pump releases batches in the order they arrived, so the frontend sees each CPU's
-//! events in order. A batch that stays with the worker longer than the stall limit (a handler
-//! that blocks or loops) is given up on so that the rest keep flowing; if the worker hands it
-//! back later it is passed on at once (the frontend's reorder window counts such events as
-//! late), and if it never does, its events are counted as dropped when the stage ends.
-//! Empty batches, which only carry a CPU's clock and end marker, never wait for Python.
+//! The pump releases chunks in the order they arrived. A chunk that stays with the worker
+//! longer than the stall limit (a handler that blocks or loops) is given up on so that the
+//! rest keep flowing; if the worker hands it back later it is passed on at once (late), and
+//! if it never does, its events are counted as dropped when the stage ends. Chunks without
+//! events, which only move the watermark on, never wait for Python.
 
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -34,34 +35,27 @@ use anyhow::{Context, Result, anyhow};
 use crossbeam_channel::{
     Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError, bounded, never, select,
 };
-use pyo3::prelude::*;
 
-use super::ledger::{Counts, Ledger};
+use super::ledger::Ledger;
 use super::module::PaneSink;
+use super::shared::{Done, Shared, Work, per_cpu};
 use crate::event::Event;
-use crate::merge::{MAX_WAIT_NS, Reorder};
+use crate::order::Chunk;
 use crate::pane::PaneMsg;
-use crate::perf::reader::Batch;
 use crate::stats::Stats;
 
 /// How long [`ScriptHandle::stop`] waits for a handler that is still in the call it was in
 /// when the stop came, after interrupting it.
 const STUCK_AT_STOP: Duration = Duration::from_millis(500);
 
-/// Events for the worker (in time order, from any CPU), with their place in the order.
-pub type Work = (u64, Vec<Event>);
-/// A batch the worker hands back: its place, the events that passed, and how many per CPU it
-/// passed on without running the script (it was stopping).
-pub type Done = (u64, Vec<Event>, Counts);
-
 /// Tunables of the stage; [`StageOptions::default`] is what the binary uses.
 #[derive(Clone, Debug)]
 pub struct StageOptions {
     /// How often `on_tick()` is called.
     pub tick: Duration,
-    /// Batches queued for the worker before new ones go around the script.
+    /// Chunks queued for the worker before new ones go around the script.
     pub work_batches: usize,
-    /// Batches the output channel holds (the frontend's back-pressure).
+    /// Chunks the input and the output channels hold.
     pub out_batches: usize,
     /// How long a batch may stay with the worker before the batches behind it are released.
     pub stall: Duration,
@@ -69,8 +63,6 @@ pub struct StageOptions {
     pub stall_stopping: Duration,
     /// Pane messages queued before more are dropped.
     pub pane_messages: usize,
-    /// Events the time-ordering window holds at most.
-    pub reorder_events: usize,
 }
 
 impl Default for StageOptions {
@@ -82,98 +74,7 @@ impl Default for StageOptions {
             stall: Duration::from_secs(1),
             stall_stopping: Duration::from_millis(200),
             pane_messages: 4096,
-            reorder_events: 1 << 20,
         }
-    }
-}
-
-/// State shared by the pump, the worker and the handle.
-pub struct Shared {
-    stop: AtomicBool,
-    /// Set once perfwatch has had to interrupt the script's code: it is stopping.
-    interrupted: AtomicBool,
-    /// Milliseconds since `epoch` at which the worker entered Python; 0 when idle.
-    pub busy_since: AtomicU64,
-    /// The worker's Python thread id (`threading.get_ident()`), for interrupting it.
-    pub py_thread: AtomicU64,
-    last_interrupt: AtomicU64,
-    epoch: Instant,
-    /// The monitor's counters, once the stage is started.
-    stats: std::sync::OnceLock<Arc<Stats>>,
-}
-
-impl Shared {
-    fn new() -> Shared {
-        Shared {
-            stop: AtomicBool::new(false),
-            interrupted: AtomicBool::new(false),
-            busy_since: AtomicU64::new(0),
-            py_thread: AtomicU64::new(0),
-            last_interrupt: AtomicU64::new(0),
-            epoch: Instant::now(),
-            stats: std::sync::OnceLock::new(),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64 + 1
-    }
-
-    /// The stage is stopping, or perfwatch has interrupted the script because it is.
-    pub fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Acquire) || self.interrupted.load(Ordering::Acquire)
-    }
-
-    /// The pump must keep running until the handle stops it.
-    fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
-    }
-
-    pub fn mark_busy(&self) {
-        self.busy_since.store(self.now_ms(), Ordering::Release);
-    }
-
-    pub fn mark_idle(&self) {
-        self.busy_since.store(0, Ordering::Release);
-    }
-
-    /// How long the worker has been in Python, if it is.
-    fn busy_for(&self) -> Option<Duration> {
-        match self.busy_since.load(Ordering::Acquire) {
-            0 => None,
-            t => Some(Duration::from_millis(self.now_ms().saturating_sub(t))),
-        }
-    }
-
-    /// Raise KeyboardInterrupt in the worker's Python code, so that a handler that loops
-    /// forever returns. `PyThreadState_SetAsyncExc` needs the GIL, which a looping handler
-    /// gives up every few milliseconds, but which code stuck in C may hold for ever: ask from
-    /// a helper thread that nobody waits for. At most every 100 ms.
-    fn interrupt(&self) {
-        let now = self.now_ms();
-        let last = self.last_interrupt.load(Ordering::Acquire);
-        if last != 0 && now.saturating_sub(last) < 100 {
-            return;
-        }
-        self.last_interrupt.store(now, Ordering::Release);
-        self.interrupted.store(true, Ordering::Release);
-        let ident = self.py_thread.load(Ordering::Acquire);
-        if ident == 0 {
-            return;
-        }
-        let _ = std::thread::Builder::new()
-            .name("perfwatch-script-interrupt".into())
-            .spawn(move || {
-                Python::attach(|_py| {
-                    // SAFETY: the GIL is held; the exception type is a valid static object.
-                    unsafe {
-                        pyo3::ffi::PyThreadState_SetAsyncExc(
-                            ident as _,
-                            pyo3::ffi::PyExc_KeyboardInterrupt,
-                        );
-                    }
-                })
-            });
     }
 }
 
@@ -322,13 +223,14 @@ impl ScriptStage {
         &self.names
     }
 
-    /// Put the stage in front of a frontend: read `input` (the monitor's channel), return the
-    /// filtered stream and the pane messages. Drops are counted in `stats`.
+    /// Put the stage between the pipeline and a frontend: read ordered chunks from `input`,
+    /// return the same chunks, filtered, in the same order, and the pane messages. Drops are
+    /// counted in `stats`.
     pub fn start(
         self,
-        input: Receiver<Batch>,
+        input: Receiver<Chunk>,
         stats: Arc<Stats>,
-    ) -> Result<(Receiver<Batch>, Receiver<PaneMsg>, ScriptHandle)> {
+    ) -> Result<(Receiver<Chunk>, Receiver<PaneMsg>, ScriptHandle)> {
         let (out_tx, out_rx) = bounded(self.opts.out_batches.max(1));
         let _ = self.shared.stats.set(stats.clone());
         let handle = ScriptHandle {
@@ -439,12 +341,15 @@ struct PumpTotals {
 }
 
 enum Slot {
-    /// Events ready for the frontend, in time order.
-    Ready(Vec<Event>),
-    /// A CPU's clock or end marker for the frontend.
-    Clock(Batch),
-    /// Events the worker has (their counts are in the pump's ledger).
-    Script { seq: u64, since: Instant },
+    /// A chunk ready for the frontend.
+    Ready(Chunk),
+    /// Events the worker has (their counts are in the pump's ledger), and the watermark of
+    /// the chunk they came in.
+    Script {
+        seq: u64,
+        since: Instant,
+        watermark: u64,
+    },
 }
 
 /// Why events are counted as dropped.
@@ -456,41 +361,17 @@ enum Drop {
     Stuck,
 }
 
-/// Events per CPU, for the dropped counters.
-fn per_cpu(events: &[Event]) -> Counts {
-    let mut v: Vec<(u32, u64)> = Vec::new();
-    for e in events {
-        match v.iter_mut().find(|(c, _)| *c == e.cpu) {
-            Some((_, n)) => *n += 1,
-            None => v.push((e.cpu, 1)),
-        }
-    }
-    v
-}
-
-#[derive(Clone, Copy)]
-struct CpuClock {
-    cpu: u32,
-    now: u64,
-    sent: u64,
-    ended: bool,
-}
-
 struct Pump {
-    input: Receiver<Batch>,
+    input: Receiver<Chunk>,
     work_tx: Sender<Work>,
     /// A second handle on the worker's queue, to take back what a stuck worker has not
     /// started on.
     work_rx: Receiver<Work>,
     results: Receiver<Done>,
-    out: Sender<Batch>,
+    out: Sender<Chunk>,
     stats: Arc<Stats>,
     shared: Arc<Shared>,
     opts: StageOptions,
-    /// Puts the CPUs' streams in time order before the script sees them, as perf script
-    /// does: a script that follows a fork into an exec needs the fork first.
-    reorder: Reorder,
-    clocks: Vec<CpuClock>,
     /// Work in arrival order, waiting to be released.
     slots: VecDeque<Slot>,
     /// Work given up on while the worker had it.
@@ -499,35 +380,25 @@ struct Pump {
     ledger: Ledger,
     seq: u64,
     totals: PumpTotals,
-    /// The monitor is stopping (a reader sent its last batch).
+    /// The monitor is stopping (the stream is complete, or the input closed).
     draining: bool,
-    ended: bool,
+    /// The watermark of the last chunk passed on (they never go back).
+    watermark: u64,
 }
 
 impl Pump {
     fn new(
         stage: PumpParts,
-        input: Receiver<Batch>,
-        out: Sender<Batch>,
+        input: Receiver<Chunk>,
+        out: Sender<Chunk>,
         stats: Arc<Stats>,
     ) -> Pump {
-        let cpus: Vec<u32> = stats.cpus().iter().map(|c| c.cpu).collect();
         Pump {
             input,
             work_tx: stage.work_tx,
             work_rx: stage.work_rx,
             results: stage.results,
             out,
-            reorder: Reorder::new(&cpus, stage.opts.reorder_events),
-            clocks: cpus
-                .iter()
-                .map(|&cpu| CpuClock {
-                    cpu,
-                    now: 0,
-                    sent: 0,
-                    ended: false,
-                })
-                .collect(),
             stats,
             shared: stage.shared,
             opts: stage.opts,
@@ -537,7 +408,7 @@ impl Pump {
             seq: 0,
             totals: PumpTotals::default(),
             draining: false,
-            ended: false,
+            watermark: 0,
         }
     }
 
@@ -551,25 +422,27 @@ impl Pump {
             } else {
                 &never()
             };
+            // Wake up to check for a stuck worker only while it holds work.
+            let held = self.slots.iter().any(|s| matches!(s, Slot::Script { .. }));
+            let wake = Duration::from_millis(if held { 20 } else { 100 });
             select! {
                 recv(input) -> m => match m {
-                    Ok(b) => {
-                        self.take(b);
-                        for b in self.input.try_iter().take(64).collect::<Vec<_>>() {
-                            self.take(b);
+                    Ok(c) => {
+                        self.admit(c);
+                        for c in self.input.try_iter().take(64).collect::<Vec<_>>() {
+                            self.admit(c);
                         }
-                        self.order();
                     }
                     Err(_) => {
                         input_open = false;
-                        self.finish_input();
+                        self.draining = true;
                     }
                 },
                 recv(results) -> r => match r {
                     Ok((seq, events, unseen)) => self.returned(seq, events, &unseen),
                     Err(_) => results_open = false,
                 },
-                default(Duration::from_millis(20)) => {}
+                default(wake) => {}
             }
             if !results_open {
                 // The worker is gone: nothing it held will come back.
@@ -587,8 +460,7 @@ impl Pump {
         }
         for s in std::mem::take(&mut self.slots) {
             match s {
-                Slot::Ready(events) => self.forward_events(events),
-                Slot::Clock(b) => self.forward(b),
+                Slot::Ready(c) => self.forward(c),
                 Slot::Script { .. } => {}
             }
         }
@@ -610,92 +482,17 @@ impl Pump {
         }
     }
 
-    fn take(&mut self, b: Batch) {
-        match self.clocks.iter_mut().find(|c| c.cpu == b.cpu) {
-            Some(c) => {
-                c.now = c.now.max(b.now);
-                c.ended |= b.end;
-            }
-            None => self.clocks.push(CpuClock {
-                cpu: b.cpu,
-                now: b.now,
-                sent: 0,
-                ended: b.end,
-            }),
-        }
-        self.draining |= b.end;
-        self.reorder.push(b);
-    }
-
-    /// The clock every CPU can be given once the events up to the reorder window's
-    /// watermark have been admitted: the same rule as [`Reorder`]'s.
-    fn safe_clock(&self) -> u64 {
-        let live = self.clocks.iter().filter(|c| !c.ended);
-        let (min, max) = live.fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c.now), hi.max(c.now)));
-        if min == u64::MAX {
-            return u64::MAX;
-        }
-        min.max(max.saturating_sub(MAX_WAIT_NS))
-    }
-
-    /// Admit the events that can no longer be overtaken, then every CPU's clock.
-    fn order(&mut self) {
-        let mut events = Vec::new();
-        self.reorder.pop_ready(|e| events.push(e));
-        if self.reorder.all_ended() {
-            self.reorder.flush(|e| events.push(e));
-        }
-        self.admit(events);
-        let safe = self.safe_clock();
-        let all_ended = self.reorder.all_ended();
-        for i in 0..self.clocks.len() {
-            let c = self.clocks[i];
-            let now = c.now.min(safe);
-            if now > c.sent {
-                self.clocks[i].sent = now;
-                self.slots.push_back(Slot::Clock(Batch {
-                    cpu: c.cpu,
-                    events: Vec::new(),
-                    now,
-                    end: false,
-                }));
-            }
-        }
-        if all_ended && !self.ended {
-            self.end_markers();
-        }
-    }
-
-    /// The input closed without every reader's last batch: flush, and end every CPU.
-    fn finish_input(&mut self) {
-        let mut events = Vec::new();
-        self.reorder.flush(|e| events.push(e));
-        self.admit(events);
-        if !self.ended {
-            self.end_markers();
-        }
-    }
-
-    /// The frontend learns that CPUs ended only once all their events are admitted. The
-    /// markers travel on their own, so that work given up on cannot hold them back.
-    fn end_markers(&mut self) {
-        self.ended = true;
-        for c in &self.clocks {
-            self.slots.push_back(Slot::Clock(Batch {
-                cpu: c.cpu,
-                events: Vec::new(),
-                now: c.now,
-                end: true,
-            }));
-        }
-    }
-
-    fn admit(&mut self, events: Vec<Event>) {
-        if events.is_empty() {
+    /// A chunk from the pipeline: to the worker, or around it when the worker cannot take
+    /// it; a chunk without events only waits for those before it.
+    fn admit(&mut self, chunk: Chunk) {
+        self.draining |= chunk.watermark == u64::MAX;
+        if chunk.events.is_empty() {
+            self.slots.push_back(Slot::Ready(chunk));
             return;
         }
         self.seq += 1;
-        let counts = per_cpu(&events);
+        let counts = per_cpu(&chunk.events);
+        let Chunk { events, watermark } = chunk;
         // A worker stuck in one call gets nothing more to hold hostage.
         let sent = if self.worker_stuck() {
             Err(TrySendError::Full((self.seq, events)))
@@ -708,11 +505,13 @@ impl Pump {
                 self.slots.push_back(Slot::Script {
                     seq: self.seq,
                     since: Instant::now(),
+                    watermark,
                 });
             }
             Err(TrySendError::Full((_, events)) | TrySendError::Disconnected((_, events))) => {
                 self.bypass(&events);
-                self.slots.push_back(Slot::Ready(events));
+                self.slots
+                    .push_back(Slot::Ready(Chunk { events, watermark }));
             }
         }
     }
@@ -753,13 +552,21 @@ impl Pump {
 
     fn complete(&mut self, seq: u64, events: Vec<Event>) {
         if self.abandoned.remove(&seq) {
-            self.forward_events(events);
+            // Late: the chunks behind it have gone on already.
+            let watermark = self.watermark;
+            self.forward(Chunk { events, watermark });
             return;
         }
         for s in self.slots.iter_mut() {
-            if matches!(s, Slot::Script { seq: q, .. } if *q == seq) {
-                *s = Slot::Ready(events);
-                return;
+            if let Slot::Script {
+                seq: q, watermark, ..
+            } = s
+            {
+                if *q == seq {
+                    let watermark = *watermark;
+                    *s = Slot::Ready(Chunk { events, watermark });
+                    return;
+                }
             }
         }
     }
@@ -767,9 +574,13 @@ impl Pump {
     fn give_up_all(&mut self) {
         let mut lost = Vec::new();
         for s in self.slots.iter_mut() {
-            if let Slot::Script { seq, .. } = s {
+            if let Slot::Script { seq, watermark, .. } = s {
                 lost.push(*seq);
-                *s = Slot::Ready(Vec::new());
+                let watermark = *watermark;
+                *s = Slot::Ready(Chunk {
+                    events: Vec::new(),
+                    watermark,
+                });
             }
         }
         for seq in lost {
@@ -784,11 +595,11 @@ impl Pump {
         let stall = self.stall();
         while let Some(front) = self.slots.front() {
             match front {
-                Slot::Ready(_) | Slot::Clock(_) => match self.slots.pop_front() {
-                    Some(Slot::Ready(events)) => self.forward_events(events),
-                    Some(Slot::Clock(b)) => self.forward(b),
-                    _ => {}
-                },
+                Slot::Ready(_) => {
+                    if let Some(Slot::Ready(c)) = self.slots.pop_front() {
+                        self.forward(c);
+                    }
+                }
                 Slot::Script { since, .. } => {
                     // Give up only on a worker stuck in one call (or far behind): a slow
                     // but moving script keeps its order.
@@ -815,42 +626,19 @@ impl Pump {
         }
     }
 
-    /// Send events to the frontend as one batch per run of the same CPU.
-    fn forward_events(&self, events: Vec<Event>) {
-        let mut run: Vec<Event> = Vec::new();
-        for e in events {
-            if run.last().is_some_and(|l| l.cpu != e.cpu) {
-                let cpu = run[0].cpu;
-                self.forward(Batch {
-                    cpu,
-                    events: std::mem::take(&mut run),
-                    now: 0,
-                    end: false,
-                });
-            }
-            run.push(e);
-        }
-        if let Some(first) = run.first() {
-            let cpu = first.cpu;
-            self.forward(Batch {
-                cpu,
-                events: run,
-                now: 0,
-                end: false,
-            });
-        }
-    }
-
-    /// Send to the frontend, waiting while it is busy, but not past a stop.
-    fn forward(&self, mut b: Batch) {
+    /// Send to the frontend, waiting while it is busy, but not past a stop. Watermarks
+    /// never go back (a chunk handed back late carries the last one).
+    fn forward(&mut self, mut c: Chunk) {
+        c.watermark = c.watermark.max(self.watermark);
+        self.watermark = c.watermark;
         loop {
-            match self.out.send_timeout(b, Duration::from_millis(50)) {
+            match self.out.send_timeout(c, Duration::from_millis(50)) {
                 Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
                 Err(SendTimeoutError::Timeout(back)) => {
                     if self.shared.stop_requested() {
                         return;
                     }
-                    b = back;
+                    c = back;
                 }
             }
         }
@@ -860,23 +648,12 @@ impl Pump {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{EventKind, TaskRecord};
+    use crate::order::Batch;
+    use crate::pipeline::{Pipeline, PipelineOptions, StageLink};
+    use crate::testkit::events::batch;
 
     fn fork(cpu: u32, time: u64, pid: u32) -> Event {
-        Event {
-            cpu,
-            pid: 1,
-            tid: 1,
-            time,
-            id: 0,
-            kind: EventKind::Fork(TaskRecord {
-                pid,
-                ppid: 1,
-                tid: pid,
-                ptid: 1,
-                time,
-            }),
-        }
+        crate::testkit::events::fork(cpu, time, pid, 1)
     }
 
     fn script(body: &str) -> (tempfile::TempDir, PathBuf) {
@@ -886,8 +663,28 @@ mod tests {
         (d, p)
     }
 
-    /// Run batches through a stage; returns the events the frontend got, the pane messages
-    /// and the report.
+    /// Turn the pipeline (with the stage in it) as a frontend's loop would, for `d`;
+    /// collect the events it hands on.
+    fn drive_for(pipe: &mut Pipeline, d: Duration, got: &mut Vec<Event>) {
+        let until = Instant::now() + d;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            select! {
+                recv(pipe.batches()) -> m => pipe.take(m),
+                recv(pipe.staged()) -> m => pipe.take_staged(m),
+                default(left) => {}
+            }
+            while let Some(c) = pipe.next_chunk() {
+                got.extend(c.events);
+            }
+            if left.is_zero() || pipe.all_ended() {
+                return;
+            }
+        }
+    }
+
+    /// Run batches through the pipeline and a stage, as `perfwatch --script` does; returns
+    /// the events the frontend got, the pane messages and the report.
     fn through(
         body: &str,
         opts: StageOptions,
@@ -901,29 +698,29 @@ mod tests {
         let stage = ScriptStage::load(&[p], opts).unwrap();
         let stats = Arc::new(Stats::new(&[0, 1]));
         let (tx, rx) = bounded(1024);
-        let (out, pane, handle) = stage.start(rx, stats.clone()).unwrap();
+        let pipe = Pipeline::new(
+            rx,
+            &[0, 1],
+            PipelineOptions {
+                seed: None,
+                ..Default::default()
+            },
+        );
+        let (to, input) = bounded(64);
+        let (from, pane, handle) = stage.start(input, stats.clone()).unwrap();
+        let mut pipe = pipe.with_stage(StageLink { to, from });
+        let mut got = Vec::new();
         for b in batches {
             tx.send(b).unwrap();
-            std::thread::sleep(Duration::from_millis(5));
+            drive_for(&mut pipe, Duration::from_millis(5), &mut got);
         }
-        std::thread::sleep(opts_linger);
+        drive_for(&mut pipe, opts_linger, &mut got);
         for cpu in [0, 1] {
-            tx.send(Batch {
-                cpu,
-                events: Vec::new(),
-                now: u64::MAX / 2,
-                end: true,
-            })
-            .unwrap();
+            tx.send(batch(cpu, u64::MAX / 2, Vec::new(), true)).unwrap();
         }
         drop(tx);
-        let mut got = Vec::new();
-        let mut ended = 0;
-        while ended < 2 {
-            let b = out.recv_timeout(Duration::from_secs(10)).unwrap();
-            ended += b.end as usize;
-            got.extend(b.events);
-        }
+        drive_for(&mut pipe, Duration::from_secs(10), &mut got);
+        assert!(pipe.all_ended(), "the stage handed everything back");
         let report = handle.stop(Duration::from_secs(2));
         (got, pane.try_iter().collect(), report, stats)
     }
@@ -946,22 +743,22 @@ def trace_end():
     print('end', len(seen))
 ";
         let batches = vec![
-            Batch {
-                cpu: 0,
-                events: vec![
+            batch(
+                0,
+                100 * MS,
+                vec![
                     fork(0, 10 * MS, 10),
                     fork(0, 30 * MS, 11),
                     fork(0, 50 * MS, 12),
                 ],
-                now: 100 * MS,
-                end: false,
-            },
-            Batch {
-                cpu: 1,
-                events: vec![fork(1, 20 * MS, 20), fork(1, 40 * MS, 21)],
-                now: 100 * MS,
-                end: false,
-            },
+                false,
+            ),
+            batch(
+                1,
+                100 * MS,
+                vec![fork(1, 20 * MS, 20), fork(1, 40 * MS, 21)],
+                false,
+            ),
         ];
         let opts = StageOptions {
             tick: Duration::from_millis(100),
@@ -991,17 +788,14 @@ def trace_end():
     fn a_script_that_cannot_keep_up_is_bypassed_and_counted() {
         let body = "import time\ndef on_event(event):\n    time.sleep(0.05)\n";
         // CPU 1 is quiet but up to date, so each of CPU 0's batches is released on arrival.
-        let mut batches = vec![Batch {
-            cpu: 1,
-            events: Vec::new(),
-            now: u64::MAX / 4,
-            end: false,
-        }];
-        batches.extend((0..20u64).map(|i| Batch {
-            cpu: 0,
-            events: vec![fork(0, (i + 1) * 20 * MS, i as u32 + 100)],
-            now: (i + 2) * 20 * MS,
-            end: false,
+        let mut batches = vec![batch(1, u64::MAX / 4, Vec::new(), false)];
+        batches.extend((0..20u64).map(|i| {
+            batch(
+                0,
+                (i + 2) * 20 * MS,
+                vec![fork(0, (i + 1) * 20 * MS, i as u32 + 100)],
+                false,
+            )
         }));
         let opts = StageOptions {
             work_batches: 2,

@@ -15,11 +15,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyModule, PyString};
 
 use super::ledger::{Counts, add};
-use super::module::{PaneSink, PaneWriter, tasks};
+use super::module::{self, PaneSink, PaneWriter};
 use super::pyevent::PyEvent;
 use super::safety::OpenedScript;
-use super::stage::{Done, Shared, Work};
-use crate::event::{Event, EventKind};
+use super::shared::{Done, Shared, Work};
+use crate::event::Event;
 use crate::pane::PaneMsg;
 use crate::text::escape_lines;
 
@@ -366,15 +366,8 @@ impl Worker {
                 kept.push(ev);
                 break;
             }
-            let side_band = matches!(
-                ev.kind,
-                EventKind::Fork(_) | EventKind::Exit(_) | EventKind::Comm { .. }
-            );
-            if side_band {
-                if let Ok(mut t) = tasks().lock() {
-                    t.before(&ev);
-                }
-            }
+            // Lookups (perfwatch.comm) answer as of this event.
+            module::set_event_time(ev.time);
             let obj = match Bound::new(py, PyEvent { ev: ev.clone() }) {
                 Ok(o) => o,
                 Err(_) => {
@@ -409,12 +402,8 @@ impl Worker {
                 }
                 kept.push(ev);
             }
-            if side_band {
-                if let (Some(ev), Ok(mut t)) = (kept.last(), tasks().lock()) {
-                    t.after(ev);
-                }
-            }
         }
+        module::set_event_time(u64::MAX);
         for ev in it {
             add(&mut unseen, &[(ev.cpu, 1)]);
             kept.push(ev);

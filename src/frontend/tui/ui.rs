@@ -563,14 +563,14 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
         app.focus == Pane::Top,
     );
     let visible = block.inner(area).height.saturating_sub(1) as usize;
+    let tasks = app.tasks();
     let rows = top
         .iter()
         .skip(app.top_scroll)
         .take(visible)
         .map(|(pid, n)| {
-            let comm = app
-                .tasks
-                .name(*pid)
+            let comm = tasks
+                .comm(*pid)
                 .map_or_else(|| "?".to_string(), |c| c.display());
             let share = if total > 0 {
                 *n as f64 * 100.0 / total as f64
@@ -659,13 +659,17 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
         scroll_note(app.log_scroll, app.paused)
     );
     let block = pane_block(title, app.focus == Pane::Log);
-    let visible = block.inner(area).height as usize;
+    let inner = block.inner(area);
+    let visible = inner.height as usize;
     let (start, end) = window(app.log_len(), app.log_scroll, visible);
-    let lines: Vec<Line> = (start..end)
-        .filter_map(|i| app.log_entry(i))
-        .map(|ev| log_line(app, ev))
-        .collect();
-    f.render_widget(Paragraph::new(lines).block(block), area);
+    f.render_widget(block, area);
+    // Line by line into the buffer: what a Paragraph without wrapping draws, without its
+    // reflow machinery (the log is redrawn on every frame of a busy run).
+    let buf = f.buffer_mut();
+    for (row, ev) in (start..end).filter_map(|i| app.log_entry(i)).enumerate() {
+        let line = log_line(app, ev);
+        buf.set_line(inner.x, inner.y + row as u16, &line, inner.width);
+    }
 }
 
 fn draw_footer(f: &mut Frame, area: Rect, app: &App) {

@@ -20,34 +20,30 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, never, select, tick, unbounded};
+use crossbeam_channel::{Receiver, never, select, unbounded};
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event as TermEvent, KeyEventKind};
 use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
 use ratatui::Terminal;
-use ratatui::backend::CrosstermBackend;
+use ratatui::backend::{Backend, CrosstermBackend};
 
-use crate::filter::{Filter, proc_comms};
+use crate::clock::clock_ns;
+use crate::filter::Filter;
 use crate::monitor::Monitor;
 use crate::pane::PaneMsg;
-use crate::perf::reader::{Batch, clock_ns};
-use crate::plain::StopReason;
-use crate::signals::StopSignals;
+use crate::pipeline::Pipeline;
+use crate::stats::Totals;
+use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
 use app::{App, AppConfig};
 
-/// How often the screen is redrawn (and stop conditions looked at) without input.
-pub const TICK: Duration = Duration::from_millis(100);
-/// How long to wait for the readers' last batches at shutdown.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
-/// Batches taken from the channel in one go before the loop looks at input again.
-const BATCHES_PER_TURN: usize = 64;
+/// The shortest time between two frames drawn for new records (input redraws at once).
+pub const FRAME: Duration = Duration::from_millis(100);
 
 /// Options of a TUI run.
 #[derive(Clone, Debug, Default)]
 pub struct TuiOptions {
-    pub duration: Option<Duration>,
     /// Log entries kept (`--history`).
     pub history: usize,
     /// The filter in force at start (`--filter`).
@@ -216,29 +212,29 @@ impl Drop for InputThread {
 /// Run the TUI until stopped; returns why, for `run::finish` to report after the terminal
 /// is restored.
 ///
-/// `rx` is the stream of batches (the monitor's channel, or the script stage's output);
-/// `pane_rx` carries what scripts want shown in their panes.
+/// `pipe` is the stream (the readers' batches, ordered, through the scripts if any);
+/// `panes` carries what scripts want shown in their panes.
 pub fn run(
     mon: &mut Monitor,
-    rx: &Receiver<Batch>,
-    pane_rx: Option<&Receiver<PaneMsg>>,
+    pipe: &mut Pipeline,
+    panes: Option<Receiver<PaneMsg>>,
     opts: TuiOptions,
-    signals: &StopSignals,
+    stop: &StopRule,
 ) -> anyhow::Result<StopReason> {
     // Started-at in the events' clock: the monitor started just before.
-    let start_ns = clock_ns(mon.info.clockid)
+    let clockid = mon.info.clockid;
+    let start_ns = clock_ns(clockid)
         .saturating_sub(mon.started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
     let history = if opts.history == 0 {
         app::DEFAULT_HISTORY
     } else {
         opts.history
     };
-    let mut app = App::new(AppConfig::from_info(&mon.info, history, start_ns));
-    app.seed_tasks(proc_comms());
+    let mut app = App::new(AppConfig::from_info(&mon.info, history, start_ns))
+        .with_model(pipe.model().clone());
     if let Some(f) = opts.filter {
         app.set_filter(f);
     }
-    let folding = opts.folded.is_some();
     app.set_folding(opts.folded);
 
     install_panic_hook();
@@ -247,77 +243,129 @@ pub fn run(
     // Not `Terminal::clear`: it asks the terminal for the cursor position, and a terminal
     // that does not answer would stop perfwatch. The guard cleared the screen already.
     let mut term = Terminal::new(CrosstermBackend::new(FrameWriter::default()))?;
-    let (input, input_rx) = InputThread::spawn()?;
-    let result = event_loop(
-        mon,
-        rx,
-        pane_rx,
-        &mut app,
-        &mut term,
-        &input_rx,
-        opts.duration,
-        signals,
-        &suspend,
-    );
-    drop(input);
-    mon.request_stop();
-    // Let the readers send their last batches (so they end), bounded in time.
-    crate::perf::reader::collect_last_batches(
-        rx,
-        SHUTDOWN_GRACE,
-        &mut app,
-        App::all_ended,
-        App::on_batch,
-    );
-    if folding {
-        // The folded stacks take the samples still held for ordering too.
-        app.flush();
-    }
+    let (input, keys) = InputThread::spawn()?;
+    let stats = mon.stats.clone();
+    let now = move || clock_ns(clockid);
+    let inputs = LoopInputs {
+        pipe,
+        watched: mon,
+        stop,
+        keys,
+        panes: panes.unwrap_or_else(never),
+        totals: &|| stats.snapshot(),
+        now: &now,
+        frame: FRAME,
+        suspend: Some(&suspend),
+    };
+    let result = run_loop(&mut term, &mut app, inputs, move || drop(input));
     drop(term);
     guard.restore();
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-fn event_loop(
-    mon: &mut Monitor,
-    rx: &Receiver<Batch>,
-    pane_rx: Option<&Receiver<PaneMsg>>,
+/// Everything the TUI's loop reads, in one place: the pipeline and the monitor, the stop
+/// rule, the terminal's input, the scripts' panes, the counters and the clock. A test builds
+/// one from channels and fakes of its own and drives the whole loop on a `TestBackend`.
+pub struct LoopInputs<'a> {
+    pub pipe: &'a mut Pipeline,
+    pub watched: &'a mut dyn Watched,
+    pub stop: &'a StopRule,
+    /// Keys, mouse and resizes (`never()` when there is no terminal input).
+    pub keys: Receiver<TermEvent>,
+    /// What scripts want shown (`never()` without scripts).
+    pub panes: Receiver<PaneMsg>,
+    /// The readers' counters, read on each tick.
+    pub totals: &'a dyn Fn() -> Totals,
+    /// The events' clock, read for each frame.
+    pub now: &'a dyn Fn() -> u64,
+    /// The shortest time between two frames drawn for new records.
+    pub frame: Duration,
+    /// Ctrl-Z and SIGTSTP: leave the terminal, stop, take it back on SIGCONT (None in tests
+    /// without a terminal).
+    pub suspend: Option<&'a terminal::Suspend>,
+}
+
+/// The TUI's loop until a stop, then the shutdown: the readers are asked to stop, and their
+/// last records (and what the scripts hold) are taken within [`SHUTDOWN_GRACE`].
+/// `input_done` is called as soon as the loop ends (to stop reading the terminal before
+/// waiting for the readers).
+pub fn run_loop<B: Backend>(
+    term: &mut Terminal<B>,
     app: &mut App,
-    term: &mut Terminal<CrosstermBackend<FrameWriter>>,
-    input_rx: &Receiver<TermEvent>,
-    duration: Option<Duration>,
-    signals: &StopSignals,
-    suspend: &terminal::Suspend,
-) -> anyhow::Result<StopReason> {
-    let ticker = tick(TICK);
+    inputs: LoopInputs<'_>,
+    input_done: impl FnOnce(),
+) -> anyhow::Result<StopReason>
+where
+    B::Error: Send + Sync + 'static,
+{
+    let LoopInputs {
+        pipe,
+        watched,
+        stop,
+        keys,
+        panes,
+        totals,
+        now,
+        frame,
+        suspend,
+    } = inputs;
+    let result = event_loop(
+        term, app, pipe, watched, stop, keys, panes, totals, now, frame, suspend,
+    );
+    input_done();
+    watched.request_stop();
+    pipe.finish(SHUTDOWN_GRACE);
+    while let Some(chunk) = pipe.next_chunk() {
+        app.on_chunk(chunk);
+    }
+    result
+}
+
+/// The loop has no clock of its own: it wakes for records (the readers send a batch at
+/// least four times a second, all CPUs at once), for input, for a frame that is due, and for
+/// the elapsed-time display's next second. An idle TUI draws once a second.
+#[allow(clippy::too_many_arguments)]
+fn event_loop<B: Backend>(
+    term: &mut Terminal<B>,
+    app: &mut App,
+    pipe: &mut Pipeline,
+    watched: &mut dyn Watched,
+    stop: &StopRule,
+    keys: Receiver<TermEvent>,
+    panes: Receiver<PaneMsg>,
+    totals: &dyn Fn() -> Totals,
+    now: &dyn Fn() -> u64,
+    frame: Duration,
+    suspend: Option<&terminal::Suspend>,
+) -> anyhow::Result<StopReason>
+where
+    B::Error: Send + Sync + 'static,
+{
+    const SECOND: Duration = Duration::from_secs(1);
     let no_panes = never();
-    let mut pane_rx = pane_rx.unwrap_or(&no_panes);
+    let mut pane_rx = &panes;
     let no_input = never();
-    let mut input_rx = input_rx;
+    let mut input_rx = &keys;
     let start = Instant::now();
-    app.on_tick(clock_ns(mon.info.clockid));
-    app.set_totals(mon.stats.snapshot());
+    app.on_tick(now());
+    app.set_totals(totals());
     ui::render(term, app)?;
-    // Something to show since the last frame: without it a tick redraws only when the
-    // elapsed-time display moves on, so an idle TUI draws once a second.
+    let mut last_draw = Instant::now();
+    // Something to show since the last frame.
     let mut dirty = false;
     let mut drawn_second = 0;
     loop {
+        let since = start.elapsed();
+        let wait = if dirty {
+            frame.saturating_sub(last_draw.elapsed())
+        } else {
+            SECOND - Duration::from_nanos((since.as_nanos() % SECOND.as_nanos()) as u64)
+        };
         let mut redraw = false;
         let mut suspend_key = false;
         select! {
-            recv(rx) -> msg => match msg {
-                Ok(b) => {
-                    dirty |= !b.events.is_empty();
-                    app.on_batch(b);
-                    for b in rx.try_iter().take(BATCHES_PER_TURN) {
-                        dirty |= !b.events.is_empty();
-                        app.on_batch(b);
-                    }
-                }
-                Err(_) => return Ok(StopReason::TargetsGone),
-            },
+            recv(pipe.batches()) -> msg => pipe.take(msg),
+            recv(pipe.staged()) -> msg => pipe.take_staged(msg),
             recv(input_rx) -> ev => match ev {
                 Ok(ev) => {
                     match ev {
@@ -343,47 +391,39 @@ fn event_loop(
                 // The script stage ended: stop selecting on it, or the loop would spin.
                 Err(_) => pane_rx = &no_panes,
             },
-            recv(ticker) -> _ => {
-                app.on_tick(clock_ns(mon.info.clockid));
-                app.set_totals(mon.stats.snapshot());
-                let second = start.elapsed().as_secs();
-                redraw = dirty || second != drawn_second;
-                drawn_second = second;
-            }
+            default(stop.wait_at_most(wait)) => {}
+        }
+        while let Some(chunk) = pipe.next_chunk() {
+            dirty |= !chunk.events.is_empty();
+            app.on_chunk(chunk);
         }
         if app.quit {
             // q is the same request as Ctrl-C: a normal stop, exit status 0.
             return Ok(StopReason::Signal(libc::SIGINT));
         }
-        if let Some(sig) = signals.pending() {
-            return Ok(StopReason::Signal(sig));
+        if let Some(reason) = stop.check(watched, pipe.all_ended()) {
+            return Ok(reason);
         }
-        if (suspend.take() || suspend_key) && suspend.suspend()? {
-            // Continued: the screen was cleared; draw every cell again, at the size the
-            // terminal has now.
-            term.autoresize()?;
-            term.swap_buffers();
-            redraw = true;
+        if let Some(suspend) = suspend {
+            if (suspend.take() || suspend_key) && suspend.suspend()? {
+                // Continued: the screen was cleared; draw every cell again, at the size the
+                // terminal has now.
+                term.autoresize()?;
+                term.swap_buffers();
+                redraw = true;
+            }
         }
-        if mon.stats.failure().is_some() {
-            return Ok(StopReason::ReaderFailed);
-        }
-        crate::debug_panic_point("frontend");
-        if duration.is_some_and(|d| start.elapsed() >= d) {
-            return Ok(StopReason::Duration);
-        }
-        if let Some(status) = mon.command_exit() {
-            return Ok(StopReason::CommandExited(status));
-        }
-        if app.all_ended() {
-            return Ok(StopReason::TargetsGone);
-        }
-        if redraw {
+        let second = start.elapsed().as_secs();
+        if redraw || (dirty && last_draw.elapsed() >= frame) || second != drawn_second {
+            app.on_tick(now());
+            app.set_totals(totals());
             dirty = false;
+            drawn_second = second;
+            last_draw = Instant::now();
             if let Err(e) = ui::render(term, app) {
                 // A terminal that hung up fails the write just before SIGHUP is seen.
-                std::thread::sleep(TICK);
-                if let Some(sig) = signals.pending() {
+                std::thread::sleep(frame);
+                if let Some(sig) = stop.signal() {
                     return Ok(StopReason::Signal(sig));
                 }
                 return Err(e.into());

@@ -1,8 +1,10 @@
 //! The TUI's state: plain data, updated by plain functions, drawn by [`super::ui`].
 //!
-//! Nothing here touches a terminal, a clock or the kernel: the loop hands in batches, keys and
-//! the monotonic time of each tick, so that tests can drive it with hand-made events and
-//! assert on rates, the task table, filtering, history bounds and scrolling.
+//! Nothing here touches a terminal, a clock or the kernel: the loop hands in ordered chunks
+//! (from the [`crate::pipeline::Pipeline`]), keys and the monotonic time of each tick, so that
+//! tests can drive it with hand-made events and assert on rates, the task stream, filtering,
+//! history bounds and scrolling. Names, parents and lifetimes come from the process model the
+//! pipeline keeps, looked up as of each event's time.
 //!
 //! Ingest is the hot path (every record passes through it): it does no string formatting
 //! (unless a filter with free words is active), keeps names as fixed 16-byte arrays, and only
@@ -17,11 +19,12 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 
 use super::input::{Action, map_key};
 use crate::event::{Event, EventKind};
-use crate::filter::{CommLookup, Filter};
-use crate::merge::Reorder;
+use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
+use crate::order::Chunk;
 use crate::pane::PaneMsg;
-use crate::perf::reader::Batch;
+pub use crate::process::Comm;
+use crate::process::{ModelHandle, ProcessModel};
 use crate::stats::Totals;
 use crate::text::escape;
 
@@ -29,20 +32,14 @@ use crate::text::escape;
 pub const DEFAULT_HISTORY: usize = 10_000;
 /// Rows of the task stream kept.
 pub const TASK_ROWS: usize = 2_000;
-/// Tasks the table remembers at most (live ones first).
-pub const TASK_CAP: usize = 65_536;
 /// Seconds of per-CPU rate history (the sparklines).
 pub const RATE_SECONDS: usize = 60;
-/// How long an exited task's name is kept for late records that mention it.
-const EXITED_KEEP_NS: u64 = 10 * NS;
 /// How long after a second ends its rate is final: a reader sends a batch at least every
 /// poll timeout (100 ms), so records of a second arrive within this.
 const RATE_LAG_NS: u64 = 400_000_000;
 /// Lines and messages a script pane keeps.
 const PANE_LINES: usize = 1_000;
 const PANE_MESSAGES: usize = 200;
-/// Events the time-ordering window holds before it lets older ones out regardless.
-const REORDER_MAX: usize = 1 << 16;
 const NS: u64 = 1_000_000_000;
 
 /// What the per-CPU rate rows measure.
@@ -198,107 +195,6 @@ impl EventRates {
     fn close(&mut self, now: u64) {
         for (_, r) in &mut self.others {
             r.close(now);
-        }
-    }
-}
-
-/// A task name as the kernel keeps it (at most 16 bytes), stored without allocating.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct Comm {
-    buf: [u8; 16],
-    len: u8,
-}
-
-impl Comm {
-    pub fn new(b: &[u8]) -> Comm {
-        let b = crate::text::until_nul(b);
-        let n = b.len().min(16);
-        let mut buf = [0; 16];
-        buf[..n].copy_from_slice(&b[..n]);
-        Comm { buf, len: n as u8 }
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len as usize]
-    }
-
-    /// The escaped, displayable name.
-    pub fn display(&self) -> String {
-        escape(self.as_bytes())
-    }
-}
-
-impl std::fmt::Debug for Comm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", crate::text::Untrusted(self.as_bytes()))
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Task {
-    /// Known when the fork was seen.
-    ppid: Option<u32>,
-    comm: Option<Comm>,
-    fork_time: Option<u64>,
-    exit_time: Option<u64>,
-}
-
-/// Tasks by tid: their names (for the task stream, top tasks and `comm:`), and fork times
-/// (for lifetimes). Bounded: exited tasks are forgotten after a while, and at [`TASK_CAP`].
-#[derive(Debug, Default)]
-pub struct TaskTable {
-    // FxHash: keys are kernel-assigned ids, and SipHash was a tenth of the TUI's CPU under a
-    // fork storm.
-    tasks: FxHashMap<u32, Task>,
-}
-
-impl CommLookup for TaskTable {
-    fn comm(&self, pid: u32) -> Option<&[u8]> {
-        self.tasks
-            .get(&pid)
-            .and_then(|t| t.comm.as_ref())
-            .map(Comm::as_bytes)
-    }
-}
-
-impl TaskTable {
-    pub fn len(&self) -> usize {
-        self.tasks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
-    }
-
-    /// The name of a task, if known.
-    pub fn name(&self, tid: u32) -> Option<Comm> {
-        self.tasks.get(&tid).and_then(|t| t.comm)
-    }
-
-    /// Learn a task that existed before perfwatch started.
-    pub fn seed(&mut self, pid: u32, comm: &[u8]) {
-        self.tasks.insert(
-            pid,
-            Task {
-                ppid: None,
-                comm: Some(Comm::new(comm)),
-                fork_time: None,
-                exit_time: None,
-            },
-        );
-    }
-
-    fn evict(&mut self, now: u64) {
-        self.tasks.retain(|_, t| {
-            t.exit_time
-                .is_none_or(|e| now.saturating_sub(e) < EXITED_KEEP_NS)
-        });
-        if self.tasks.len() > TASK_CAP {
-            self.tasks.retain(|_, t| t.exit_time.is_none());
-        }
-        if self.tasks.len() > TASK_CAP {
-            // Only live tasks are left and still too many: forget those never seen to fork.
-            self.tasks.retain(|_, t| t.fork_time.is_some());
         }
     }
 }
@@ -514,10 +410,9 @@ pub struct App {
     pub cfg: AppConfig,
     /// Rates of the other events of the list, and the IPC pair.
     pub event_rates: EventRates,
-    reorder: Reorder,
-    scratch: Vec<Event>,
     pub rates: Rates,
-    pub tasks: TaskTable,
+    /// The process model (written by the pipeline; the app only reads it).
+    model: ModelHandle,
     task_rows: VecDeque<TaskRow>,
     /// Samples by pid since the last second closed.
     top_acc: FxHashMap<u32, u64>,
@@ -560,11 +455,9 @@ pub struct App {
 impl App {
     pub fn new(cfg: AppConfig) -> App {
         App {
-            reorder: Reorder::new(&cfg.cpus, REORDER_MAX),
-            scratch: Vec::new(),
             rates: Rates::new(cfg.unit, &cfg.cpus, cfg.start_ns),
             event_rates: EventRates::new(&cfg),
-            tasks: TaskTable::default(),
+            model: ModelHandle::default(),
             task_rows: VecDeque::new(),
             top_acc: FxHashMap::default(),
             top: Vec::new(),
@@ -596,10 +489,23 @@ impl App {
         }
     }
 
-    /// Learn the names of the tasks that exist at start-up (from `/proc`).
+    /// Read names from `model` (the pipeline's) rather than from a model of its own.
+    pub fn with_model(mut self, model: ModelHandle) -> App {
+        self.model = model;
+        self
+    }
+
+    /// The process model, for lookups (drawing).
+    pub fn tasks(&self) -> std::sync::RwLockReadGuard<'_, ProcessModel> {
+        self.model.read()
+    }
+
+    /// Tell the app's model about tasks that existed before (hand-made scenes: tests,
+    /// benchmarks; in a run the pipeline seeds the model from `/proc`).
     pub fn seed_tasks(&mut self, comms: impl IntoIterator<Item = (u32, Box<[u8]>)>) {
+        let mut m = self.model.write();
         for (pid, comm) in comms {
-            self.tasks.seed(pid, &comm);
+            m.seed_comm(pid, &comm);
         }
     }
 
@@ -620,53 +526,39 @@ impl App {
             return;
         }
         let mut f = VecDeque::new();
+        let model = self.model.clone();
+        let tasks = model.read();
         for (i, ev) in self.log.iter().enumerate() {
-            if self
-                .filter
-                .matches_with(ev, &self.tasks, &mut self.line_buf)
-            {
+            if self.filter.matches_with(ev, &*tasks, &mut self.line_buf) {
                 f.push_back(self.log_first_seq + i as u64);
             }
         }
         self.filtered = Some(f);
     }
 
-    /// A batch from one CPU's reader: rates are counted at once; the log and the task
-    /// stream take the events in global time order, through the reorder window.
-    pub fn on_batch(&mut self, batch: Batch) {
-        for ev in &batch.events {
-            self.account(ev);
-        }
-        self.reorder.push(batch);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        self.reorder.pop_ready(|ev| scratch.push(ev));
-        for ev in scratch.drain(..) {
-            self.ingest(ev);
-        }
-        self.scratch = scratch;
-    }
-
-    /// Events already in time order (tests, benchmarks): counted and ingested at once.
-    pub fn on_events(&mut self, events: impl IntoIterator<Item = Event>) {
-        for ev in events {
+    /// An ordered chunk from the pipeline (whose model already knows its events).
+    pub fn on_chunk(&mut self, chunk: Chunk) {
+        let model = self.model.clone();
+        let tasks = model.read();
+        for ev in chunk.events {
             self.account(&ev);
-            self.ingest(ev);
+            self.ingest(ev, &tasks);
         }
     }
 
-    /// Let out everything held for ordering (at shutdown).
-    pub fn flush(&mut self) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        self.reorder.flush(|ev| scratch.push(ev));
-        for ev in scratch.drain(..) {
-            self.ingest(ev);
-        }
-        self.scratch = scratch;
+    /// A chunk of hand-made events (tests, benchmarks): what the pipeline does with it
+    /// (the model learns the events and forgets what is old at the watermark), then
+    /// [`App::on_chunk`].
+    pub fn feed(&mut self, chunk: Chunk) {
+        self.model.write().apply_chunk(&chunk, |_, _| true);
+        self.on_chunk(chunk);
     }
 
-    /// True once every CPU's reader sent its last batch.
-    pub fn all_ended(&self) -> bool {
-        self.reorder.all_ended()
+    /// Events already in time order (tests, benchmarks): [`App::feed`] as one chunk.
+    pub fn on_events(&mut self, events: impl IntoIterator<Item = Event>) {
+        let events: Vec<Event> = events.into_iter().collect();
+        let watermark = events.last().map_or(0, |e| e.time);
+        self.feed(Chunk { events, watermark });
     }
 
     #[inline]
@@ -684,24 +576,15 @@ impl App {
         self.folding = folding;
     }
 
-    fn ingest(&mut self, ev: Event) {
+    fn ingest(&mut self, ev: Event, tasks: &ProcessModel) {
         if let Some(f) = &self.folding {
-            f.observe(&ev);
+            f.observe(&ev, tasks);
         }
-        match &ev.kind {
+        let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
+        let row = match &ev.kind {
             EventKind::Fork(t) => {
-                let parent = self.tasks.name(t.ptid).or_else(|| self.tasks.name(t.ppid));
                 let thread = t.pid == t.ppid && t.tid != t.pid;
-                self.tasks.tasks.insert(
-                    t.tid,
-                    Task {
-                        ppid: Some(t.ppid),
-                        comm: parent,
-                        fork_time: Some(t.time),
-                        exit_time: None,
-                    },
-                );
-                self.push_task_row(TaskRow {
+                Some(TaskRow {
                     time: ev.time,
                     event: if thread {
                         TaskEvent::Thread
@@ -711,30 +594,26 @@ impl App {
                     pid: t.pid,
                     tid: t.tid,
                     ppid: Some(t.ppid),
-                    comm: parent,
-                    parent_comm: self.tasks.name(t.ppid),
+                    // What it inherited at the fork.
+                    comm: name(t.tid),
+                    parent_comm: name(t.ppid),
                     lifetime: None,
-                });
+                })
             }
             EventKind::Exit(t) => {
-                let task = self.tasks.tasks.get_mut(&t.tid);
-                let (comm, lifetime) = match task {
-                    Some(task) => {
-                        task.exit_time = Some(t.time);
-                        (task.comm, task.fork_time.map(|f| t.time.saturating_sub(f)))
-                    }
-                    None => (None, None),
-                };
-                self.push_task_row(TaskRow {
+                let task = tasks.task_at(t.tid, ev.time);
+                Some(TaskRow {
                     time: ev.time,
                     event: TaskEvent::Exit,
                     pid: t.pid,
                     tid: t.tid,
                     ppid: Some(t.ppid),
-                    comm,
-                    parent_comm: self.tasks.name(t.ppid),
-                    lifetime,
-                });
+                    comm: name(t.tid),
+                    parent_comm: name(t.ppid),
+                    lifetime: task
+                        .and_then(|k| k.start())
+                        .map(|s| t.time.saturating_sub(s)),
+                })
             }
             EventKind::Comm {
                 pid,
@@ -742,16 +621,8 @@ impl App {
                 comm,
                 exec,
             } => {
-                let c = Comm::new(comm);
-                let task = self.tasks.tasks.entry(*tid).or_insert(Task {
-                    ppid: None,
-                    comm: None,
-                    fork_time: None,
-                    exit_time: None,
-                });
-                task.comm = Some(c);
-                let ppid = task.ppid;
-                self.push_task_row(TaskRow {
+                let ppid = tasks.task_at(*tid, ev.time).and_then(|k| k.ppid());
+                Some(TaskRow {
                     time: ev.time,
                     event: if *exec {
                         TaskEvent::Exec
@@ -761,14 +632,17 @@ impl App {
                     pid: *pid,
                     tid: *tid,
                     ppid,
-                    comm: Some(c),
-                    parent_comm: ppid.and_then(|p| self.tasks.name(p)),
+                    comm: Some(Comm::new(comm)),
+                    parent_comm: ppid.and_then(name),
                     lifetime: None,
-                });
+                })
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(row) = row {
+            self.push_task_row(row);
         }
-        self.push_log(ev);
+        self.push_log(ev, tasks);
     }
 
     fn push_task_row(&mut self, row: TaskRow) {
@@ -778,12 +652,10 @@ impl App {
         }
     }
 
-    fn push_log(&mut self, ev: Event) {
+    fn push_log(&mut self, ev: Event, tasks: &ProcessModel) {
         let seq = self.log_first_seq + self.log.len() as u64;
-        let keep = self.filtered.is_none()
-            || self
-                .filter
-                .matches_with(&ev, &self.tasks, &mut self.line_buf);
+        let keep =
+            self.filtered.is_none() || self.filter.matches_with(&ev, tasks, &mut self.line_buf);
         if self.log.len() >= self.cfg.history.max(1) {
             self.log.pop_front();
             self.log_first_seq += 1;
@@ -879,7 +751,6 @@ impl App {
                 self.top_total = self.top_acc.values().sum();
             }
             self.top_acc.clear();
-            self.tasks.evict(now);
         }
     }
 
@@ -1115,7 +986,8 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{EventDesc, TaskRecord};
+    use crate::event::EventDesc;
+    use crate::testkit::events::{batch, event, sample, task};
 
     const T0: u64 = 100 * NS;
 
@@ -1133,28 +1005,7 @@ mod tests {
     }
 
     fn ev(cpu: u32, pid: u32, time: u64, kind: EventKind) -> Event {
-        Event {
-            cpu,
-            pid,
-            tid: pid,
-            time,
-            id: 0,
-            kind,
-        }
-    }
-
-    fn sample(cpu: u32, pid: u32, time: u64, period: u64) -> Event {
-        ev(cpu, pid, time, EventKind::sample(1, period, 0))
-    }
-
-    fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
-        TaskRecord {
-            pid,
-            ppid,
-            tid: pid,
-            ptid: ppid,
-            time,
-        }
+        event(cpu, pid, pid, time, kind)
     }
 
     fn key(c: char) -> KeyEvent {
@@ -1271,7 +1122,6 @@ mod tests {
             evs.push(sample_of(switch, 1, t + 10 + k, 1));
         }
         app.on_events(evs);
-        app.flush();
         app.on_tick(T0 + 3 * NS);
         assert_eq!(app.rates.latest(0), Some(2e9), "the main event is cycles");
         assert_eq!(app.rates_of(1).and_then(|r| r.latest(0)), Some(3e9));
@@ -1356,9 +1206,13 @@ mod tests {
             ev(0, 5, T0 + 1, EventKind::Exit(task(5, 1, T0 + 1))),
             ev(0, 1, T0 + 2, EventKind::Fork(task(6, 1, T0 + 2))),
         ]);
-        assert_eq!(app.tasks.len(), 2);
-        app.on_tick(T0 + 20 * NS);
-        assert_eq!(app.tasks.len(), 1, "the live task stays");
+        assert_eq!(app.tasks().len(), 2);
+        // The pipeline's model forgets as the stream's time moves on.
+        app.feed(Chunk {
+            events: vec![],
+            watermark: T0 + 20 * NS,
+        });
+        assert_eq!(app.tasks().len(), 1, "the live task stays");
     }
 
     #[test]
@@ -1480,18 +1334,26 @@ mod tests {
 
     #[test]
     fn batches_go_through_time_order() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        let b = |cpu, evs: Vec<Event>, now, end| Batch {
-            cpu,
-            events: evs,
-            now,
-            end,
+        // The readers' batches reach the app through the pipeline, as in a run.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let opts = crate::pipeline::PipelineOptions {
+            seed: None,
+            ..Default::default()
         };
-        app.on_batch(b(1, vec![sample(1, 3, T0 + 20, 1)], T0 + 30, false));
-        app.on_batch(b(0, vec![sample(0, 3, T0 + 10, 1)], T0 + 30, true));
-        app.on_batch(b(1, vec![], T0 + 40, true));
-        assert!(app.all_ended());
-        app.flush();
+        let mut pipe = crate::pipeline::Pipeline::new(rx, &[0, 1], opts);
+        let mut app = App::new(cfg(RateUnit::Records, 100)).with_model(pipe.model().clone());
+        tx.send(batch(1, T0 + 30, vec![sample(1, 3, T0 + 20, 1)], false))
+            .unwrap();
+        tx.send(batch(0, T0 + 30, vec![sample(0, 3, T0 + 10, 1)], true))
+            .unwrap();
+        tx.send(batch(1, T0 + 40, vec![], true)).unwrap();
+        let first = pipe.batches().recv();
+        pipe.take(first);
+        while let Some(c) = pipe.next_chunk() {
+            app.on_chunk(c);
+        }
+        assert!(pipe.all_ended());
+        pipe.finish(std::time::Duration::ZERO);
         assert_eq!(app.log_len(), 2);
         assert_eq!(app.log_entry(0).unwrap().cpu, 0);
     }

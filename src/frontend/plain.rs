@@ -21,17 +21,16 @@
 //!   seconds.
 
 use std::io::{self, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, never, select, tick};
+use crossbeam_channel::{never, select};
 
 use crate::event::{Event, EventKind};
-use crate::merge::Reorder;
-use crate::monitor::Monitor;
 use crate::output::StdoutQueue;
-use crate::perf::reader::{Batch, collect_last_batches};
 use crate::perf::tracepoint::Value;
-use crate::signals::StopSignals;
+use crate::pipeline::Pipeline;
+use crate::process::ProcessModel;
+use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
 
 /// The line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,110 +300,76 @@ fn json_text(raw: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// Why a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// A signal asked perfwatch to stop.
-    Signal(i32),
-    /// `--duration` elapsed.
-    Duration,
-    /// The `-- COMMAND` exited with this status.
-    CommandExited(i32),
-    /// Every monitored task is gone (`-p`/`-t`), or every reader ended.
-    TargetsGone,
-    /// The reader of stdout went away (`| head`).
-    BrokenPipe,
-    /// A reader thread failed (see `Stats::failure`).
-    ReaderFailed,
-    /// The frontend itself panicked.
-    Panicked,
-}
-
-/// A predicate deciding which events are written.
-pub type EventFilter = Box<dyn FnMut(&Event) -> bool>;
+/// A predicate deciding which events are written; it may look tasks up in the model (as of
+/// the event's time).
+pub type EventFilter = Box<dyn FnMut(&Event, &ProcessModel) -> bool>;
 
 /// Options of a plain run.
 pub struct PlainOptions {
     pub format: Format,
-    pub duration: Option<Duration>,
-    /// Events kept back for ordering at most (bounds memory).
-    pub max_reorder: usize,
     /// A predicate on events; those it rejects are not written (counters still count them).
     pub filter: Option<EventFilter>,
     /// `--folded [FILE]`: fed with every event in time order (before `filter`, which it
     /// applies itself); with stdout as its output, no record is written.
     pub folded: Option<crate::folded::Folding>,
+    /// Where lines are formatted (reused).
+    buf: Vec<u8>,
 }
 
-/// How often the loop looks at signals, the clock and the command when no batch arrives.
-/// Readers send a batch at least every 250 ms, which wakes the loop too.
-const TICK: Duration = Duration::from_millis(200);
-/// How long to wait for the readers' last batches at shutdown.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+impl PlainOptions {
+    pub fn new(
+        format: Format,
+        filter: Option<EventFilter>,
+        folded: Option<crate::folded::Folding>,
+    ) -> PlainOptions {
+        PlainOptions {
+            format,
+            filter,
+            folded,
+            buf: Vec::with_capacity(OUT_BUFFER + 4096),
+        }
+    }
+}
 
-/// Run until stopped, writing every event to `out`.
+/// The longest the loop sleeps without a batch before it looks at signals and the command.
+/// Readers send a batch at least every idle poll timeout (250 ms), and those wake the loop
+/// anyway: it has no clock of its own to wake for, but for `--duration`'s end.
+const WAIT: Duration = Duration::from_millis(250);
+
+/// Run until stopped, writing every event the pipeline hands on to `out`.
 ///
-/// `rx` is the stream of batches: the monitor's own channel, or the output of a stage that
-/// filters it (the script stage). `out` never blocks: while its writer is behind, the loop
-/// takes no batches (the kernel rings take the strain) but still sees signals, the clock
-/// and the command; the caller finishes it with a bounded wait.
+/// `out` never blocks: while its writer is behind, the loop takes no batches (the kernel rings
+/// take the strain, and count what they cannot hold) but still sees signals, the clock and
+/// the command; the caller finishes it with a bounded wait.
 pub fn run(
-    mon: &mut Monitor,
-    rx: &Receiver<Batch>,
+    pipe: &mut Pipeline,
+    watched: &mut dyn Watched,
+    stop: &StopRule,
     mut opts: PlainOptions,
-    signals: &StopSignals,
     out: &mut StdoutQueue,
 ) -> io::Result<StopReason> {
-    let mut reorder = Reorder::new(&mon.info.cpus, opts.max_reorder);
-    let ticker = tick(TICK);
-    let start = Instant::now();
     let mut write_err: Option<io::Error> = None;
-    let format = opts.format;
-    let folded = opts.folded.take();
-    let records = !folded.as_ref().is_some_and(|f| f.replaces_records());
-    let mut emit = |ev: Event, out: &mut dyn Write, err: &mut Option<io::Error>| {
-        if let Some(f) = &folded {
-            f.observe(&ev);
-        }
-        if err.is_some() || !records {
-            return;
-        }
-        if let Some(f) = opts.filter.as_mut() {
-            if !f(&ev) {
-                return;
-            }
-        }
-        let mut w = out;
-        if let Err(e) = write_event(&mut w, &ev, format) {
-            *err = Some(e);
-        }
-    };
-
     let no_batches = never();
+    let no_chunks = never();
     let no_room = never();
     let reason = loop {
-        let mut wrote = false;
-        // A stalled reader of stdout: take no more batches until the writer catches up (and
+        // A stalled reader of stdout: take nothing more until the writer catches up (and
         // only then listen for it: a wake-up per chunk written would cost more than it saves).
         let has_room = out.has_room();
-        let batches = if has_room { rx } else { &no_batches };
+        let batches = if has_room {
+            pipe.batches()
+        } else {
+            &no_batches
+        };
+        let staged = if has_room { pipe.staged() } else { &no_chunks };
         let room = if has_room { &no_room } else { out.room() };
         select! {
-            recv(batches) -> msg => match msg {
-                Ok(b) => {
-                    reorder.push(b);
-                    // Take whatever else is queued before writing: fewer flushes.
-                    for b in rx.try_iter().take(64) {
-                        reorder.push(b);
-                    }
-                    reorder.pop_ready(|ev| { wrote = true; emit(ev, out, &mut write_err) });
-                }
-                Err(_) => break StopReason::TargetsGone,
-            },
+            recv(batches) -> msg => pipe.take(msg),
+            recv(staged) -> msg => pipe.take_staged(msg),
             recv(room) -> _ => {}
-            recv(ticker) -> _ => {}
+            default(stop.wait_at_most(WAIT)) => {}
         }
-        if wrote && write_err.is_none() {
+        if write_ready(pipe, &mut opts, out, &mut write_err) && write_err.is_none() {
             if let Err(e) = out.flush() {
                 write_err = Some(e);
             }
@@ -418,37 +383,18 @@ pub fn run(
             }
             return Err(e);
         }
-        if let Some(sig) = signals.pending() {
-            break StopReason::Signal(sig);
-        }
-        if mon.stats.failure().is_some() {
-            break StopReason::ReaderFailed;
-        }
-        crate::debug_panic_point("frontend");
-        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
-            break StopReason::Duration;
-        }
-        if let Some(status) = mon.command_exit() {
-            break StopReason::CommandExited(status);
-        }
-        if reorder.all_ended() {
-            break StopReason::TargetsGone;
+        if let Some(reason) = stop.check(watched, pipe.all_ended()) {
+            break reason;
         }
     };
 
-    mon.request_stop();
+    watched.request_stop();
     if reason == StopReason::BrokenPipe {
         return Ok(reason);
     }
-    // Collect the readers' last batches, then write out everything that is left.
-    collect_last_batches(
-        rx,
-        SHUTDOWN_GRACE,
-        &mut reorder,
-        Reorder::all_ended,
-        Reorder::push,
-    );
-    reorder.flush(|ev| emit(ev, out, &mut write_err));
+    // The readers' last batches and whatever is held, then written out.
+    pipe.finish(SHUTDOWN_GRACE);
+    write_ready(pipe, &mut opts, out, &mut write_err);
     if write_err.is_none() {
         if let Err(e) = out.flush() {
             write_err = Some(e);
@@ -463,6 +409,72 @@ pub fn run(
         None => Ok(reason),
     }
 }
+
+/// Write the chunks that are ready; true when something was written. Lines are formatted
+/// into one buffer per chunk (no per-line copy, one write per 64 KiB). After a write error
+/// the rest is dropped (the caller stops).
+fn write_ready(
+    pipe: &mut Pipeline,
+    opts: &mut PlainOptions,
+    out: &mut impl Write,
+    err: &mut Option<io::Error>,
+) -> bool {
+    let mut wrote = false;
+    let model = pipe.model().clone();
+    let mut buf = std::mem::take(&mut opts.buf);
+    let records = !opts.folded.as_ref().is_some_and(|f| f.replaces_records());
+    while let Some(chunk) = pipe.next_chunk() {
+        if let Some(folded) = &opts.folded {
+            let tasks = model.read();
+            for ev in &chunk.events {
+                folded.observe(ev, &*tasks);
+            }
+        }
+        if err.is_none() && records {
+            // One read lock per chunk, and only when a filter looks at the model.
+            let tasks = opts.filter.is_some().then(|| model.read());
+            for ev in &chunk.events {
+                if let (Some(f), Some(tasks)) = (opts.filter.as_mut(), tasks.as_deref()) {
+                    if !f(ev, tasks) {
+                        continue;
+                    }
+                }
+                wrote = true;
+                match opts.format {
+                    Format::Plain => {
+                        ev.write_line(&mut buf);
+                        buf.push(b'\n');
+                    }
+                    // Into a Vec: cannot fail.
+                    Format::Json => {
+                        let _ = write_json(&mut buf, ev);
+                    }
+                }
+                if buf.len() >= OUT_BUFFER {
+                    if let Err(e) = out.write_all(&buf) {
+                        *err = Some(e);
+                    }
+                    buf.clear();
+                    if err.is_some() {
+                        break;
+                    }
+                }
+            }
+            if err.is_none() && !buf.is_empty() {
+                if let Err(e) = out.write_all(&buf) {
+                    *err = Some(e);
+                }
+            }
+            buf.clear();
+        }
+        pipe.recycle(chunk.events);
+    }
+    opts.buf = buf;
+    wrote
+}
+
+/// Bytes of lines formatted before they are written.
+const OUT_BUFFER: usize = 1 << 16;
 
 #[cfg(test)]
 mod tests {
@@ -500,7 +512,8 @@ mod tests {
     #[test]
     fn json_tracepoint_fields_are_typed() {
         use crate::event::EventDesc;
-        use crate::perf::tracepoint::{Format, craft};
+        use crate::perf::tracepoint::Format;
+        use crate::testkit::tracepoints as craft;
         let desc = EventDesc {
             index: 1,
             name: "sched:sched_switch",
@@ -559,6 +572,7 @@ mod tests {
                     ino_generation: 0,
                     prot: 5,
                     flags: 2,
+                    build_id: None,
                 }),
             })),
         };
@@ -612,6 +626,7 @@ mod tests {
                 ino_generation: 0,
                 prot: 5,
                 flags: 2,
+                build_id: None,
             })),
             EventKind::Lost { id: 7, lost: 3 },
             EventKind::LostSamples { lost: 3 },
@@ -671,7 +686,8 @@ mod tests {
     /// kmem:kmalloc does) and a size.
     fn pointer_tracepoint_sample(ptr: u64) -> EventKind {
         use crate::event::EventDesc;
-        use crate::perf::tracepoint::{Format, craft};
+        use crate::perf::tracepoint::Format;
+        use crate::testkit::tracepoints as craft;
         const KMALLOC: &str = "name: kmalloc
 ID: 500
 format:

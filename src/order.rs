@@ -1,0 +1,558 @@
+//! The ordering stage: the per-CPU streams put into one time order, once, for everything
+//! downstream (the process model, the script stage, the frontends), which never reorders.
+//!
+//! Each reader sends its CPU's records in [`Batch`]es with `now`, the clock just before it
+//! loaded the ring's head. Once every live CPU has reported a `now` past time T (less
+//! [`SLACK_NS`] for records that were stamped but not yet published), no record older than T
+//! can still arrive, and every buffered event up to T goes out, in order, in a [`Chunk`] that
+//! says so (its watermark). The window is bounded in time (a CPU that has not reported for
+//! [`MAX_WAIT_NS`] no longer holds the others back) and in size (past `max_buffered` events
+//! the oldest go out regardless). An event that arrives after newer ones went out is passed
+//! on at once and counted in [`OrderingStage::late`].
+//!
+//! A CPU's records come nearly sorted (a ring is written in order; only records written from
+//! interrupt context can overtake one another by a little), so each CPU keeps a sorted queue
+//! and a chunk is a k-way merge of their heads: one comparison per event for two CPUs,
+//! `log k` for k, and each event is moved twice (into its queue, out into the chunk).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::event::Event;
+
+/// Slack for records stamped before a reader's `now` but published after it.
+pub const SLACK_NS: u64 = 10_000_000;
+/// The longest a quiet or slow CPU can hold back the others.
+pub const MAX_WAIT_NS: u64 = 1_000_000_000;
+
+/// Events from one CPU, in the order the kernel wrote them: what a reader sends.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub cpu: u32,
+    pub events: Vec<Event>,
+    /// The events' clock, read just before `data_head` was loaded: every record this CPU
+    /// writes later carries a time close to or after this. Readers send a batch (possibly
+    /// empty) at least every idle poll timeout, so that a quiet CPU can be told from a slow
+    /// one.
+    pub now: u64,
+    /// The last batch of this CPU: its reader has ended.
+    pub end: bool,
+}
+
+/// Events of every CPU in time order: what the ordering stage emits and every stage after
+/// it consumes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    pub events: Vec<Event>,
+    /// The chunk completes the stream up to this time: every event stamped at or before it
+    /// has been emitted, in this chunk or an earlier one (except events that arrive late,
+    /// which are counted). `u64::MAX` once every reader has ended and all is out.
+    pub watermark: u64,
+}
+
+/// One CPU's queue: its events not yet emitted, sorted by time, and its reader's clock.
+#[derive(Debug)]
+struct CpuQueue {
+    cpu: u32,
+    now: u64,
+    ended: bool,
+    events: VecDeque<Event>,
+}
+
+impl CpuQueue {
+    fn new(cpu: u32) -> CpuQueue {
+        CpuQueue {
+            cpu,
+            now: 0,
+            ended: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Add a batch, keeping the queue sorted (stable: equal times keep their order).
+    /// Returns the buffer that is no longer needed (the batch's, or the queue's old one).
+    fn add(&mut self, mut events: Vec<Event>) -> Vec<Event> {
+        if events.is_empty() {
+            return events;
+        }
+        if !events.is_sorted_by_key(|e| e.time) {
+            events.sort_by_key(|e| e.time);
+        }
+        let first = events[0].time;
+        if self.events.is_empty() {
+            // Adopt the batch's buffer rather than copy it.
+            let old = std::mem::replace(&mut self.events, VecDeque::from(events));
+            return Vec::from(old);
+        }
+        let overlaps = self.events.back().is_some_and(|l| l.time > first);
+        self.events.extend(events.drain(..));
+        if overlaps {
+            // A record of this batch is older than one of the last: merge the tail that
+            // overlaps (rare, and short).
+            let slice = self.events.make_contiguous();
+            let from = slice.partition_point(|e| e.time <= first);
+            slice[from..].sort_by_key(|e| e.time);
+        }
+        events
+    }
+}
+
+/// Event buffers going back from the ordering stage to the readers: a storm's batches reuse
+/// memory that is already mapped rather than fault in fresh pages for each one.
+#[derive(Clone, Debug)]
+pub struct BufferPool {
+    tx: Sender<Vec<Event>>,
+    rx: Receiver<Vec<Event>>,
+}
+
+/// A buffer larger than this (in events) is not kept: a burst's memory is given back.
+const POOLED_MAX: usize = 1 << 14;
+
+impl BufferPool {
+    /// A pool that holds at most `n` buffers.
+    pub fn new(n: usize) -> BufferPool {
+        let (tx, rx) = crossbeam_channel::bounded(n.max(1));
+        BufferPool { tx, rx }
+    }
+
+    /// An empty buffer with room for `capacity` events, reused when the pool has one.
+    pub fn take(&self, capacity: usize) -> Vec<Event> {
+        match self.rx.try_recv() {
+            Ok(mut v) => {
+                v.reserve(capacity);
+                v
+            }
+            Err(_) => Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Give a buffer back (its events are dropped); kept when there is room and it is worth
+    /// keeping.
+    pub fn give(&self, mut v: Vec<Event>) {
+        if v.capacity() == 0 || v.capacity() > POOLED_MAX {
+            return;
+        }
+        v.clear();
+        let _ = self.tx.try_send(v);
+    }
+}
+
+/// The ordering stage's state: one sorted queue per CPU, the window's bounds and counts.
+#[derive(Debug)]
+pub struct OrderingStage {
+    cpus: Vec<CpuQueue>,
+    buffered: usize,
+    max_buffered: usize,
+    last_emitted: u64,
+    watermark: u64,
+    late: u64,
+    /// Scratch for the merge: (head time, queue) of the queues taking part.
+    heads: BinaryHeap<Reverse<(u64, usize)>>,
+    take: Vec<usize>,
+}
+
+impl OrderingStage {
+    /// `cpus`: the CPUs whose readers will send batches (a batch of another CPU adds it).
+    pub fn new(cpus: &[u32], max_buffered: usize) -> OrderingStage {
+        OrderingStage {
+            cpus: cpus.iter().map(|&c| CpuQueue::new(c)).collect(),
+            buffered: 0,
+            max_buffered: max_buffered.max(1),
+            last_emitted: 0,
+            watermark: 0,
+            late: 0,
+            heads: BinaryHeap::new(),
+            take: Vec::new(),
+        }
+    }
+
+    /// Events held for ordering.
+    pub fn len(&self) -> usize {
+        self.buffered
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buffered == 0
+    }
+
+    /// True when every CPU's reader has ended.
+    pub fn all_ended(&self) -> bool {
+        self.cpus.iter().all(|c| c.ended)
+    }
+
+    /// Every reader is gone (their channel closed): nothing more will come.
+    pub fn end_all(&mut self) {
+        for q in &mut self.cpus {
+            q.ended = true;
+        }
+    }
+
+    /// Events that were emitted after a newer one had already gone out.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// The time up to which the stream is complete (what the last chunk said).
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    /// Take a reader's batch; returns the buffer that is no longer needed (for a
+    /// [`BufferPool`]).
+    pub fn push(&mut self, batch: Batch) -> Vec<Event> {
+        let i = match self.cpus.iter().position(|c| c.cpu == batch.cpu) {
+            Some(i) => i,
+            None => {
+                self.cpus.push(CpuQueue::new(batch.cpu));
+                self.cpus.len() - 1
+            }
+        };
+        let q = &mut self.cpus[i];
+        q.now = q.now.max(batch.now);
+        q.ended |= batch.end;
+        self.buffered += batch.events.len();
+        q.add(batch.events)
+    }
+
+    /// The time up to which no more records can arrive.
+    fn safe_time(&self) -> u64 {
+        let live = self.cpus.iter().filter(|c| !c.ended);
+        let (min, max) = live.fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c.now), hi.max(c.now)));
+        if min == u64::MAX {
+            return u64::MAX; // every reader ended: nothing more can come
+        }
+        min.max(max.saturating_sub(MAX_WAIT_NS))
+            .saturating_sub(SLACK_NS)
+    }
+
+    /// Append to `out`, oldest first, every event that can no longer be overtaken (and the
+    /// oldest beyond that while more than `max_buffered` are held). Returns the watermark
+    /// the emitted events complete the stream to.
+    pub fn pop_ready(&mut self, out: &mut Vec<Event>) -> u64 {
+        let safe = self.safe_time();
+        let all = self.all_ended();
+        self.emit(safe, self.max_buffered, out);
+        // Once every reader has ended and all is out, the stream is complete.
+        let wm = if all && self.buffered == 0 {
+            u64::MAX
+        } else {
+            safe
+        };
+        self.watermark = self.watermark.max(wm);
+        self.watermark
+    }
+
+    /// Append everything still held to `out`, in order (at shutdown).
+    pub fn flush(&mut self, out: &mut Vec<Event>) -> u64 {
+        self.emit(u64::MAX, 0, out);
+        if self.all_ended() {
+            self.watermark = u64::MAX;
+        }
+        self.watermark
+    }
+
+    /// [`OrderingStage::pop_ready`] as a [`Chunk`] (`None` when it would be empty and the
+    /// watermark did not move).
+    pub fn next_chunk(&mut self) -> Option<Chunk> {
+        let before = self.watermark;
+        let mut events = Vec::new();
+        let watermark = self.pop_ready(&mut events);
+        (!events.is_empty() || watermark != before).then_some(Chunk { events, watermark })
+    }
+
+    /// Emit the events up to `upto`, then the oldest until at most `keep` are held.
+    fn emit(&mut self, upto: u64, keep: usize, out: &mut Vec<Event>) {
+        // How many to take from each queue: by time first...
+        self.take.clear();
+        let mut n = 0;
+        for q in &self.cpus {
+            let k = if upto == u64::MAX {
+                q.events.len()
+            } else {
+                q.events.partition_point(|e| e.time <= upto)
+            };
+            self.take.push(k);
+            n += k;
+        }
+        // ...then the oldest of the rest, while too many are held.
+        if self.buffered - n > keep {
+            self.heads.clear();
+            for (i, q) in self.cpus.iter().enumerate() {
+                if let Some(e) = q.events.get(self.take[i]) {
+                    self.heads.push(Reverse((e.time, i)));
+                }
+            }
+            while self.buffered - n > keep {
+                let Some(Reverse((_, i))) = self.heads.pop() else {
+                    break;
+                };
+                self.take[i] += 1;
+                n += 1;
+                if let Some(e) = self.cpus[i].events.get(self.take[i]) {
+                    self.heads.push(Reverse((e.time, i)));
+                }
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        self.buffered -= n;
+        out.reserve(n);
+        // The merge: the queue with the oldest head gives events while its head is not
+        // newer than the next queue's (ties go to the lower queue, so equal times keep
+        // CPU order).
+        self.heads.clear();
+        for (i, q) in self.cpus.iter().enumerate() {
+            if self.take[i] > 0 {
+                self.heads.push(Reverse((q.events[0].time, i)));
+            }
+        }
+        while let Some(Reverse((_, i))) = self.heads.pop() {
+            let bound = self.heads.peek().map(|Reverse(h)| *h);
+            let q = &mut self.cpus[i];
+            let mut left = self.take[i];
+            while left > 0 {
+                let Some(ev) = q.events.pop_front() else {
+                    left = 0;
+                    break;
+                };
+                left -= 1;
+                if ev.time < self.last_emitted {
+                    self.late += 1;
+                } else {
+                    self.last_emitted = ev.time;
+                }
+                out.push(ev);
+                match (q.events.front(), bound) {
+                    (Some(next), Some(b)) if left > 0 && (next.time, i) > b => break,
+                    _ => {}
+                }
+            }
+            self.take[i] = left;
+            if left > 0 {
+                if let Some(next) = q.events.front() {
+                    self.heads.push(Reverse((next.time, i)));
+                }
+            }
+        }
+        for q in &mut self.cpus {
+            if q.events.is_empty() && q.events.capacity() > 1 << 16 {
+                // Give back what a burst made a queue grow to.
+                q.events = VecDeque::new();
+            }
+        }
+    }
+}
+
+/// At shutdown (after the stop request): hand `take` the readers' last batches until `ended`
+/// says every reader has sent its final one, the channel closes, or `grace` runs out; then
+/// whatever is still queued. Batches a reader cannot send after that are counted as dropped
+/// by the reader when the channel closes.
+pub fn collect_last_batches<T>(
+    rx: &Receiver<Batch>,
+    grace: Duration,
+    state: &mut T,
+    ended: impl Fn(&T) -> bool,
+    mut take: impl FnMut(&mut T, Batch),
+) {
+    let deadline = std::time::Instant::now() + grace;
+    while !ended(state) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok(b) => take(state, b),
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+    for b in rx.try_iter() {
+        take(state, b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::events::lost_samples as ev;
+
+    fn batch(cpu: u32, now: u64, times: &[u64]) -> Batch {
+        Batch {
+            cpu,
+            events: times.iter().map(|&t| ev(cpu, t)).collect(),
+            now,
+            end: false,
+        }
+    }
+
+    fn drain(r: &mut OrderingStage) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        r.pop_ready(&mut out);
+        out.iter().map(|e| (e.cpu, e.time)).collect()
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn merges_two_cpus_in_time_order() {
+        let mut r = OrderingStage::new(&[0, 1], 1000);
+        r.push(batch(0, 100 * MS, &[10 * MS, 30 * MS, 50 * MS]));
+        // CPU 1 has not reported: nothing can be emitted yet.
+        assert!(drain(&mut r).is_empty());
+        r.push(batch(1, 100 * MS, &[20 * MS, 40 * MS, 95 * MS]));
+        // Watermark is 100ms - slack: 95ms waits.
+        assert_eq!(
+            drain(&mut r),
+            vec![
+                (0, 10 * MS),
+                (1, 20 * MS),
+                (0, 30 * MS),
+                (1, 40 * MS),
+                (0, 50 * MS)
+            ]
+        );
+        assert_eq!(r.watermark(), 90 * MS);
+        r.push(batch(0, 200 * MS, &[150 * MS]));
+        r.push(batch(1, 200 * MS, &[]));
+        assert_eq!(drain(&mut r), vec![(1, 95 * MS), (0, 150 * MS)]);
+        assert_eq!(r.late(), 0);
+    }
+
+    #[test]
+    fn quiet_cpu_reports_with_empty_batches() {
+        let mut r = OrderingStage::new(&[0, 1], 1000);
+        r.push(batch(0, 100 * MS, &[10 * MS]));
+        r.push(batch(1, 100 * MS, &[]));
+        assert_eq!(drain(&mut r), vec![(0, 10 * MS)]);
+    }
+
+    #[test]
+    fn a_silent_cpu_holds_back_at_most_max_wait() {
+        let mut r = OrderingStage::new(&[0, 1], 1000);
+        r.push(batch(0, 3_000 * MS, &[10 * MS, 1_500 * MS, 2_500 * MS]));
+        // CPU 1 never reported: events older than 3s - 1s - slack go out.
+        assert_eq!(drain(&mut r), vec![(0, 10 * MS), (0, 1_500 * MS)]);
+    }
+
+    #[test]
+    fn ended_cpus_do_not_hold_back_and_late_events_are_counted() {
+        let mut r = OrderingStage::new(&[0, 1], 1000);
+        r.push(Batch {
+            cpu: 1,
+            events: vec![],
+            now: 0,
+            end: true,
+        });
+        r.push(batch(0, 100 * MS, &[50 * MS]));
+        assert_eq!(drain(&mut r), vec![(0, 50 * MS)]);
+        r.push(batch(0, 110 * MS, &[40 * MS]));
+        assert_eq!(drain(&mut r), vec![(0, 40 * MS)]);
+        assert_eq!(r.late(), 1);
+        r.push(Batch {
+            cpu: 0,
+            events: vec![ev(0, 500 * MS)],
+            now: 110 * MS,
+            end: true,
+        });
+        assert!(r.all_ended());
+        assert_eq!(drain(&mut r), vec![(0, 500 * MS)]);
+        assert_eq!(r.watermark(), u64::MAX, "all ended and out: complete");
+    }
+
+    #[test]
+    fn buffer_is_bounded() {
+        let mut r = OrderingStage::new(&[0, 1], 2);
+        r.push(batch(0, 0, &[5, 3, 4, 1]));
+        // Nothing is safe by time, but only 2 may stay buffered.
+        assert_eq!(drain(&mut r), vec![(0, 1), (0, 3)]);
+        assert_eq!(r.len(), 2);
+        let mut rest = Vec::new();
+        r.flush(&mut rest);
+        assert_eq!(rest.iter().map(|e| e.time).collect::<Vec<_>>(), vec![4, 5]);
+    }
+
+    #[test]
+    fn equal_times_keep_arrival_order() {
+        let mut r = OrderingStage::new(&[0], 10);
+        let mut evs = vec![ev(0, 7), ev(0, 7), ev(0, 7)];
+        for (i, e) in evs.iter_mut().enumerate() {
+            e.id = i as u64;
+        }
+        r.push(Batch {
+            cpu: 0,
+            events: evs,
+            now: 0,
+            end: true,
+        });
+        let mut out = Vec::new();
+        r.pop_ready(&mut out);
+        assert_eq!(out.iter().map(|e| e.id).collect::<Vec<_>>(), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_batch_older_than_its_queue_is_merged_into_it() {
+        let mut r = OrderingStage::new(&[0, 1], 1000);
+        r.push(batch(0, 10 * MS, &[30 * MS, 10 * MS, 20 * MS]));
+        r.push(batch(0, 20 * MS, &[25 * MS, 40 * MS]));
+        r.push(batch(1, 1_000 * MS, &[15 * MS]));
+        r.push(batch(0, 1_000 * MS, &[]));
+        assert_eq!(
+            drain(&mut r),
+            vec![
+                (0, 10 * MS),
+                (1, 15 * MS),
+                (0, 20 * MS),
+                (0, 25 * MS),
+                (0, 30 * MS),
+                (0, 40 * MS)
+            ]
+        );
+        assert_eq!(r.late(), 0);
+    }
+
+    #[test]
+    fn chunks_say_what_they_complete_and_many_cpus_merge_in_order() {
+        let cpus: Vec<u32> = (0..24).collect();
+        let mut r = OrderingStage::new(&cpus, 1 << 20);
+        assert_eq!(r.next_chunk(), None, "nothing known yet");
+        // Every CPU sends interleaved times; a pseudo-random walk so that runs vary.
+        let mut x = 7u64;
+        let mut all = Vec::new();
+        for round in 0..20u64 {
+            for &c in &cpus {
+                let mut times: Vec<u64> = (0..5)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        round * 100 * MS + (x >> 33) % (100 * MS)
+                    })
+                    .collect();
+                times.sort();
+                all.extend(times.iter().copied());
+                r.push(batch(c, (round + 1) * 100 * MS, &times));
+            }
+            if let Some(chunk) = r.next_chunk() {
+                assert!(chunk.events.iter().all(|e| e.time <= chunk.watermark));
+                assert!(chunk.events.is_sorted_by_key(|e| e.time));
+            }
+        }
+        let mut out = Vec::new();
+        r.flush(&mut out);
+        assert!(out.is_sorted_by_key(|e| e.time));
+        assert_eq!(r.late(), 0);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_cpu_joins_the_order() {
+        let mut r = OrderingStage::new(&[0], 1000);
+        r.push(batch(0, 100 * MS, &[10 * MS]));
+        r.push(batch(3, 50 * MS, &[5 * MS, 45 * MS]));
+        assert_eq!(drain(&mut r), vec![(3, 5 * MS), (0, 10 * MS)]);
+    }
+}

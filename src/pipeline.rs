@@ -1,0 +1,619 @@
+//! The middle of perfwatch: from the readers' batches to the ordered chunks a frontend shows.
+//!
+//! ```text
+//!  reader 0 ─┐                 ┌─────────── the frontend's thread ───────────────┐
+//!  reader 1 ─┼─► Batch channel ─► OrderingStage ─► ProcessModel ─┬──────────────► frontend
+//!  reader N ─┘    (bounded)    │  (one window,     (the writer:   │               (TUI, plain,
+//!                              │   one clock        one lock per  └─► script ──┐    json; never
+//!                              │   table)           chunk)            stage    │    reorders)
+//!                              └────────────────────────────◄── Chunk channel ◄┘
+//! ```
+//!
+//! A [`Pipeline`] lives in the thread of the frontend that reads it. Each turn of the
+//! frontend's loop hands it what its `select!` received ([`Pipeline::take`]) and takes the
+//! chunks that are ready ([`Pipeline::next`]). The ordering stage runs there; each chunk it
+//! emits updates the process model (the model's only writer), then goes either straight to
+//! the frontend or, with `--script`, to the script stage (its own threads: the pump and the
+//! Python worker), which hands chunks back in the same order. Readers of the model on other
+//! threads (the Python worker, later the symbolizer) share its [`ModelHandle`] and look
+//! things up as of an event's time, so a model a chunk ahead of them answers as it should.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
+
+use crate::event::Event;
+use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
+use crate::process::proc::{self, SeedOptions, SeedProcess};
+use crate::process::{ModelHandle, ProcessModel};
+
+/// Events the ordering window holds at most (its memory bound: about 80 bytes each).
+pub const MAX_REORDER: usize = 1 << 18;
+/// Queued batches taken in one turn before chunks go out: fewer, larger chunks.
+const BATCHES_PER_TURN: usize = 64;
+/// Chunks waiting for room in the script stage's queue before batches are no longer taken.
+const STAGE_BACKLOG: usize = 64;
+/// Command lines read after execs per second at most (each is two small `/proc` reads).
+const ARGV_PER_SECOND: u32 = 500;
+/// How long the shutdown waits for a `/proc` snapshot still being read.
+const SEED_WAIT: Duration = Duration::from_secs(2);
+
+/// How the pipeline is set up.
+#[derive(Clone, Debug)]
+pub struct PipelineOptions {
+    /// Events the ordering window holds at most.
+    pub max_reorder: usize,
+    /// Keep the process model. It is kept for its readers (the TUI, scripts, a filter on
+    /// names, the symbolizer); a run without any (`--plain` as it is) does not pay for it.
+    pub model: bool,
+    /// What to read from `/proc` at start (`None`: nothing, for tests).
+    pub seed: Option<SeedOptions>,
+    /// Read each exec'd process's command line (best effort, rate-limited).
+    pub argv: bool,
+    /// Where `/proc` is.
+    pub proc_root: PathBuf,
+    /// Where the readers' emptied buffers go back to (the monitor's), if anywhere.
+    pub pool: Option<BufferPool>,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> PipelineOptions {
+        PipelineOptions {
+            max_reorder: MAX_REORDER,
+            model: true,
+            seed: Some(SeedOptions {
+                maps: true,
+                argv: false,
+            }),
+            argv: false,
+            proc_root: PathBuf::from("/proc"),
+            pool: None,
+        }
+    }
+}
+
+/// The script stage as the pipeline sees it: ordered chunks go in, the same chunks (less
+/// what the scripts filtered out) come back in the same order.
+pub struct StageLink {
+    pub to: Sender<Chunk>,
+    pub from: Receiver<Chunk>,
+}
+
+/// The ordering stage, the model's writer and the link to the script stage.
+pub struct Pipeline {
+    rx: Receiver<Batch>,
+    no_batches: Receiver<Batch>,
+    order: OrderingStage,
+    model: ModelHandle,
+    opts: PipelineOptions,
+    stage: Option<StageLink>,
+    no_chunks: Receiver<Chunk>,
+    /// Chunks for the script stage that did not fit its queue yet.
+    to_stage: VecDeque<Chunk>,
+    /// Chunks for the frontend.
+    out: VecDeque<Chunk>,
+    readers_gone: bool,
+    /// The script stage has ended (after the pipeline closed its input).
+    stage_done: bool,
+    /// The watermark of the last chunk the script stage handed back: `u64::MAX` once it has
+    /// handed back the end of the stream.
+    staged_watermark: u64,
+    /// Spare event buffers (from chunks the frontend gave back).
+    spare: Vec<Vec<Event>>,
+    argv_window: (Instant, u32),
+    /// The `/proc` snapshot being read: the model learns it before the first chunk.
+    seed: Option<Receiver<Vec<SeedProcess>>>,
+    /// Chunks out of the ordering stage, waiting for the snapshot.
+    held: VecDeque<Chunk>,
+    held_events: usize,
+}
+
+impl Pipeline {
+    /// A pipeline over the readers' channel `rx` for `cpus`. Reads `/proc` now (what existed
+    /// before the events were enabled; call it after they are): the model's first update.
+    pub fn new(rx: Receiver<Batch>, cpus: &[u32], opts: PipelineOptions) -> Pipeline {
+        let mut model = ProcessModel::new();
+        model.collect_execs(opts.argv);
+        let seed = opts.seed.clone().filter(|_| opts.model).and_then(|what| {
+            // Read /proc on a thread of its own: on a busy machine it can take a while, and
+            // the readers' batches must keep being taken meanwhile.
+            let (tx, rx) = bounded(1);
+            let (root, opts2) = (opts.proc_root.clone(), what.clone());
+            let spawned = std::thread::Builder::new()
+                .name("perfwatch-seed".into())
+                .spawn(move || {
+                    let _ = tx.send(proc::snapshot(&root, &opts2));
+                });
+            match spawned {
+                Ok(_) => Some(rx),
+                Err(_) => {
+                    model.seed(proc::snapshot(&opts.proc_root, &what));
+                    None
+                }
+            }
+        });
+        Pipeline {
+            rx,
+            no_batches: never(),
+            order: OrderingStage::new(cpus, opts.max_reorder),
+            model: ModelHandle::new(model),
+            opts,
+            stage: None,
+            no_chunks: never(),
+            to_stage: VecDeque::new(),
+            out: VecDeque::new(),
+            readers_gone: false,
+            stage_done: false,
+            staged_watermark: 0,
+            spare: Vec::new(),
+            argv_window: (Instant::now(), 0),
+            seed,
+            held: VecDeque::new(),
+            held_events: 0,
+        }
+    }
+
+    /// Put the script stage between the model and the frontend.
+    pub fn with_stage(mut self, link: StageLink) -> Pipeline {
+        self.stage = Some(link);
+        self
+    }
+
+    /// The model, for readers (the frontend, the script module, the symbolizer).
+    pub fn model(&self) -> &ModelHandle {
+        &self.model
+    }
+
+    /// What the frontend's `select!` waits on for batches (`never` once the readers are
+    /// gone, or while the script stage is too far behind to take more).
+    pub fn batches(&self) -> &Receiver<Batch> {
+        if self.readers_gone || self.to_stage.len() >= STAGE_BACKLOG {
+            &self.no_batches
+        } else {
+            &self.rx
+        }
+    }
+
+    /// What the frontend's `select!` waits on for chunks the script stage hands back
+    /// (`never` without scripts).
+    pub fn staged(&self) -> &Receiver<Chunk> {
+        match &self.stage {
+            Some(l) if !self.stage_done => &l.from,
+            _ => &self.no_chunks,
+        }
+    }
+
+    /// A batch (or the channel's end) from [`Pipeline::batches`]; queued ones are taken
+    /// with it.
+    pub fn take(&mut self, msg: Result<Batch, RecvError>) {
+        self.poll_seed(false);
+        match msg {
+            Ok(b) => {
+                let spare = self.order.push(b);
+                self.give(spare);
+                for _ in 0..BATCHES_PER_TURN {
+                    let Ok(b) = self.rx.try_recv() else { break };
+                    let spare = self.order.push(b);
+                    self.give(spare);
+                }
+                self.order_ready();
+            }
+            Err(_) => self.readers_ended(),
+        }
+    }
+
+    /// A chunk (or the end) from [`Pipeline::staged`].
+    pub fn take_staged(&mut self, msg: Result<Chunk, RecvError>) {
+        match msg {
+            Ok(c) => {
+                self.staged_watermark = self.staged_watermark.max(c.watermark);
+                self.out.push_back(c);
+            }
+            Err(_) => self.stage_done = true,
+        }
+    }
+
+    /// The next chunk for the frontend, in order.
+    pub fn next_chunk(&mut self) -> Option<Chunk> {
+        self.poll_seed(false);
+        self.feed_stage();
+        self.out.pop_front()
+    }
+
+    /// Apply the `/proc` snapshot once it has been read (or, with `wait`, wait for it), then
+    /// the chunks that waited for it.
+    fn poll_seed(&mut self, wait: bool) {
+        let Some(rx) = &self.seed else { return };
+        let got = if wait {
+            rx.recv_timeout(SEED_WAIT).ok()
+        } else {
+            match rx.try_recv() {
+                Ok(s) => Some(s),
+                Err(crossbeam_channel::TryRecvError::Empty) => return,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => None,
+            }
+        };
+        self.seed = None;
+        if let Some(snapshot) = got {
+            self.model.write().seed(snapshot);
+        }
+        self.held_events = 0;
+        while let Some(c) = self.held.pop_front() {
+            self.publish(c);
+        }
+    }
+
+    /// Give a chunk's buffer back for reuse (optional).
+    pub fn recycle(&mut self, mut events: Vec<Event>) {
+        if self.spare.len() < 4 && events.capacity() <= 1 << 16 {
+            events.clear();
+            self.spare.push(events);
+        } else {
+            self.give(events);
+        }
+    }
+
+    /// A buffer for a chunk: a spare one, else one from the readers' pool.
+    fn buffer(&mut self) -> Vec<Event> {
+        match (self.spare.pop(), &self.opts.pool) {
+            (Some(v), _) => v,
+            (None, Some(pool)) => pool.take(0),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// A buffer goes back to the readers.
+    fn give(&self, events: Vec<Event>) {
+        if let Some(pool) = &self.opts.pool {
+            pool.give(events);
+        }
+    }
+
+    /// True once every reader has ended and every event has gone out to the frontend (with
+    /// scripts: the stage has handed back the end of the stream).
+    pub fn all_ended(&self) -> bool {
+        self.order.all_ended()
+            && self.order.is_empty()
+            && self.to_stage.is_empty()
+            && self.out.is_empty()
+            && (self.stage.is_none() || self.stage_done || self.staged_watermark == u64::MAX)
+    }
+
+    /// Events that arrived after newer ones had gone out (a reader that lagged behind the
+    /// ordering window).
+    pub fn late(&self) -> u64 {
+        self.order.late()
+    }
+
+    /// At shutdown, once the readers were asked to stop: take their last batches (for at
+    /// most `grace`), let out everything held, and wait (within the same grace) for the
+    /// script stage to hand back what it holds. The chunks are then in [`Pipeline::next`].
+    pub fn finish(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        self.poll_seed(true);
+        if !self.readers_gone {
+            collect_last_batches(
+                &self.rx,
+                grace,
+                &mut self.order,
+                OrderingStage::all_ended,
+                |o, b| drop(o.push(b)),
+            );
+        }
+        self.flush();
+        let Some(link) = self.stage.take() else {
+            return;
+        };
+        // Hand the stage the rest, then close its input: it hands back everything and ends.
+        while let Some(c) = self.to_stage.pop_front() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if link.to.send_timeout(c, left).is_err() {
+                break;
+            }
+        }
+        let StageLink { to, from } = link;
+        drop(to);
+        while !self.stage_done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match from.recv_timeout(left.max(Duration::from_millis(1))) {
+                Ok(c) => self.take_staged(Ok(c)),
+                Err(_) => self.stage_done = true,
+            }
+            if left.is_zero() {
+                break;
+            }
+        }
+    }
+
+    fn readers_ended(&mut self) {
+        // No more batches can come, whatever the last ones said.
+        self.readers_gone = true;
+        self.order.end_all();
+        self.flush();
+    }
+
+    /// Let out everything the ordering stage holds.
+    fn flush(&mut self) {
+        let mut events = self.buffer();
+        let before = self.order.watermark();
+        let wm = self.order.flush(&mut events);
+        if !events.is_empty() || wm != before {
+            self.publish(Chunk {
+                events,
+                watermark: wm,
+            });
+        }
+    }
+
+    fn order_ready(&mut self) {
+        let mut events = self.buffer();
+        let before = self.order.watermark();
+        let wm = self.order.pop_ready(&mut events);
+        if events.is_empty() && wm == before {
+            self.spare.push(events);
+            return;
+        }
+        self.publish(Chunk {
+            events,
+            watermark: wm,
+        });
+    }
+
+    /// A chunk leaves the ordering stage: the model learns from it, then it goes on. Until
+    /// the `/proc` snapshot is in, chunks wait (within a bound), so that the model knows what
+    /// existed before the stream says anything.
+    fn publish(&mut self, chunk: Chunk) {
+        if !self.opts.model {
+            return self.pass_on(chunk);
+        }
+        if self.seed.is_some() {
+            self.held_events += chunk.events.len();
+            self.held.push_back(chunk);
+            if self.held_events > self.opts.max_reorder {
+                // Too long: go on without it (it fills gaps when it comes).
+                let rx = self.seed.take();
+                self.held_events = 0;
+                let held = std::mem::take(&mut self.held);
+                for c in held {
+                    self.publish(c);
+                }
+                self.seed = rx;
+            }
+            return;
+        }
+        let execs = {
+            let mut m = self.model.write();
+            let root = &self.opts.proc_root;
+            m.apply_chunk(&chunk, |pid, tid| proc::task_alive(root, pid, tid));
+            m.take_execs()
+        };
+        if !execs.is_empty() {
+            self.read_argv(execs);
+        }
+        self.pass_on(chunk);
+    }
+
+    /// To the script stage, or to the frontend.
+    fn pass_on(&mut self, chunk: Chunk) {
+        match &self.stage {
+            Some(_) => {
+                self.to_stage.push_back(chunk);
+                self.feed_stage();
+            }
+            None => self.out.push_back(chunk),
+        }
+    }
+
+    /// Command lines of the processes that exec'd, while the budget lasts.
+    fn read_argv(&mut self, execs: Vec<crate::process::ExecSeen>) {
+        let now = Instant::now();
+        if now.duration_since(self.argv_window.0) >= Duration::from_secs(1) {
+            self.argv_window = (now, 0);
+        }
+        let mut read = Vec::new();
+        for e in execs {
+            if self.argv_window.1 >= ARGV_PER_SECOND {
+                break;
+            }
+            self.argv_window.1 += 1;
+            if let Some(argv) =
+                proc::read_cmdline_if(&self.opts.proc_root, e.pid, e.comm.as_bytes())
+            {
+                read.push((e, argv));
+            }
+        }
+        if !read.is_empty() {
+            let mut m = self.model.write();
+            for (e, argv) in read {
+                m.set_argv(e.pid, e.time, argv);
+            }
+        }
+    }
+
+    /// Pass waiting chunks to the script stage, without ever waiting for it.
+    fn feed_stage(&mut self) {
+        let Some(link) = &self.stage else { return };
+        while let Some(c) = self.to_stage.pop_front() {
+            match link.to.try_send(c) {
+                Ok(()) => {}
+                Err(TrySendError::Full(c)) => {
+                    self.to_stage.push_front(c);
+                    break;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    // The stage is gone (it failed): nothing more can be shown.
+                    self.to_stage.clear();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::events::{batch, comm, exit, fork, sample};
+    use crossbeam_channel::{bounded, select};
+
+    const MS: u64 = 1_000_000;
+
+    fn quiet() -> PipelineOptions {
+        PipelineOptions {
+            seed: None,
+            ..PipelineOptions::default()
+        }
+    }
+
+    /// Run a pipeline over `batches` to the end, as a frontend's loop would.
+    fn drive(p: &mut Pipeline, tx: Sender<Batch>, batches: Vec<Batch>) -> Vec<Chunk> {
+        for b in batches {
+            tx.send(b).unwrap();
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        while !p.all_ended() {
+            select! {
+                recv(p.batches()) -> m => p.take(m),
+                recv(p.staged()) -> m => p.take_staged(m),
+            }
+            while let Some(c) = p.next_chunk() {
+                got.push(c);
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn chunks_come_out_in_order_and_the_model_knows_them_first() {
+        let (tx, rx) = bounded(16);
+        let mut p = Pipeline::new(rx, &[0, 1], quiet());
+        let got = drive(
+            &mut p,
+            tx,
+            vec![
+                batch(
+                    0,
+                    100 * MS,
+                    vec![fork(0, 10 * MS, 50, 1), exit(0, 40 * MS, 50, 1)],
+                    false,
+                ),
+                batch(
+                    1,
+                    100 * MS,
+                    vec![comm(1, 20 * MS, 50, b"child", true)],
+                    false,
+                ),
+                batch(0, 200 * MS, vec![sample(0, 50, 150 * MS, 1)], true),
+                batch(1, 200 * MS, vec![], true),
+            ],
+        );
+        let times: Vec<u64> = got
+            .iter()
+            .flat_map(|c| c.events.iter().map(|e| e.time))
+            .collect();
+        assert_eq!(times, vec![10 * MS, 20 * MS, 40 * MS, 150 * MS]);
+        assert!(got.windows(2).all(|w| w[0].watermark <= w[1].watermark));
+        assert_eq!(got.last().unwrap().watermark, u64::MAX);
+        let m = p.model().read();
+        assert_eq!(
+            m.comm_at(50, 30 * MS).map(|c| c.as_bytes()),
+            Some(&b"child"[..])
+        );
+        assert_eq!(m.task(50).unwrap().lifetime(), Some(30 * MS));
+    }
+
+    #[test]
+    fn a_stage_sees_ordered_chunks_and_hands_them_back_in_order() {
+        let (tx, rx) = bounded(64);
+        let (to, stage_in) = bounded::<Chunk>(2);
+        let (stage_out, from) = bounded::<Chunk>(2);
+        // A stage that drops samples and keeps the rest, on its own thread.
+        let t = std::thread::spawn(move || {
+            for mut c in stage_in {
+                c.events
+                    .retain(|e| !matches!(e.kind, crate::event::EventKind::Sample { .. }));
+                if stage_out.send(c).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = Pipeline::new(rx, &[0], quiet()).with_stage(StageLink { to, from });
+        let batches = (0..50u64)
+            .map(|i| {
+                batch(
+                    0,
+                    (i + 1) * 20 * MS,
+                    vec![
+                        sample(0, 9, i * 20 * MS, 1),
+                        fork(0, i * 20 * MS + 1, 1000 + i as u32, 9),
+                    ],
+                    i == 49,
+                )
+            })
+            .collect();
+        let got = drive(&mut p, tx, batches);
+        let pids: Vec<u32> = got
+            .iter()
+            .flat_map(|c| c.events.iter().map(|e| e.subject_pid()))
+            .collect();
+        assert_eq!(pids, (1000..1050).collect::<Vec<_>>());
+        // The model saw everything, the samples too.
+        assert_eq!(p.model().read().len(), 50);
+        // Finishing closes the stage's input: it ends.
+        p.finish(Duration::from_secs(1));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn finish_collects_the_last_batches_and_flushes() {
+        let (tx, rx) = bounded(16);
+        let mut p = Pipeline::new(rx, &[0, 1], quiet());
+        tx.send(batch(0, 100 * MS, vec![sample(0, 1, 95 * MS, 1)], false))
+            .unwrap();
+        select! { recv(p.batches()) -> m => p.take(m) }
+        assert!(p.next_chunk().is_none(), "CPU 1 has not reported: held");
+        tx.send(batch(1, 0, vec![sample(1, 1, 99 * MS, 1)], true))
+            .unwrap();
+        tx.send(batch(0, 100 * MS, vec![], true)).unwrap();
+        p.finish(Duration::from_secs(1));
+        let c = p.next_chunk().unwrap();
+        assert_eq!(c.events.len(), 2);
+        assert_eq!(c.watermark, u64::MAX);
+        assert!(p.all_ended());
+    }
+
+    #[test]
+    fn seeding_reads_proc_before_the_first_chunk_goes_on() {
+        let (tx, rx) = bounded::<Batch>(4);
+        let mut p = Pipeline::new(rx, &[0], PipelineOptions::default());
+        let me = std::process::id();
+        // A record of ours, renamed: the snapshot must not undo what the stream said.
+        tx.send(batch(
+            0,
+            u64::MAX / 2,
+            vec![comm(0, 5, me, b"renamed", false)],
+            true,
+        ))
+        .unwrap();
+        let m = p.batches().recv();
+        p.take(m);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let c = loop {
+            if let Some(c) = p.next_chunk() {
+                break c;
+            }
+            assert!(Instant::now() < deadline, "the snapshot never came");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(c.events.len(), 1);
+        let m = p.model().read();
+        assert!(m.process(1).is_some(), "init, from /proc");
+        assert_eq!(
+            m.comm_at(me, 6).map(|c| c.as_bytes()),
+            Some(&b"renamed"[..])
+        );
+    }
+}

@@ -1,0 +1,746 @@
+//! The process model: what perfwatch knows about the tasks it watches, built once from the
+//! ordered stream and read by everything downstream (the filter's `comm:`, the TUI, the
+//! script module's `perfwatch.comm`, the symbolizer).
+//!
+//! pid/tid → name, parent, threads, start, exec time and argv (best effort), exit time, and
+//! the address space (the executable mappings of MMAP/MMAP2 records, shared by a process's
+//! threads, copied on write when a fork copies it, replaced by exec). Seeded at start from
+//! `/proc` ([`proc`]) with the tasks that exist and their executable mappings, as perf
+//! synthesises them.
+//!
+//! **Updated in stream order by one writer**: the thread that runs the ordering stage applies
+//! each ordered chunk ([`ProcessModel::apply`]) before the chunk goes on to the script stage
+//! and the frontend. Those consumers, and readers on other threads (the Python worker, later
+//! the symbolizer), may therefore see a model a little ahead of the event they handle, so
+//! every lookup takes the event's time: names have a short history, an exec keeps the
+//! address spaces it replaced for a while, and a reused pid keeps its previous owner. A
+//! lookup at time T answers as of T.
+//!
+//! **Bounded**: exited tasks are kept [`EXITED_KEEP_NS`] of stream time after their exit (for
+//! records that mention them late, and readers that lag), then forgotten; at most
+//! [`MAX_TASKS`] tasks are kept (exited ones go first; past that, live ones whose exit was
+//! lost, then the oldest); each address space keeps at most [`maps::MAX_MAPPINGS`].
+//!
+//! **Shared** as a [`ModelHandle`]: an `Arc<RwLock<_>>` that the writer locks once per chunk
+//! (never per event) and readers lock per lookup (or per chunk, on the writer's own thread).
+
+pub mod maps;
+pub mod proc;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use rustc_hash::FxHashMap;
+
+use crate::event::{Event, EventKind, TaskRecord};
+use crate::order::Chunk;
+pub use maps::{AddressSpace, FileId, MappedFile, Mapping};
+
+/// How long an exited task is kept, in stream time.
+pub const EXITED_KEEP_NS: u64 = 10_000_000_000;
+/// Tasks (threads) kept at most, live and exited.
+pub const MAX_TASKS: usize = 1 << 17;
+/// Names a task remembers (the latest ones).
+const NAMES: usize = 3;
+/// Address spaces an exec'ing process keeps from before, for samples taken before the exec.
+const OLD_SPACES: usize = 2;
+
+/// A task name as the kernel keeps it (at most 16 bytes), stored without allocating.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Comm {
+    buf: [u8; 16],
+    len: u8,
+}
+
+impl Comm {
+    pub fn new(b: &[u8]) -> Comm {
+        let b = crate::text::until_nul(b);
+        let n = b.len().min(16);
+        let mut buf = [0; 16];
+        buf[..n].copy_from_slice(&b[..n]);
+        Comm { buf, len: n as u8 }
+    }
+
+    /// The raw (untrusted) bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+
+    /// The escaped, displayable name.
+    pub fn display(&self) -> String {
+        crate::text::escape(self.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", crate::text::Untrusted(self.as_bytes()))
+    }
+}
+
+/// A task's latest names, each with the time it was taken. Kept inline (no allocation):
+/// every fork makes a task, so its size is paid per record under a fork storm.
+#[derive(Clone, Copy, Debug, Default)]
+struct Names {
+    n: u8,
+    times: [u64; NAMES],
+    comms: [Comm; NAMES],
+}
+
+impl Names {
+    fn set(&mut self, time: u64, comm: Comm) {
+        if self.n as usize == NAMES {
+            self.times.copy_within(1.., 0);
+            self.comms.copy_within(1.., 0);
+            self.n -= 1;
+        }
+        // Stream order makes times non-decreasing; a late record goes in its place.
+        let mut i = self.n as usize;
+        while i > 0 && self.times[i - 1] > time {
+            self.times[i] = self.times[i - 1];
+            self.comms[i] = self.comms[i - 1];
+            i -= 1;
+        }
+        self.times[i] = time;
+        self.comms[i] = comm;
+        self.n += 1;
+    }
+
+    /// The name at `time`: the latest taken by then, else the earliest known.
+    fn at(&self, time: u64) -> Option<&Comm> {
+        let n = self.n as usize;
+        let i = self.times[..n]
+            .iter()
+            .rposition(|t| *t <= time)
+            .unwrap_or(0);
+        self.comms[..n].get(i)
+    }
+
+    fn latest(&self) -> Option<&Comm> {
+        self.comms[..self.n as usize].last()
+    }
+}
+
+/// "Not known" for the compact id and time fields below.
+const NO_ID: u32 = u32::MAX;
+const NO_TIME: u64 = u64::MAX;
+
+fn id(v: u32) -> Option<u32> {
+    (v != NO_ID).then_some(v)
+}
+
+fn time(v: u64) -> Option<u64> {
+    (v != NO_TIME).then_some(v)
+}
+
+/// One task (a thread; a process's main thread has `tid == pid`).
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub tid: u32,
+    /// Its process (thread group).
+    pub pid: u32,
+    ppid: u32,
+    ptid: u32,
+    start: u64,
+    exit: u64,
+    names: Names,
+    /// The task that had this tid before (the tid was reused), for lookups before `start`.
+    prev: Option<Box<Task>>,
+}
+
+impl Task {
+    fn new(tid: u32, pid: u32) -> Task {
+        Task {
+            tid,
+            pid,
+            ppid: NO_ID,
+            ptid: NO_ID,
+            start: NO_TIME,
+            exit: NO_TIME,
+            names: Names::default(),
+            prev: None,
+        }
+    }
+
+    /// The process that forked its process, when known.
+    pub fn ppid(&self) -> Option<u32> {
+        id(self.ppid)
+    }
+
+    /// The thread that created it, when its fork was seen.
+    pub fn ptid(&self) -> Option<u32> {
+        id(self.ptid)
+    }
+
+    /// When it was forked; `None` when it existed before perfwatch started or its fork was
+    /// not seen.
+    pub fn start(&self) -> Option<u64> {
+        time(self.start)
+    }
+
+    /// When it exited.
+    pub fn exit(&self) -> Option<u64> {
+        time(self.exit)
+    }
+
+    /// Its latest name.
+    pub fn comm(&self) -> Option<&Comm> {
+        self.names.latest()
+    }
+
+    /// Its name at `time`.
+    pub fn comm_at(&self, time: u64) -> Option<&Comm> {
+        self.names.at(time)
+    }
+
+    /// How long it lived, when both ends were seen.
+    pub fn lifetime(&self) -> Option<u64> {
+        Some(self.exit()?.saturating_sub(self.start()?))
+    }
+
+    /// This task, or the one that had its tid before, as of `time`.
+    fn at(&self, time: u64) -> Option<&Task> {
+        let mut t = self;
+        loop {
+            if t.start().is_none_or(|s| s <= time) {
+                return Some(t);
+            }
+            match &t.prev {
+                Some(p) => t = p,
+                // Asked about a time before it started: the oldest we know is the best
+                // answer (records can be a little late).
+                None => return Some(t),
+            }
+        }
+    }
+}
+
+/// Address spaces an exec replaced, with the time each one ended.
+type OldSpaces = VecDeque<(u64, Arc<AddressSpace>)>;
+
+/// The address space of a process that has mapped nothing (known).
+static EMPTY_SPACE: AddressSpace = AddressSpace::new();
+
+/// One process (thread group): its threads, exec and argv, and its address space.
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub pid: u32,
+    ppid: u32,
+    /// How many of its threads are alive ([`ProcessModel::threads`] lists them).
+    pub threads: u32,
+    start: u64,
+    exit: u64,
+    exec: u64,
+    /// Its command line (`/proc/PID/cmdline`: NUL-separated, untrusted), read at start and
+    /// at exec when the model is asked to ([`ProcessModel::set_argv`]); a fork copies it.
+    pub argv: Option<Arc<[u8]>>,
+    /// Shared with the processes it was copied to or from by a fork, until one maps
+    /// something (copy on write); `None` while empty.
+    space: Option<Arc<AddressSpace>>,
+    old_spaces: Option<Box<OldSpaces>>,
+    prev: Option<Box<Process>>,
+}
+
+impl Process {
+    fn new(pid: u32) -> Process {
+        Process {
+            pid,
+            ppid: NO_ID,
+            threads: 0,
+            start: NO_TIME,
+            exit: NO_TIME,
+            exec: NO_TIME,
+            argv: None,
+            space: None,
+            old_spaces: None,
+            prev: None,
+        }
+    }
+
+    /// The process that forked it, when known.
+    pub fn ppid(&self) -> Option<u32> {
+        id(self.ppid)
+    }
+
+    /// When it was forked (`None`: before perfwatch started, or not seen).
+    pub fn start(&self) -> Option<u64> {
+        time(self.start)
+    }
+
+    /// When its last thread exited.
+    pub fn exit(&self) -> Option<u64> {
+        time(self.exit)
+    }
+
+    /// When it last called execve.
+    pub fn exec(&self) -> Option<u64> {
+        time(self.exec)
+    }
+
+    /// Its current address space.
+    pub fn space(&self) -> &AddressSpace {
+        self.space.as_deref().unwrap_or(&EMPTY_SPACE)
+    }
+
+    /// Its address space as of `time` (before an exec: the one the exec replaced).
+    pub fn space_at(&self, time: u64) -> &AddressSpace {
+        self.old_spaces
+            .iter()
+            .flat_map(|o| o.iter())
+            .find(|(until, _)| time < *until)
+            .map_or(self.space(), |(_, s)| s)
+    }
+
+    fn at(&self, time: u64) -> &Process {
+        let mut p = self;
+        while p.start().is_some_and(|s| s > time) {
+            match &p.prev {
+                Some(prev) => p = prev,
+                None => break,
+            }
+        }
+        p
+    }
+}
+
+/// What the writer may want to read from `/proc` after applying a chunk: the command line of
+/// each process that exec'd (best effort; see [`ProcessModel::set_argv`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecSeen {
+    pub pid: u32,
+    pub time: u64,
+    pub comm: Comm,
+}
+
+/// The tasks and processes.
+#[derive(Debug, Default)]
+pub struct ProcessModel {
+    tasks: FxHashMap<u32, Task>,
+    processes: FxHashMap<u32, Process>,
+    /// Stream time of the last eviction pass.
+    swept: u64,
+    /// Execs since the writer last took them ([`ProcessModel::take_execs`]).
+    execs: Vec<ExecSeen>,
+    /// Whether to collect execs for argv.
+    want_argv: bool,
+}
+
+impl ProcessModel {
+    pub fn new() -> ProcessModel {
+        ProcessModel::default()
+    }
+
+    /// Ask for the execs seen, so that their command lines can be read.
+    pub fn collect_execs(&mut self, on: bool) {
+        self.want_argv = on;
+    }
+
+    /// Tasks known (threads, live and exited).
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// Processes known.
+    pub fn processes(&self) -> usize {
+        self.processes.len()
+    }
+
+    /// Task `tid` as it is now (the latest task with that id).
+    pub fn task(&self, tid: u32) -> Option<&Task> {
+        self.tasks.get(&tid)
+    }
+
+    /// Task `tid` as of `time`.
+    pub fn task_at(&self, tid: u32, time: u64) -> Option<&Task> {
+        self.tasks.get(&tid)?.at(time)
+    }
+
+    /// Process `pid` as it is now.
+    pub fn process(&self, pid: u32) -> Option<&Process> {
+        self.processes.get(&pid)
+    }
+
+    /// Process `pid` as of `time`.
+    pub fn process_at(&self, pid: u32, time: u64) -> Option<&Process> {
+        Some(self.processes.get(&pid)?.at(time))
+    }
+
+    /// The latest name of task `tid`.
+    pub fn comm(&self, tid: u32) -> Option<&Comm> {
+        self.tasks.get(&tid)?.comm()
+    }
+
+    /// The name of task `tid` at `time`. For a process id, the name of its main thread,
+    /// which is what `ps` shows for the process.
+    pub fn comm_at(&self, tid: u32, time: u64) -> Option<&Comm> {
+        self.task_at(tid, time)?.comm_at(time)
+    }
+
+    /// The mapping of process `pid` that held `addr` at `time`, and the file offset of
+    /// `addr` in it: the symbolizer's question, answered also for processes that have
+    /// exited (while they are kept).
+    pub fn find_mapping(&self, pid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
+        let m = self.process_at(pid, time)?.space_at(time).find(addr)?;
+        Some((m, m.file_offset(addr)))
+    }
+
+    /// What the writer does with each chunk that leaves the ordering stage: learn its
+    /// events, then forget what is old at its watermark (`alive` as for
+    /// [`ProcessModel::evict`]).
+    pub fn apply_chunk(&mut self, chunk: &Chunk, alive: impl Fn(u32, u32) -> bool) {
+        self.apply(&chunk.events);
+        if chunk.watermark != u64::MAX {
+            self.evict(chunk.watermark, alive);
+        }
+    }
+
+    /// Apply ordered events.
+    pub fn apply(&mut self, events: &[Event]) {
+        for ev in events {
+            self.apply_one(ev);
+        }
+    }
+
+    /// Apply one event.
+    pub fn apply_one(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::Fork(t) => self.fork(t),
+            EventKind::Exit(t) => self.exit(t),
+            EventKind::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => self.rename(*pid, *tid, ev.time, Comm::new(comm), *exec),
+            // pid -1: a kernel mapping (modules), not a process's.
+            EventKind::Mmap(m) if m.pid != u32::MAX => {
+                let map = Mapping::from_record(m, ev.time);
+                let p = self.process_entry(m.pid, ev.time);
+                Arc::make_mut(p.space.get_or_insert_with(Arc::default)).insert(map);
+            }
+            _ => {}
+        }
+    }
+
+    /// The process `pid`, made if unknown (a record about a task whose fork was not seen).
+    fn process_entry(&mut self, pid: u32, time: u64) -> &mut Process {
+        let p = self
+            .processes
+            .entry(pid)
+            .or_insert_with(|| Process::new(pid));
+        if p.exit().is_some_and(|e| e < time) && p.threads == 0 {
+            // A record for a process that had exited: the pid was reused without a fork
+            // record (lost). Start a new one.
+            let old = std::mem::replace(p, Process::new(pid));
+            p.prev = Some(Box::new(Process { prev: None, ..old }));
+            p.start = time;
+        }
+        p
+    }
+
+    /// Task `tid`, made if unknown; true when it was made.
+    fn task_entry(&mut self, tid: u32, pid: u32) -> (&mut Task, bool) {
+        let mut made = false;
+        let t = self.tasks.entry(tid).or_insert_with(|| {
+            made = true;
+            Task::new(tid, pid)
+        });
+        (t, made)
+    }
+
+    fn fork(&mut self, t: &TaskRecord) {
+        let thread = t.pid == t.ppid && t.tid != t.pid;
+        // The name it inherits: its creator's, else its parent process's.
+        let inherited = self
+            .comm_at(t.ptid, t.time)
+            .or_else(|| self.comm_at(t.ppid, t.time))
+            .copied();
+        let mut task = Task::new(t.tid, t.pid);
+        task.ptid = t.ptid;
+        task.start = t.time;
+        if let Some(c) = inherited {
+            task.names.set(t.time, c);
+        }
+        if thread {
+            let p = self.process_entry(t.pid, t.time);
+            p.threads += 1;
+            task.ppid = p.ppid;
+        } else {
+            // A new process: a copy of its parent's address space (shared until one of them
+            // changes it) and command line.
+            let mut p = Process::new(t.pid);
+            p.ppid = t.ppid;
+            p.start = t.time;
+            p.threads = 1;
+            if let Some(parent) = self.processes.get(&t.ppid) {
+                p.space = parent.space.clone();
+                p.argv = parent.argv.clone();
+            }
+            task.ppid = t.ppid;
+            replace_keeping_prev(
+                &mut self.processes,
+                t.pid,
+                p,
+                t.time,
+                |p| &mut p.exit,
+                |p| &mut p.prev,
+            );
+        }
+        // A reused tid keeps its previous owner (one generation) for lookups before this
+        // fork; one whose exit was lost ends here.
+        replace_keeping_prev(
+            &mut self.tasks,
+            t.tid,
+            task,
+            t.time,
+            |t| &mut t.exit,
+            |t| &mut t.prev,
+        );
+    }
+
+    fn exit(&mut self, t: &TaskRecord) {
+        let (task, made) = self.task_entry(t.tid, t.pid);
+        let was_alive = !made && task.exit().is_none();
+        task.exit = t.time;
+        if task.ppid == NO_ID && t.pid != t.ppid {
+            task.ppid = t.ppid;
+        }
+        let p = self.process_entry(t.pid, t.time);
+        if was_alive {
+            p.threads = p.threads.saturating_sub(1);
+        }
+        if p.threads == 0 {
+            p.exit = t.time;
+        }
+    }
+
+    fn rename(&mut self, pid: u32, tid: u32, time: u64, comm: Comm, exec: bool) {
+        let (task, made) = self.task_entry(tid, pid);
+        task.names.set(time, comm);
+        let p = self.process_entry(pid, time);
+        if made {
+            p.threads += 1;
+        }
+        if exec {
+            // A new program: a new, empty address space (the kernel reports the new image's
+            // mappings right after), the old one kept for samples taken before.
+            p.exec = time;
+            p.argv = None;
+            if let Some(old) = p.space.take().filter(|s| !s.is_empty()) {
+                let olds = p.old_spaces.get_or_insert_with(Box::default);
+                if olds.len() == OLD_SPACES {
+                    olds.pop_front();
+                }
+                olds.push_back((time, old));
+            }
+            if self.want_argv {
+                self.execs.push(ExecSeen { pid, time, comm });
+            }
+        }
+    }
+
+    /// The live threads of process `pid`, by tid (a walk over every task: for views, not
+    /// for every record).
+    pub fn threads(&self, pid: u32) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .tasks
+            .values()
+            .filter(|t| t.pid == pid && t.exit().is_none())
+            .map(|t| t.tid)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The execs applied since the last call (when [`ProcessModel::collect_execs`] is on).
+    pub fn take_execs(&mut self) -> Vec<ExecSeen> {
+        std::mem::take(&mut self.execs)
+    }
+
+    /// Record process `pid`'s command line, read after its exec at `time`.
+    pub fn set_argv(&mut self, pid: u32, time: u64, argv: Arc<[u8]>) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            if p.exec() == Some(time) {
+                p.argv = Some(argv);
+            }
+        }
+    }
+
+    /// Learn what existed before perfwatch started (read from `/proc` after the events
+    /// were enabled). Only fills in what the stream has not said already: a task it knows
+    /// is newer than the snapshot.
+    pub fn seed(&mut self, snapshot: Vec<proc::SeedProcess>) {
+        for sp in snapshot {
+            let known = self.processes.contains_key(&sp.pid);
+            if !known {
+                let mut p = Process::new(sp.pid);
+                p.ppid = sp.ppid.unwrap_or(NO_ID);
+                p.argv = sp.argv.map(Arc::from);
+                if !sp.maps.is_empty() {
+                    let mut space = AddressSpace::default();
+                    for m in sp.maps {
+                        space.insert(m);
+                    }
+                    p.space = Some(Arc::new(space));
+                }
+                self.processes.insert(sp.pid, p);
+            }
+            for (tid, comm) in sp.threads {
+                if self.tasks.contains_key(&tid) {
+                    continue;
+                }
+                let mut t = Task::new(tid, sp.pid);
+                t.ppid = sp.ppid.unwrap_or(NO_ID);
+                t.names.set(0, Comm::new(&comm));
+                self.tasks.insert(tid, t);
+                if let Some(p) = self.processes.get_mut(&sp.pid) {
+                    p.threads += 1;
+                }
+            }
+        }
+    }
+
+    /// A task that existed before perfwatch started, known by name only (tests, and the
+    /// TUI's hand-made scenes).
+    pub fn seed_comm(&mut self, pid: u32, comm: &[u8]) {
+        self.seed(vec![proc::SeedProcess {
+            pid,
+            ppid: None,
+            threads: vec![(pid, comm.into())],
+            maps: Vec::new(),
+            argv: None,
+        }]);
+    }
+
+    /// Forget what is no longer needed at stream time `now`: tasks that exited more than
+    /// [`EXITED_KEEP_NS`] ago; past [`MAX_TASKS`], older exited ones, then live ones for
+    /// which `alive(pid, tid)` says the exit was lost, then the oldest. Cheap to call often:
+    /// it does its work at most once per second of stream time, or when over the cap.
+    pub fn evict(&mut self, now: u64, alive: impl Fn(u32, u32) -> bool) {
+        let over = self.tasks.len() > MAX_TASKS;
+        if now < self.swept.saturating_add(1_000_000_000) && !over {
+            return;
+        }
+        self.swept = now;
+        let cut = now.saturating_sub(EXITED_KEEP_NS);
+        let gone = |exit: Option<u64>| exit.is_some_and(|e| e < cut);
+        self.tasks.retain(|_, t| {
+            if t.prev.as_ref().is_some_and(|p| gone(p.exit())) {
+                t.prev = None;
+            }
+            !gone(t.exit())
+        });
+        if self.tasks.len() > MAX_TASKS {
+            let target = MAX_TASKS * 3 / 4;
+            // Exited ones first, the longest gone first.
+            let mut exits: Vec<u64> = self.tasks.values().filter_map(Task::exit).collect();
+            let excess = self.tasks.len() - target;
+            if !exits.is_empty() {
+                let k = excess.min(exits.len()) - 1;
+                let (_, nth, _) = exits.select_nth_unstable(k);
+                let nth = *nth;
+                self.tasks.retain(|_, t| t.exit().is_none_or(|e| e > nth));
+            }
+            if self.tasks.len() > target {
+                // Live ones whose exit record was lost.
+                self.tasks.retain(|_, t| alive(t.pid, t.tid));
+            }
+            if self.tasks.len() > target {
+                let mut starts: Vec<u64> = self
+                    .tasks
+                    .values()
+                    .map(|t| t.start().unwrap_or(0))
+                    .collect();
+                let excess = self.tasks.len() - target;
+                let (_, nth, _) = starts.select_nth_unstable(excess - 1);
+                let nth = *nth;
+                let mut left = excess;
+                self.tasks.retain(|_, t| {
+                    if left > 0 && t.start().unwrap_or(0) <= nth {
+                        left -= 1;
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
+        }
+        // A process goes when it has exited long enough, or when it has exited and none of
+        // its tasks is left.
+        let tasks = &self.tasks;
+        self.processes.retain(|pid, p| {
+            if p.prev.as_ref().is_some_and(|x| gone(x.exit())) {
+                p.prev = None;
+            }
+            let orphan = p.exit().is_some() && !tasks.contains_key(pid);
+            !(gone(p.exit()) || orphan)
+        });
+        if self.processes.len() > MAX_TASKS {
+            // Processes known only from a record about them (an mmap), none of whose tasks
+            // is known: the first to go.
+            let tasks = &self.tasks;
+            self.processes.retain(|pid, _| tasks.contains_key(pid));
+        }
+        for p in self.processes.values_mut() {
+            if let Some(olds) = p.old_spaces.as_mut() {
+                olds.retain(|(until, _)| *until >= cut);
+                if olds.is_empty() {
+                    p.old_spaces = None;
+                }
+            }
+        }
+    }
+}
+
+/// Put `new` at `key`; an entry already there (the id was reused) becomes its `prev`, one
+/// generation deep, ended at `time` if its end was never seen.
+fn replace_keeping_prev<T>(
+    map: &mut FxHashMap<u32, T>,
+    key: u32,
+    new: T,
+    time: u64,
+    end: impl Fn(&mut T) -> &mut u64,
+    prev: impl Fn(&mut T) -> &mut Option<Box<T>>,
+) {
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            let mut old = std::mem::replace(e.get_mut(), new);
+            let end = end(&mut old);
+            if *end == NO_TIME {
+                *end = time;
+            }
+            *prev(&mut old) = None;
+            *prev(e.get_mut()) = Some(Box::new(old));
+        }
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(new);
+        }
+    }
+}
+
+/// The model as its readers share it: the writer locks it once per chunk, a reader once per
+/// lookup. A poisoned lock (a panic while it was held) is still used: the model is never
+/// left half-updated in a way that matters to a lookup.
+#[derive(Clone, Debug, Default)]
+pub struct ModelHandle(Arc<RwLock<ProcessModel>>);
+
+impl ModelHandle {
+    pub fn new(model: ProcessModel) -> ModelHandle {
+        ModelHandle(Arc::new(RwLock::new(model)))
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, ProcessModel> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, ProcessModel> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;
