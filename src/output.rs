@@ -35,8 +35,27 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 /// batches.
 pub const QUEUE_BYTES: usize = 256 * 1024;
 
-/// How long [`StdoutQueue::finish`] waits for the writer at the end.
+/// How long [`StdoutQueue::finish`] waits for the writer at the end of a run a signal
+/// stopped: the user asked to stop, and gets the summary within a second or so.
 pub const FINISH_WAIT: Duration = Duration::from_secs(1);
+
+/// At the natural end of a run (`--duration`, the command's exit, the targets gone), how
+/// long the writer may go without writing anything before the rest is given up. A slow
+/// reader (`| (sleep 1; jq ...)`) still gets everything; a reader that never reads again
+/// costs this long, or less if a signal comes.
+pub const FINISH_IDLE: Duration = Duration::from_secs(2);
+
+/// How long [`StdoutQueue::finish`] waits for the writer.
+pub enum FinishWait<'a> {
+    /// At most this long in all.
+    AtMost(Duration),
+    /// As long as the writer writes something at least every `idle`, until `cut` says to
+    /// stop waiting (a signal came).
+    WhileWriting {
+        idle: Duration,
+        cut: &'a dyn Fn() -> bool,
+    },
+}
 
 /// What the writer thread knows.
 #[derive(Default)]
@@ -298,14 +317,29 @@ impl StdoutQueue {
         self.buf.drain(..done);
     }
 
-    /// Let the writer finish what it has, for at most `wait`; returns what could not be
-    /// written. A writer still blocked after that is left behind (the process is ending).
-    pub fn finish(mut self, wait: Duration) -> Flushed {
+    /// Let the writer finish what it has, for as long as `wait` allows; returns what could not
+    /// be written. A writer still blocked after that is left behind (the process is ending).
+    pub fn finish(mut self, wait: FinishWait<'_>) -> Flushed {
         self.hand_over();
         drop(self.tx.take());
-        let deadline = Instant::now() + wait;
+        let started = Instant::now();
+        let mut last_written = self.written();
+        let mut last_progress = started;
         if let Some(t) = self.thread.take() {
-            while !t.is_finished() && Instant::now() < deadline {
+            while !t.is_finished() {
+                let now = Instant::now();
+                let written = self.written();
+                if written != last_written {
+                    last_written = written;
+                    last_progress = now;
+                }
+                let give_up = match &wait {
+                    FinishWait::AtMost(limit) => now >= started + *limit,
+                    FinishWait::WhileWriting { idle, cut } => cut() || now >= last_progress + *idle,
+                };
+                if give_up {
+                    break;
+                }
                 let _ = self.room.recv_timeout(Duration::from_millis(10));
             }
             if t.is_finished() {
@@ -427,7 +461,7 @@ mod tests {
             handed += 1023;
         }
         let t1 = Instant::now();
-        let f = q.finish(Duration::from_millis(300));
+        let f = q.finish(FinishWait::AtMost(Duration::from_millis(300)));
         assert!(t1.elapsed() < Duration::from_secs(2));
         assert!(f.unwritten > 0 && f.unwritten <= handed, "{f:?}");
         assert!(f.error.is_none());
@@ -454,9 +488,80 @@ mod tests {
                 }
             }
         }
-        let f = q.finish(Duration::from_secs(5));
+        let f = q.finish(FinishWait::AtMost(Duration::from_secs(5)));
         assert_eq!(f, Flushed::default());
         assert_eq!(reader.join().unwrap(), want);
+    }
+
+    /// Fill a pipe nobody reads yet, through a queue over it.
+    fn stalled_queue() -> (std::fs::File, StdoutQueue, Vec<u8>) {
+        let (r, w) = pipe();
+        let mut q = StdoutQueue::new(w, 64 * 1024).unwrap();
+        let mut want = Vec::new();
+        let mut i = 0;
+        while q.has_room() {
+            let l = format!("line {i:>1000}\n");
+            i += 1;
+            want.extend_from_slice(l.as_bytes());
+            q.write_all(l.as_bytes()).unwrap();
+            q.flush().unwrap();
+        }
+        (r, q, want)
+    }
+
+    /// At a natural end, a reader that starts reading late (`| (sleep 1; cat)`) still gets
+    /// every byte: the wait runs while the writer makes progress, not for a fixed time.
+    #[test]
+    fn a_late_reader_gets_everything_at_a_natural_end() {
+        let (mut r, q, want) = stalled_queue();
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1200));
+            let mut v = Vec::new();
+            // Slowly: many small reads, each a little apart.
+            let mut buf = [0u8; 4096];
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => v.extend_from_slice(&buf[..n]),
+                    Err(e) => panic!("{e}"),
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            v
+        });
+        let f = q.finish(FinishWait::WhileWriting {
+            idle: Duration::from_secs(2),
+            cut: &|| false,
+        });
+        assert_eq!(f, Flushed::default());
+        assert_eq!(reader.join().unwrap(), want);
+    }
+
+    /// A reader that never reads costs the idle time; a signal (`cut`) ends the wait at once.
+    #[test]
+    fn a_never_reading_reader_costs_the_idle_time_or_a_signal() {
+        let (_r, q, want) = stalled_queue();
+        let t0 = Instant::now();
+        let f = q.finish(FinishWait::WhileWriting {
+            idle: Duration::from_millis(400),
+            cut: &|| false,
+        });
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(350) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+        assert!(f.unwritten > 0 && f.unwritten <= want.len() as u64, "{f:?}");
+
+        let (_r, q, _) = stalled_queue();
+        let t0 = Instant::now();
+        let asked = Instant::now() + Duration::from_millis(100);
+        let f = q.finish(FinishWait::WhileWriting {
+            idle: Duration::from_secs(30),
+            cut: &|| Instant::now() >= asked,
+        });
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert!(f.unwritten > 0);
     }
 
     /// A pipe with free bytes but no free page blocks a writer: the loop's own writes must
@@ -487,7 +592,7 @@ mod tests {
             r.read_to_end(&mut v).unwrap();
             v
         });
-        let f = q.finish(Duration::from_secs(5));
+        let f = q.finish(FinishWait::AtMost(Duration::from_secs(5)));
         assert_eq!(f, Flushed::default());
         let got = reader.join().unwrap();
         assert_eq!(got.len(), size - 4095 + 4000);
@@ -513,7 +618,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(q.error().unwrap().kind(), io::ErrorKind::BrokenPipe);
-        let f = q.finish(Duration::from_secs(1));
+        let f = q.finish(FinishWait::AtMost(Duration::from_secs(1)));
         assert_eq!(f.error.unwrap().0, io::ErrorKind::BrokenPipe);
     }
 }

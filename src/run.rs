@@ -220,9 +220,20 @@ pub fn run(cli: Cli) -> Result<i32> {
         catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
     // Folded stacks on stdout go through the same queue as the records would have.
     let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
-    // A bounded wait for a reader that stopped reading: the summary and the exit status
-    // come in a second or two whatever stdout does.
-    let flushed = out.finish(crate::output::FINISH_WAIT);
+    // A bounded wait for a reader that stopped reading: after a signal, a second; at a natural
+    // end, for as long as the reader keeps reading (a slow `| jq` gets everything), giving up
+    // after FINISH_IDLE without progress or at a signal. The summary and the exit status come
+    // within a second or two of the stop whatever stdout does.
+    let cut = || signals.pending().is_some();
+    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
+    let flushed = out.finish(if natural_end {
+        crate::output::FinishWait::WhileWriting {
+            idle: crate::output::FINISH_IDLE,
+            cut: &cut,
+        }
+    } else {
+        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
+    });
     let scripts = scripts.finish();
     scripts.print();
     let stdout_lost = flushed.unwritten > 0
@@ -234,8 +245,12 @@ pub fn run(cli: Cli) -> Result<i32> {
                 flushed.unwritten,
                 match &flushed.error {
                     Some((_, e)) => format!("stdout failed ({e})"),
+                    None if natural_end && signals.pending().is_none() => format!(
+                        "stdout did not take them (nothing read for {} s after the end)",
+                        crate::output::FINISH_IDLE.as_secs()
+                    ),
                     None => format!(
-                        "stdout did not take them within {} s of the stop",
+                        "stdout did not take them within {} s of the signal",
                         crate::output::FINISH_WAIT.as_secs()
                     ),
                 }

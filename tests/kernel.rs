@@ -431,13 +431,13 @@ fn context_switch_records_with_switch() {
 #[test]
 fn an_overflowing_ring_is_accounted_as_lost() {
     require_perf!();
-    // A one-page ring and a consumer that does not read for two seconds: the readers wait on
+    // A one-page ring and a consumer that does not read for a second: the readers wait on
     // the full channel, the kernel ring overflows, and LOST records say how much.
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("out.json");
     let err_file = dir.path().join("err.txt");
     let cmd = format!(
-        "{} --json -a -m 1 -e dummy -- sh -c '{}' 2>'{}' | (sleep 2; cat > '{}')",
+        "{} --json -a -m 1 -e dummy -- sh -c '{}' 2>'{}' | (sleep 1; cat > '{}')",
         cargo_bin("perfwatch").display(),
         forker_script(3000, None),
         err_file.display(),
