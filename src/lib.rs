@@ -5,6 +5,7 @@
 //! `--plain`/`--json` ([`plain`]), or the TUI.
 
 pub mod callchain;
+pub mod callgraph;
 pub mod cli;
 pub mod clock;
 pub mod command;
