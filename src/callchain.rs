@@ -326,6 +326,14 @@ pub fn write_json(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) 
     out.push(b']');
 }
 
+/// Already-escaped text as a JSON string, or `null`.
+pub(crate) fn json_str_or_null(s: Option<&str>, out: &mut Vec<u8>) {
+    match s {
+        Some(s) => json_str(s, out),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
 /// Already-escaped text (no control characters) as a JSON string.
 fn json_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');

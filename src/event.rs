@@ -91,6 +91,7 @@ impl EventKind {
             event: &UNNAMED,
             raw: None,
             callchain: None,
+            sym: None,
         }
     }
 }
@@ -124,6 +125,9 @@ pub enum EventKind {
         event: &'static EventDesc,
         raw: Option<Box<[u8]>>,
         callchain: Option<Callchain>,
+        /// The names of the sample's address and frames, once the symbolize step has
+        /// named them (`None` before, or without symbols).
+        sym: Option<Box<crate::symbolize::SampleNames>>,
     },
     /// PERF_RECORD_FORK: a new task (process or thread).
     Fork(TaskRecord),
@@ -380,6 +384,19 @@ impl Event {
         }
     }
 
+    /// A sample's names, once the symbolize step has named it.
+    pub fn names(&self) -> Option<&crate::symbolize::SampleNames> {
+        match &self.kind {
+            EventKind::Sample { sym, .. } => sym.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A sample's own symbol, when named.
+    pub fn sym(&self) -> Option<&crate::symbols::Symbolized> {
+        self.names()?.sym()
+    }
+
     /// The task-related pid of the record: the forked/exited/renamed/mapping task for side-band
     /// records, the running task for samples. Filters on `pid:` use this.
     pub fn subject_pid(&self) -> u32 {
@@ -460,13 +477,20 @@ impl EventKind {
                 event,
                 raw,
                 callchain,
+                sym,
                 ..
             } => {
                 w.s("{ type: sample, ");
                 if event.show_name {
                     w.s("event: ").s(event.name).s(", ");
                 }
-                w.s("ip: ").alt_hex(*ip).s(", period: ").u(*period);
+                w.s("ip: ").alt_hex(*ip);
+                if let Some(s) = sym.as_ref().and_then(|n| n.sym()) {
+                    // Names and binaries are escaped by the symbolizer.
+                    use std::io::Write as _;
+                    let _ = write!(w.0, ", sym: {s}, dso: {}", s.dso().name());
+                }
+                w.s(", period: ").u(*period);
                 if let (Some(fmt), Some(raw)) = (&event.format, raw) {
                     for f in fmt.shown(event.show_common) {
                         w.s(", ").s(&f.name).s(": ");
@@ -475,6 +499,10 @@ impl EventKind {
                 }
                 if let Some(chain) = callchain {
                     w.s(", ");
+                    let names: &dyn FrameNames = match sym {
+                        Some(n) => &**n,
+                        None => names,
+                    };
                     crate::callchain::write_plain(chain, names, w.0);
                 }
                 w.s(" }");

@@ -33,6 +33,8 @@ Terms separated by spaces, all must match (AND):
   cpu:0-1          the CPU that wrote the record
   comm:bash        task name: substring, or glob with * and ?
   event:NAME       the sample's event (substring or glob), e.g. event:sched:*
+  sym:NAME         the sample's function (substring or glob), e.g. sym:tcp_*
+  dso:NAME         the sample's binary, e.g. dso:libc* dso:kernel
   FIELD:VALUE      a tracepoint field: next_pid:0, prev_comm:bash, ret:-5--1
   word             any other word: found anywhere in the line (no case)
   !term            negates a term, e.g. !type:sample !comm:kworker*";
@@ -85,6 +87,10 @@ enum Test {
     Comm(Vec<Pattern>),
     /// The name of a sample's event.
     Event(Vec<Pattern>),
+    /// The sample's function (`[unknown]` when not known).
+    Sym(Vec<Pattern>),
+    /// The sample's binary.
+    Dso(Vec<Pattern>),
     /// A tracepoint field: numbers against `nums` (when the value parses as numbers), text
     /// against `pats`.
     Field {
@@ -112,7 +118,7 @@ pub struct Filter {
     has_words: bool,
 }
 
-const KEYS: &str = "type, pid, tid, ppid, cpu, comm, event";
+const KEYS: &str = "type, pid, tid, ppid, cpu, comm, event, sym, dso";
 
 /// Substring or glob patterns, lower-cased.
 fn patterns(value: &str) -> Vec<Pattern> {
@@ -236,6 +242,8 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 "cpu" => Test::Cpu(parse_ranges(raw, "cpu", value)?),
                 "comm" => Test::Comm(patterns(value)),
                 "event" => Test::Event(patterns(value)),
+                "sym" => Test::Sym(patterns(value)),
+                "dso" => Test::Dso(patterns(value)),
                 // Any other name is a tracepoint field; Filter::check_fields tells whether
                 // the events being watched have it.
                 _ => Test::Field {
@@ -380,6 +388,15 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
         Test::Event(pats) => ev
             .event_name()
             .is_some_and(|n| pattern_matches(pats, &n.to_lowercase())),
+        Test::Sym(pats) => ev.sym().is_some_and(|s| {
+            pattern_matches(
+                pats,
+                &s.name().unwrap_or(crate::symbols::UNKNOWN).to_lowercase(),
+            )
+        }),
+        Test::Dso(pats) => ev
+            .sym()
+            .is_some_and(|s| pattern_matches(pats, &s.dso().name().to_lowercase())),
         Test::Field {
             name, nums, pats, ..
         } => match ev.field(name) {
@@ -554,6 +571,7 @@ mod tests {
                 event: desc,
                 raw: Some(craft::sched_switch(prev, prev_pid, 1, next, next_pid).into()),
                 callchain: None,
+                sym: None,
             },
             ..sample(0, 1)
         }

@@ -358,6 +358,45 @@ fn comm_of(names: &dyn CommLookup, pid: u32, time: u64) -> &[u8] {
     }
 }
 
+/// Function names kept for the folded output at most (about 100 bytes each).
+const MAX_NAMES: usize = 1 << 20;
+
+/// Remember the function at `ip` (of `pid`, or of the kernel), once.
+fn learn(
+    names: &mut FastMap<(u32, u64), Box<str>>,
+    pid: u32,
+    ip: u64,
+    kernel: bool,
+    sym: Option<&crate::symbols::Symbolized>,
+) {
+    let Some(name) = sym.and_then(|s| s.name()) else {
+        return;
+    };
+    let owner = if kernel { u32::MAX } else { pid };
+    if names.len() < MAX_NAMES && !names.contains_key(&(owner, ip)) {
+        names.insert((owner, ip), name.into());
+    }
+}
+
+/// Names frames by what the symbolize step said of them, else by address.
+struct Learnt<'a>(&'a FastMap<(u32, u64), Box<str>>);
+
+impl FrameNamer for Learnt<'_> {
+    fn name(&mut self, pid: u32, frame: Frame, out: &mut String) {
+        match self.0.get(&(pid, frame.ip)) {
+            Some(n) => {
+                out.push_str(n);
+                // A kernel function, marked as stackcollapse-perf.pl --kernel and inferno
+                // mark them (their flame graphs colour such frames apart).
+                if pid == u32::MAX {
+                    out.push_str("_[k]");
+                }
+            }
+            None => AddressNamer.name(pid, frame, out),
+        }
+    }
+}
+
 /// Where the folded stacks go at the end.
 enum Output {
     /// `--folded`: stdout, instead of one line per record.
@@ -368,6 +407,9 @@ enum Output {
 
 struct FoldState {
     stacks: FoldedStacks,
+    /// The function names the symbolize step gave the frames seen, by (pid, or `u32::MAX`
+    /// for the kernel; address): the names the stacks are written with.
+    names: FastMap<(u32, u64), Box<str>>,
     filter: Option<Filter>,
     output: Output,
 }
@@ -402,6 +444,7 @@ impl Folding {
         };
         Ok(Folding(Rc::new(RefCell::new(FoldState {
             stacks: FoldedStacks::default(),
+            names: FastMap::default(),
             filter: filter.filter(|f| !f.is_empty()),
             output,
         }))))
@@ -427,8 +470,25 @@ impl Folding {
             if s.filter.as_ref().is_none_or(|f| f.matches(ev, names)) {
                 let comm = comm_of(names, ev.pid, ev.time);
                 s.stacks.add(comm, ev.pid, *ip, *misc, callchain.as_ref());
+                if let Some(n) = ev.names() {
+                    let kernel = Context::of_cpumode(*misc).is_kernel();
+                    learn(&mut s.names, ev.pid, *ip, kernel, n.sym());
+                    if let Some(chain) = callchain {
+                        for (f, sym) in chain.frames().zip(n.frames.iter()) {
+                            learn(&mut s.names, ev.pid, f.ip, f.is_kernel(), sym.as_ref());
+                        }
+                    }
+                }
             }
         }
+    }
+
+    /// Write the stacks (to `stdout`, or to the file), named by the function names the
+    /// samples carried (by address where they had none). Returns a line for stderr saying
+    /// what was written.
+    pub fn finish_named(&self, stdout: &mut dyn Write) -> anyhow::Result<String> {
+        let names = std::mem::take(&mut self.0.borrow_mut().names);
+        self.finish(&mut Learnt(&names), stdout)
     }
 
     /// Write the stacks (to `stdout`, or to the file), named by `namer`. Returns a line for

@@ -26,6 +26,7 @@ pub mod script;
 pub mod signals;
 pub mod stats;
 pub mod stop;
+pub mod symbolize;
 pub mod symbols;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

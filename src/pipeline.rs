@@ -28,6 +28,7 @@ use crate::event::Event;
 use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
 use crate::process::proc::{self, SeedOptions, SeedProcess};
 use crate::process::{ModelHandle, ProcessModel};
+use crate::symbolize::Symbolize;
 
 /// Events the ordering window holds at most (its memory bound: about 80 bytes each).
 pub const MAX_REORDER: usize = 1 << 18;
@@ -56,6 +57,8 @@ pub struct PipelineOptions {
     pub proc_root: PathBuf,
     /// Where the readers' emptied buffers go back to (the monitor's), if anywhere.
     pub pool: Option<BufferPool>,
+    /// Name the samples (needs `model`): the symbolize step's configuration.
+    pub symbols: Option<crate::symbols::Config>,
 }
 
 impl Default for PipelineOptions {
@@ -70,6 +73,7 @@ impl Default for PipelineOptions {
             argv: false,
             proc_root: PathBuf::from("/proc"),
             pool: None,
+            symbols: None,
         }
     }
 }
@@ -108,6 +112,10 @@ pub struct Pipeline {
     /// Chunks out of the ordering stage, waiting for the snapshot.
     held: VecDeque<Chunk>,
     held_events: usize,
+    /// The symbolize step, when samples are named.
+    symbolize: Option<Symbolize>,
+    /// What the symbolizer said, for the frontend to show once.
+    notes: Vec<String>,
 }
 
 impl Pipeline {
@@ -134,7 +142,14 @@ impl Pipeline {
                 }
             }
         });
+        let symbolize = opts
+            .symbols
+            .clone()
+            .filter(|_| opts.model)
+            .map(Symbolize::new);
         Pipeline {
+            symbolize,
+            notes: Vec::new(),
             rx,
             no_batches: never(),
             order: OrderingStage::new(cpus, opts.max_reorder),
@@ -159,6 +174,19 @@ impl Pipeline {
     pub fn with_stage(mut self, link: StageLink) -> Pipeline {
         self.stage = Some(link);
         self
+    }
+
+    /// What the symbolizer had to say since the last call (a binary it could not read,
+    /// kernel symbols hidden, ...): each said once, escaped.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// The symbolize step's counters and its caches' memory bound, when samples are named.
+    pub fn symbol_stats(&self) -> Option<(crate::symbols::Stats, usize)> {
+        self.symbolize
+            .as_ref()
+            .map(|s| (s.stats(), s.memory_bound()))
     }
 
     /// The model, for readers (the frontend, the script module, the symbolizer).
@@ -364,7 +392,7 @@ impl Pipeline {
     /// A chunk leaves the ordering stage: the model learns from it, then it goes on. Until
     /// the `/proc` snapshot is in, chunks wait (within a bound), so that the model knows what
     /// existed before the stream says anything.
-    fn publish(&mut self, chunk: Chunk) {
+    fn publish(&mut self, mut chunk: Chunk) {
         if !self.opts.model {
             return self.pass_on(chunk);
         }
@@ -391,6 +419,11 @@ impl Pipeline {
         };
         if !execs.is_empty() {
             self.read_argv(execs);
+        }
+        if let Some(sym) = &mut self.symbolize {
+            sym.name(&mut chunk.events, &self.model.read());
+            self.notes
+                .extend(sym.take_notes().into_iter().map(|n| n.to_string()));
         }
         self.pass_on(chunk);
     }

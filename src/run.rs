@@ -280,8 +280,23 @@ fn pipeline_options(
 ) -> PipelineOptions {
     let samples = info.events.iter().any(|e| !e.is_dummy());
     let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());
+    // Samples are named in every mode. The TUI shows an address while a binary is first
+    // read, so it waits less for a file than a line format, which writes the names.
+    let symbols = samples.then(|| crate::symbols::Config {
+        load_timeout: if interactive {
+            std::time::Duration::from_millis(250)
+        } else {
+            std::time::Duration::from_secs(5)
+        },
+        ..crate::symbols::Config::default()
+    });
     PipelineOptions {
-        model: interactive || !cli.script.is_empty() || names || cli.folded.is_some(),
+        model: interactive
+            || !cli.script.is_empty()
+            || names
+            || cli.folded.is_some()
+            || symbols.is_some(),
+        symbols,
         seed: Some(SeedOptions {
             maps: samples,
             argv: interactive,
@@ -308,7 +323,7 @@ fn write_folded(
         Some(StopReason::BrokenPipe) if f.replaces_records() => return true,
         _ => {}
     }
-    let said = match f.finish(&mut crate::folded::AddressNamer, stdout) {
+    let said = match f.finish_named(stdout) {
         Ok(line) => line,
         Err(e) => format!("error: {e:#}"),
     };

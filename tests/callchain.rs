@@ -136,6 +136,9 @@ struct Run {
     maps: HashMap<u32, Vec<Mapping>>,
     /// (pid, time, ip, chain innermost first).
     samples: Vec<(u32, u64, u64, Vec<u64>)>,
+    /// The names perfwatch gave each sample's frames (`[unknown]` when it had none), by
+    /// the sample's index.
+    named: Vec<Vec<String>>,
 }
 
 impl Run {
@@ -168,19 +171,31 @@ impl Run {
                 }
                 Some("sample") => {
                     let ip = num(&v["sample_ip"]);
-                    let mut chain: Vec<u64> = v["callchain"]
+                    let frames = v["callchain"]
                         .as_array()
-                        .expect("a sample with -g has a callchain")
+                        .expect("a sample with -g has a callchain");
+                    let mut chain: Vec<u64> = frames
                         .iter()
-                        .map(|f| {
-                            assert!(f["sym"].is_null() && f["dso"].is_null(), "{f}");
-                            f["ip"].as_str().map(hex).expect("ip as a hex string")
-                        })
+                        .map(|f| f["ip"].as_str().map(hex).expect("ip as a hex string"))
+                        .collect();
+                    let mut named: Vec<String> = frames
+                        .iter()
+                        .map(|f| f["sym"].as_str().unwrap_or("[unknown]").to_string())
                         .collect();
                     if chain.is_empty() {
                         // As --folded takes it: the sample's own ip.
                         chain.push(ip);
+                        named.push(v["sym"].as_str().unwrap_or("[unknown]").to_string());
                     }
+                    // The innermost frame is the sample's own address, named alike.
+                    assert_eq!(
+                        v["sym"].as_str(),
+                        frames
+                            .first()
+                            .map_or(v["sym"].as_str(), |f| f["sym"].as_str()),
+                        "{v}"
+                    );
+                    run.named.push(named);
                     run.samples.push((
                         v["sample_pid"].as_i64().unwrap() as u32,
                         num(&v["sample_time"]),
@@ -267,13 +282,19 @@ fn a_c_programs_chains_show_its_call_path_and_folded_counts_match_the_samples() 
     assert!(ours.len() >= 100, "{} samples of fpprog", ours.len());
     let mut on_path = 0;
     let mut shown = Vec::new();
-    for (_, _, ip, chain) in &ours {
+    let mut agree = 0;
+    for (i, (_, _, ip, chain)) in run.samples.iter().enumerate().filter(|(_, s)| s.0 == pid) {
         assert_eq!(
             chain.first(),
             Some(ip),
             "the innermost frame is the sample's ip"
         );
-        let names = run.name(&mut sym, pid, chain);
+        // perfwatch's names, against the same symbolizer asked here from the mmap records
+        // of the output: they agree for the user-space chains of the program.
+        let names = run.named[i].clone();
+        if chain.iter().all(|&a| !is_kernel(a)) && run.name(&mut sym, pid, chain) == names {
+            agree += 1;
+        }
         if starts_with_path(&names, &PATH_C) && names[0] != "tick" {
             on_path += 1;
         }
@@ -284,6 +305,11 @@ fn a_c_programs_chains_show_its_call_path_and_folded_counts_match_the_samples() 
     assert!(
         on_path * 10 >= ours.len() * 8,
         "{on_path} of {} chains are hot <- middle <- outer <- main: {shown:#?}",
+        ours.len()
+    );
+    assert!(
+        agree * 10 >= ours.len() * 8,
+        "perfwatch's names agree with the symbolizer's for {agree} of {} chains",
         ours.len()
     );
 
@@ -304,10 +330,9 @@ fn a_c_programs_chains_show_its_call_path_and_folded_counts_match_the_samples() 
         let mut frames = stack.split(';');
         let comm = frames.next().unwrap();
         assert_eq!(comm, "fpprog", "{line}");
-        // Outermost first: reverse into a chain, innermost first.
-        let mut chain: Vec<u64> = frames.map(hex).collect();
-        chain.reverse();
-        let names = run.name(&mut sym, pid, &chain);
+        // Named, outermost first: reverse into a chain, innermost first.
+        let mut names: Vec<String> = frames.map(String::from).collect();
+        names.reverse();
         if starts_with_path(&names, &PATH_C) && names[0] != "tick" {
             path_count += count;
         }
@@ -333,56 +358,33 @@ fn plain_lines_carry_the_chain_innermost_first_on_one_line() {
         "200",
     ]);
     let text = String::from_utf8(out.stdout).unwrap();
-    // The mappings from the mmap lines (no inode in --plain: the path is enough here).
-    let mut run = Run::default();
-    let field = |line: &str, key: &str| -> Option<String> {
-        let at = line.find(&format!(" {key}: "))? + key.len() + 3;
-        let rest = &line[at..];
-        let end = rest.find([',', ' ']).unwrap_or(rest.len());
-        Some(rest[..end].to_string())
-    };
     let mut samples = 0;
-    for line in text.lines() {
-        if line.contains("type: mmap") {
-            let pid: u32 = field(line, "pid").unwrap().parse().unwrap();
-            let file = line
-                .split(" filename: ")
-                .nth(1)
-                .unwrap()
-                .trim_end_matches(" }");
-            run.maps.entry(pid).or_default().push(Mapping {
-                start: hex(&field(line, "start").unwrap()),
-                len: hex(&field(line, "length").unwrap()),
-                pgoff: field(line, "offset").map(|o| hex(&o)).unwrap(),
-                file: MappedFile::new(file.as_bytes(), FileIdentity::Unknown),
-            });
-        }
-        if line.contains("type: sample") {
-            samples += 1;
-            // The first `pid:` is the prefix's: the task that was running.
-            let pid: u32 = field(line, "pid").unwrap().parse().unwrap();
-            let ip = hex(&field(line, "ip").unwrap());
-            let chain_text = line
-                .split("callchain: ")
-                .nth(1)
-                .unwrap_or_else(|| panic!("no chain: {line}"))
-                .trim_end_matches(" }");
-            let chain: Vec<u64> = chain_text
-                .split(" <- ")
-                .map(|a| if a == "0" { 0 } else { hex(a) })
-                .collect();
-            assert_eq!(chain[0], ip, "{line}");
-            run.samples.push((pid, 0, ip, chain));
+    let mut on_path = 0;
+    for line in text.lines().filter(|l| l.contains("type: sample")) {
+        samples += 1;
+        let chain_text = line
+            .split("callchain: ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no chain: {line}"))
+            .trim_end_matches(" }");
+        // Each frame is its function and offset (`hot+0x1c`), innermost first.
+        let names: Vec<String> = chain_text
+            .split(" <- ")
+            .map(|f| f.split('+').next().unwrap().to_string())
+            .collect();
+        // The sample's own `sym:` is the innermost frame's.
+        let sym = line
+            .split(" sym: ")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .unwrap_or_else(|| panic!("no sym: {line}"));
+        assert_eq!(sym, chain_text.split(" <- ").next().unwrap(), "{line}");
+        if starts_with_path(&names, &PATH_C) {
+            on_path += 1;
         }
     }
     assert_eq!(text.lines().count(), text.matches('\n').count());
     assert!(samples >= 100, "{samples} samples");
-    let mut sym = symbolizer();
-    let on_path = run
-        .samples
-        .iter()
-        .filter(|(pid, _, _, c)| starts_with_path(&run.name(&mut sym, *pid, c), &PATH_C))
-        .count();
     assert!(
         on_path * 10 >= samples * 8,
         "{on_path} of {samples} on the path"
@@ -402,8 +404,10 @@ fn scripts_see_the_same_chains_as_frames() {
 def on_event(event):
     if event.type == "sample":
         c = event.callchain
-        assert c[0].ip == c[0]["ip"] and c[0].sym is None and c[0]["dso"] is None
+        assert c[0].ip == c[0]["ip"] and c[0].sym == event.sym and c[0]["dso"] == event.dso
         assert event.as_dict()["callchain"][0]["ip"] == c[0].ip
+        assert event.as_dict()["callchain"][0]["sym"] == c[0].sym
+        print("sym", event.sample_time, event.sym, " ".join(str(f.sym) for f in c))
         frames = [(f.ip, f.kernel) for f in c] or [(event.sample_ip, event.sample_ip >= 0xffff800000000000)]
         print(event.sample_time, ",".join("%x%s" % (ip, "k" if k else "") for ip, k in frames))
     else:
@@ -430,8 +434,16 @@ def on_event(event):
     let run = Run::from_json(&out.stdout);
     let text = std::fs::read_to_string(&lines).unwrap();
     let mut seen: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut script_names: HashMap<u64, Vec<String>> = HashMap::new();
     for l in text.lines() {
         let l = l.strip_prefix("[chains.py] ").unwrap_or(l);
+        if let Some(rest) = l.strip_prefix("sym ") {
+            let mut w = rest.split(' ');
+            let t: u64 = w.next().unwrap().parse().unwrap();
+            let _own = w.next();
+            script_names.insert(t, w.map(String::from).collect());
+            continue;
+        }
         let (t, chain) = l.split_once(' ').unwrap_or_else(|| panic!("{l}"));
         let frames = chain
             .split(',')
@@ -445,9 +457,24 @@ def on_event(event):
         seen.insert(t.parse().unwrap(), frames);
     }
     assert_eq!(seen.len(), run.samples.len());
-    for (_, t, _, chain) in &run.samples {
+    for (i, (_, t, _, chain)) in run.samples.iter().enumerate() {
         assert_eq!(seen.get(t), Some(chain), "sample at {t}");
+        // The script's frames have the names --json gave them (None where it said null).
+        if let Some(n) = script_names.get(t).filter(|n| !n.is_empty()) {
+            let json: Vec<String> = run.named[i]
+                .iter()
+                .map(|s| {
+                    if s == "[unknown]" {
+                        "None".into()
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect();
+            assert_eq!(n, &json, "sample at {t}");
+        }
     }
+    assert!(!script_names.is_empty());
     let pid = run.pid_of("fpprog");
     let mut sym = symbolizer();
     let on_path = run
@@ -567,16 +594,14 @@ fn a_syscall_heavy_load_has_kernel_frames_above_its_user_frames() {
         let (stack, _) = line.rsplit_once(' ').unwrap();
         let mut frames = stack.split(';');
         assert!(frames.next().is_some_and(|c| c.contains("dd")), "{line}");
-        let addrs: Vec<u64> = frames.map(hex).collect();
-        let first_kernel = addrs
-            .iter()
-            .position(|&a| is_kernel(a))
-            .unwrap_or(addrs.len());
-        assert!(
-            addrs[first_kernel..].iter().all(|&a| is_kernel(a)),
-            "{line}"
-        );
-        if first_kernel > 0 && first_kernel < addrs.len() {
+        // Kernel functions carry `_[k]`, as stackcollapse-perf.pl --kernel marks them
+        // (addresses where kallsyms is hidden).
+        let kernel: Vec<bool> = frames
+            .map(|f| f.ends_with("_[k]") || (f.starts_with("0x") && is_kernel(hex(f))))
+            .collect();
+        let first_kernel = kernel.iter().position(|&k| k).unwrap_or(kernel.len());
+        assert!(kernel[first_kernel..].iter().all(|&k| k), "{line}");
+        if first_kernel > 0 && first_kernel < kernel.len() {
             kernel_on_top += 1;
         }
     }

@@ -280,6 +280,7 @@ fn several_events_with_ipc() {
                 event: e,
                 raw: None,
                 callchain: None,
+                sym: None,
             },
         )
     };

@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         tid: 1,
         time: 1,
         id: 1,
-        kind: EventKind::Sample { ip: 1, period: 1, misc: 0, event: desc, raw: Some(raw.into()), callchain: None },
+        kind: EventKind::Sample { ip: 1, period: 1, misc: 0, event: desc, raw: Some(raw.into()), callchain: None, sym: None },
     };
     for format in [plain::Format::Plain, plain::Format::Json] {
         let mut out = Vec::new();

@@ -181,10 +181,31 @@ fn json_line(
     m.uint("sample_id", ev.id);
     match &ev.kind {
         EventKind::Sample { ip, period, .. } => {
-            m.address("sample_ip", *ip).uint("sample_period", *period);
+            m.address("sample_ip", *ip);
+            if let Some(s) = ev.sym() {
+                // Names and binaries come escaped from the symbolizer: quoted, not escaped
+                // again. The offset is a number (small, unlike an address).
+                m.key("sym");
+                crate::callchain::json_str_or_null(s.name(), m.out);
+                m.key("dso");
+                crate::callchain::json_str_or_null(Some(s.dso().name()), m.out);
+                match s.offset() {
+                    Some(off) => {
+                        m.uint("sym_offset", off);
+                    }
+                    None => {
+                        m.key("sym_offset").out.extend_from_slice(b"null");
+                    }
+                }
+            }
+            m.uint("sample_period", *period);
             json_event_members(&mut m, ev);
             if let Some(chain) = ev.callchain() {
                 m.key("callchain");
+                let names: &dyn crate::callchain::FrameNames = match ev.names() {
+                    Some(n) => n,
+                    None => names,
+                };
                 crate::callchain::write_json(chain, names, m.out);
             }
         }
@@ -377,6 +398,7 @@ pub fn run(
         if write_err.is_none() {
             write_err = out.error();
         }
+        say_notes(pipe);
         if let Some(e) = write_err.take() {
             if e.kind() == io::ErrorKind::BrokenPipe {
                 break StopReason::BrokenPipe;
@@ -395,6 +417,7 @@ pub fn run(
     // The readers' last batches and whatever is held, then written out.
     pipe.finish(SHUTDOWN_GRACE);
     write_ready(pipe, &mut opts, out, &mut write_err);
+    say_notes(pipe);
     if write_err.is_none() {
         if let Err(e) = out.flush() {
             write_err = Some(e);
@@ -407,6 +430,13 @@ pub fn run(
         Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(StopReason::BrokenPipe),
         Some(e) => Err(e),
         None => Ok(reason),
+    }
+}
+
+/// What the symbolizer had to say (once per binary), on stderr.
+fn say_notes(pipe: &mut Pipeline) {
+    for note in pipe.take_notes() {
+        crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
     }
 }
 
@@ -538,6 +568,7 @@ mod tests {
                 event: desc,
                 raw: Some(raw.into()),
                 callchain: None,
+                sym: None,
             },
         };
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
@@ -723,6 +754,7 @@ print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
             event: desc,
             raw: Some(raw.into()),
             callchain: None,
+            sym: None,
         }
     }
 

@@ -416,6 +416,7 @@ fn decode_sample(
         event: desc,
         raw,
         callchain,
+        sym: None,
     };
     Some(())
 }

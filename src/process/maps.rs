@@ -39,6 +39,32 @@ pub enum FileId {
 pub struct MappedFile {
     pub path: Box<[u8]>,
     pub id: FileId,
+    /// The same file as the symbolizer knows it (built once per record: a sample's request
+    /// then costs a reference count).
+    pub sym: Arc<crate::symbols::MappedFile>,
+}
+
+impl MappedFile {
+    pub fn new(path: Box<[u8]>, id: FileId) -> MappedFile {
+        use crate::symbols::FileIdentity;
+        let identity = match id {
+            FileId::Unknown => FileIdentity::Unknown,
+            FileId::BuildId(b) => match crate::symbols::BuildId::new(b.as_bytes()) {
+                Some(b) => FileIdentity::BuildId(b),
+                None => FileIdentity::Unknown,
+            },
+            // The generation is left out: `/proc/PID/maps` does not give it while MMAP2 does,
+            // and the same file must be one binary (one symbol key) for both.
+            FileId::Inode { maj, min, ino, .. } => FileIdentity::Inode {
+                maj,
+                min,
+                ino,
+                generation: 0,
+            },
+        };
+        let sym = crate::symbols::MappedFile::new(&path, identity);
+        MappedFile { path, id, sym }
+    }
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -89,10 +115,7 @@ impl Mapping {
             pgoff: m.pgoff,
             prot,
             flags,
-            file: Arc::new(MappedFile {
-                path: m.filename.clone(),
-                id,
-            }),
+            file: Arc::new(MappedFile::new(m.filename.clone(), id)),
             time,
         }
     }
@@ -215,10 +238,7 @@ mod tests {
             pgoff,
             prot: 5,
             flags: 2,
-            file: Arc::new(MappedFile {
-                path: path.as_bytes().into(),
-                id: FileId::Unknown,
-            }),
+            file: Arc::new(MappedFile::new(path.as_bytes().into(), FileId::Unknown)),
             time,
         }
     }

@@ -209,10 +209,7 @@ pub fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
         pgoff,
         prot,
         flags,
-        file: Arc::new(MappedFile {
-            path: path.into(),
-            id,
-        }),
+        file: Arc::new(MappedFile::new(path.into(), id)),
         time: 0,
     })
 }

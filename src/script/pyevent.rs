@@ -144,6 +144,13 @@ pub struct PyEvent {
     pub ev: Event,
 }
 
+impl PyEvent {
+    /// The symbol of frame `i` of the call chain, when named.
+    fn frame_name(&self, i: usize) -> Option<&crate::symbols::Symbolized> {
+        self.ev.names()?.frames.get(i)?.as_ref()
+    }
+}
+
 #[pymethods]
 impl PyEvent {
     /// "fork", "exit", "comm", "mmap", "sample", "lost", "lost_samples", "throttle",
@@ -197,8 +204,25 @@ impl PyEvent {
         }
     }
 
+    /// The sample's function (`hot_b`), None when unknown or not a sample.
+    #[getter]
+    fn sym(&self) -> Option<&str> {
+        self.ev.sym()?.name()
+    }
+    /// The binary the sample's address is in (`/usr/bin/prog`, `[kernel.kallsyms]`), None
+    /// when not known or not a sample.
+    #[getter]
+    fn dso(&self) -> Option<&str> {
+        Some(self.ev.sym()?.dso().name())
+    }
+    /// The sample's offset into its function, None when unknown.
+    #[getter]
+    fn sym_offset(&self) -> Option<u64> {
+        self.ev.sym()?.offset()
+    }
+
     /// The sample's call chain (`-g`), innermost first: a list of frames with `ip`, `sym`,
-    /// `dso` (None until symbols are known) and `kernel`; None without one.
+    /// `dso` (None when unknown) and `kernel`; None without one.
     #[getter]
     fn callchain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
         let Some(chain) = self.ev.callchain() else {
@@ -206,7 +230,8 @@ impl PyEvent {
         };
         let frames = chain
             .frames()
-            .map(|f| Py::new(py, PyFrame::new(f)))
+            .enumerate()
+            .map(|(i, f)| Py::new(py, PyFrame::new(f, self.frame_name(i))))
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, frames).map(Some)
     }
@@ -233,6 +258,11 @@ impl PyEvent {
         d.set_item("sample_period", self.sample_period())?;
         d.set_item("sample_ip", self.sample_ip())?;
         d.set_item("name", self.name())?;
+        if self.ev.sym().is_some() {
+            d.set_item("sym", self.sym())?;
+            d.set_item("dso", self.dso())?;
+            d.set_item("sym_offset", self.sym_offset())?;
+        }
         for name in member_names(&self.ev.kind) {
             if let Some(v) = member(&self.ev, name) {
                 d.set_item(*name, v)?;
@@ -245,8 +275,8 @@ impl PyEvent {
         }
         if let Some(chain) = self.ev.callchain() {
             let frames = PyList::empty(py);
-            for f in chain.frames() {
-                frames.append(PyFrame::new(f).as_dict(py)?)?;
+            for (i, f) in chain.frames().enumerate() {
+                frames.append(PyFrame::new(f, self.frame_name(i)).as_dict(py)?)?;
             }
             d.set_item("callchain", frames)?;
         }
@@ -274,12 +304,12 @@ pub struct PyFrame {
 }
 
 impl PyFrame {
-    fn new(f: crate::callchain::Frame) -> PyFrame {
+    fn new(f: crate::callchain::Frame, name: Option<&crate::symbols::Symbolized>) -> PyFrame {
         PyFrame {
             ip: f.ip,
             kernel: f.is_kernel(),
-            sym: None,
-            dso: None,
+            sym: name.and_then(|s| s.name()).map(str::to_owned),
+            dso: name.map(|s| s.dso().name().to_owned()),
         }
     }
 }

@@ -1094,6 +1094,7 @@ mod tests {
                 event: d,
                 raw: None,
                 callchain: None,
+                sym: None,
             },
         )
     }

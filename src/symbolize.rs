@@ -1,0 +1,266 @@
+//! The pipeline's symbolize step: samples get the names of their function and binary (and
+//! their call chain's frames), between the process model and the script stage, so that every
+//! consumer downstream (`--plain`, `--json`, the scripts, the filter, `--folded`, the TUI)
+//! sees the same names.
+//!
+//! ```text
+//!  ordering ─► process model ─► symbolize ─► [script stage] ─► frontend
+//! ```
+//!
+//! Each ordered chunk is named as a whole: its samples' addresses become [`Request`]s (a
+//! kernel address; a user address with the mapping the process model says held it *at the
+//! sample's time*, so a process that has already exited is named from what its MMAP2 records
+//! said; or an address no mapping holds, for a JIT's perf map), answered by one
+//! [`Symbolizer::resolve`] call, and the answers are attached to the samples
+//! ([`SampleNames`]). The step runs on the pipeline's thread (the frontend's), never on a
+//! reader thread. A cached lookup is a hash probe; a binary's first read runs on the
+//! symbolizer's loader thread under a deadline ([`Config::load_timeout`]): what it does not
+//! answer in time is `[unknown]` (the read goes on, and later samples get its names), so a
+//! slow or hung file costs that deadline once, never a hang.
+
+use crate::callchain::{Context, Frame, FrameNames};
+use crate::event::{Event, EventKind};
+use crate::process::ProcessModel;
+use crate::symbols::{Config, Mapping, Note, Request, Stats, Symbolized, Symbolizer};
+
+/// The names of one sample: its own address's, and its call chain's frames' (innermost
+/// first, as [`crate::callchain::Callchain::frames`] gives them; `None` for a frame that
+/// cannot be named at all, such as a guest's).
+#[derive(Clone, Debug)]
+pub struct SampleNames {
+    pub ip: Option<Symbolized>,
+    pub frames: Box<[Option<Symbolized>]>,
+}
+
+impl SampleNames {
+    /// The sample's own symbol, when named.
+    pub fn sym(&self) -> Option<&Symbolized> {
+        self.ip.as_ref()
+    }
+}
+
+fn same(a: &Option<Symbolized>, b: &Option<Symbolized>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.symbol().key() == b.symbol().key() && a.offset() == b.offset(),
+        _ => false,
+    }
+}
+
+impl PartialEq for SampleNames {
+    fn eq(&self, other: &SampleNames) -> bool {
+        same(&self.ip, &other.ip)
+            && self.frames.len() == other.frames.len()
+            && self
+                .frames
+                .iter()
+                .zip(&other.frames[..])
+                .all(|(a, b)| same(a, b))
+    }
+}
+
+impl Eq for SampleNames {}
+
+impl FrameNames for SampleNames {
+    fn symbol(&self, index: usize, _: Frame) -> Option<&Symbolized> {
+        self.frames.get(index)?.as_ref()
+    }
+}
+
+/// What can be asked about an address of process `pid` in context `context` at `time`.
+fn request(
+    model: &ProcessModel,
+    pid: u32,
+    time: u64,
+    addr: u64,
+    context: Context,
+) -> Option<Request> {
+    match context {
+        Context::Kernel => Some(Request::kernel(addr)),
+        Context::User => Some(match model.find_mapping(pid, time, addr) {
+            Some((m, _)) => Request::user(
+                pid,
+                addr,
+                &Mapping {
+                    start: m.start,
+                    len: m.len,
+                    pgoff: m.pgoff,
+                    file: m.file.sym.clone(),
+                },
+            ),
+            None => Request::unmapped(pid, addr),
+        }),
+        // A context of an unknown kind: a kernel-half address is the kernel's.
+        Context::Unknown if addr >> 63 == 1 => Some(Request::kernel(addr)),
+        Context::Unknown => Some(Request::unmapped(pid, addr)),
+        // A guest's or the hypervisor's code: nothing here can name it.
+        _ => None,
+    }
+}
+
+/// The symbolize step: a [`Symbolizer`] and its reused buffers.
+pub struct Symbolize {
+    sym: Symbolizer,
+    requests: Vec<Request>,
+    answers: Vec<Symbolized>,
+    /// For each sample of the chunk: its index, and for its ip and each frame, the index of
+    /// its request (`u32::MAX`: none).
+    slots: Vec<(usize, Vec<u32>)>,
+    notes: Vec<Note>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Symbolize {
+    pub fn new(config: Config) -> Symbolize {
+        Symbolize {
+            sym: Symbolizer::new(config),
+            requests: Vec::new(),
+            answers: Vec::new(),
+            slots: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Name the samples of `events` (ordered, and already learnt by `model`).
+    pub fn name(&mut self, events: &mut [Event], model: &ProcessModel) {
+        self.requests.clear();
+        let mut used = 0;
+        for (i, ev) in events.iter().enumerate() {
+            let EventKind::Sample {
+                ip,
+                misc,
+                callchain,
+                ..
+            } = &ev.kind
+            else {
+                continue;
+            };
+            if used == self.slots.len() {
+                self.slots.push((0, Vec::new()));
+            }
+            let (at, slot) = &mut self.slots[used];
+            used += 1;
+            *at = i;
+            slot.clear();
+            let ask = |addr: u64, context: Context, requests: &mut Vec<Request>| match request(
+                model, ev.pid, ev.time, addr, context,
+            ) {
+                Some(r) => {
+                    requests.push(r);
+                    (requests.len() - 1) as u32
+                }
+                None => NONE,
+            };
+            slot.push(ask(*ip, Context::of_cpumode(*misc), &mut self.requests));
+            if let Some(chain) = callchain {
+                for f in chain.frames() {
+                    slot.push(ask(f.lookup_ip(), f.context, &mut self.requests));
+                }
+            }
+        }
+        if used == 0 {
+            return;
+        }
+        // `resolve` appends.
+        self.answers.clear();
+        self.sym.resolve(&self.requests, &mut self.answers);
+        let answer = |n: u32| (n != NONE).then(|| self.answers[n as usize].clone());
+        for (at, slot) in &self.slots[..used] {
+            let names = SampleNames {
+                ip: answer(slot[0]),
+                frames: slot[1..].iter().map(|&n| answer(n)).collect(),
+            };
+            if let EventKind::Sample { sym, .. } = &mut events[*at].kind {
+                *sym = Some(Box::new(names));
+            }
+        }
+        self.notes.extend(self.sym.take_notes());
+    }
+
+    /// What should be told once (a binary that could not be read, kallsyms hidden, ...),
+    /// since the last call.
+    pub fn take_notes(&mut self) -> Vec<Note> {
+        std::mem::take(&mut self.notes)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.sym.stats()
+    }
+
+    /// An upper bound of the memory its caches hold.
+    pub fn memory_bound(&self) -> usize {
+        self.sym.config().memory_bound()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callchain::{CONTEXT_KERNEL, CONTEXT_USER, Callchain};
+    use crate::testkit::events::{fork, sample_at};
+
+    fn kernel_sample(time: u64, ip: u64, chain: Option<Vec<u64>>) -> Event {
+        let mut ev = sample_at(0, 7, time, ip, 1);
+        if let EventKind::Sample {
+            misc, callchain, ..
+        } = &mut ev.kind
+        {
+            *misc = perf_event_open_sys::bindings::PERF_RECORD_MISC_KERNEL as u16;
+            *callchain = chain.map(Callchain::new);
+        }
+        ev
+    }
+
+    fn names(ev: &Event) -> (String, Vec<String>) {
+        let n = ev.names().expect("named");
+        let show = |s: &Option<Symbolized>| s.as_ref().map_or("-".into(), |s| s.to_string());
+        (show(&n.ip), n.frames.iter().map(show).collect())
+    }
+
+    #[test]
+    fn each_chunk_names_its_own_samples_and_frames_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = dir.path().join("kallsyms");
+        std::fs::write(
+            &k,
+            "ffffffff81000000 T one\nffffffff81001000 T two\nffffffff81002000 T three\nffffffff81003000 T four\n",
+        )
+        .unwrap();
+        let mut step = Symbolize::new(Config {
+            kallsyms: k,
+            ..Config::default()
+        });
+        let model = ProcessModel::new();
+        let mut first = vec![
+            kernel_sample(1, 0xffffffff81000010, None),
+            fork(0, 2, 8, 7),
+            kernel_sample(
+                3,
+                0xffffffff81001004,
+                Some(vec![CONTEXT_KERNEL, 0xffffffff81001004, 0xffffffff81002009]),
+            ),
+        ];
+        step.name(&mut first, &model);
+        assert_eq!(names(&first[0]), ("one+0x10".into(), vec![]));
+        assert!(first[1].names().is_none());
+        // The second frame is a return address: named by the byte before it.
+        assert_eq!(
+            names(&first[2]),
+            ("two+0x4".into(), vec!["two+0x4".into(), "three+0x8".into()])
+        );
+        // A later chunk gets its own answers, not the first chunk's.
+        let mut second = vec![kernel_sample(4, 0xffffffff81002000, None)];
+        step.name(&mut second, &model);
+        assert_eq!(names(&second[0]), ("three+0x0".into(), vec![]));
+        // A user address no mapping holds: unknown, in no binary the model knows.
+        let mut third = vec![sample_at(0, 7, 5, 0x401000, 1)];
+        if let EventKind::Sample { callchain, .. } = &mut third[0].kind {
+            *callchain = Some(Callchain::new(vec![CONTEXT_USER, 0x401000]));
+        }
+        step.name(&mut third, &model);
+        let (own, frames) = names(&third[0]);
+        assert_eq!((own.as_str(), frames.len()), ("[unknown]", 1));
+        assert!(step.take_notes().len() <= 1);
+    }
+}
