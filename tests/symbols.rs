@@ -838,10 +838,22 @@ fn num(v: &serde_json::Value) -> Option<u64> {
     })
 }
 
-/// Run perfwatch --json with `args`, and resolve every sample it printed from the MMAP2
-/// records it printed (a minimal process model: per pid, the latest mapping that holds the
-/// address), after everything has exited. Returns (comm of the pid, answer) per sample.
-fn watch_and_resolve(args: &[&str]) -> Vec<(u32, String, Symbolized)> {
+/// A sample as perfwatch named it, and as this test's own symbolizer names it.
+struct Seen {
+    pid: u32,
+    comm: String,
+    /// perfwatch's `sym` (None: `null`, unknown) and `dso`.
+    sym: Option<String>,
+    dso: Option<String>,
+    /// The test's answer, from the MMAP2 records perfwatch printed.
+    ours: Symbolized,
+}
+
+/// Run perfwatch --json with `args`, take the names it gave every sample, and resolve each
+/// sample again here from the MMAP2 records it printed (a minimal process model: per pid,
+/// the latest mapping that holds the address), after everything has exited. Where this
+/// test can name a sample, perfwatch must have given it the same name.
+fn watch_and_resolve(args: &[&str]) -> Vec<Seen> {
     let out = Command::new(assert_cmd::cargo::cargo_bin("perfwatch"))
         .args(args)
         .stderr(Stdio::inherit())
@@ -852,6 +864,7 @@ fn watch_and_resolve(args: &[&str]) -> Vec<(u32, String, Symbolized)> {
     let mut comms: std::collections::HashMap<u32, String> = Default::default();
     let mut reqs = Vec::new();
     let mut pids = Vec::new();
+    let mut named = Vec::new();
     for line in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: serde_json::Value = serde_json::from_slice(line).unwrap();
         match v["type"].as_str() {
@@ -895,16 +908,40 @@ fn watch_and_resolve(args: &[&str]) -> Vec<(u32, String, Symbolized)> {
                 };
                 reqs.push(r);
                 pids.push(pid);
+                assert!(v.get("sym").is_some(), "a sample without a name: {v}");
+                named.push((
+                    v["sym"].as_str().map(String::from),
+                    v["dso"].as_str().map(String::from),
+                ));
             }
             _ => {}
         }
     }
     let mut s = Symbolizer::default();
     let answers = resolve(&mut s, &reqs);
-    pids.into_iter()
+    let seen: Vec<Seen> = pids
+        .into_iter()
         .zip(answers)
-        .map(|(pid, a)| (pid, comms.get(&pid).cloned().unwrap_or_default(), a))
-        .collect()
+        .zip(named)
+        .map(|((pid, ours), (sym, dso))| Seen {
+            pid,
+            comm: comms.get(&pid).cloned().unwrap_or_default(),
+            sym,
+            dso,
+            ours,
+        })
+        .collect();
+    for x in seen.iter().filter(|x| x.ours.is_known()) {
+        assert_eq!(
+            x.sym.as_deref(),
+            x.ours.name(),
+            "perfwatch named a sample of {} ({}) otherwise",
+            x.pid,
+            x.comm
+        );
+        assert_eq!(x.dso.as_deref(), Some(x.ours.dso().name()));
+    }
+    seen
 }
 
 #[test]
@@ -937,15 +974,15 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
         "-c",
         &script,
     ]);
-    let spin: Vec<&Symbolized> = got
+    // perfwatch's own names, for the user-space samples of the spin processes.
+    let spin: Vec<&Seen> = got
         .iter()
-        .filter(|(_, comm, a)| comm == "pwshortspin" && !a.is_kernel())
-        .map(|(_, _, a)| a)
+        .filter(|x| x.comm == "pwshortspin" && !x.ours.is_kernel())
         .collect();
     let pids: std::collections::BTreeSet<u32> = got
         .iter()
-        .filter(|(_, c, _)| c == "pwshortspin")
-        .map(|(p, _, _)| *p)
+        .filter(|x| x.comm == "pwshortspin")
+        .map(|x| x.pid)
         .collect();
     assert!(
         pids.len() >= 4,
@@ -953,14 +990,14 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
         pids.len()
     );
     assert!(spin.len() >= 50, "{} user samples of spin", spin.len());
-    let show = |v: &[&Symbolized]| {
+    let show = |v: &[&Seen]| {
         v.iter()
             .take(20)
-            .map(|a| format!("{a} in {}", a.dso().name()))
+            .map(|x| format!("{:?} in {:?}", x.sym, x.dso))
             .collect::<Vec<_>>()
     };
     // Every sample named (a PLT stub has no symbol: a few may be unknown)...
-    let unknown: Vec<&Symbolized> = spin.iter().copied().filter(|a| !a.is_known()).collect();
+    let unknown: Vec<&Seen> = spin.iter().copied().filter(|x| x.sym.is_none()).collect();
     assert!(
         unknown.len() * 50 <= spin.len(),
         "{} of {} unknown: {:?}",
@@ -972,8 +1009,8 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
     // functions spin spends its time in, in spin.
     let ours = spin
         .iter()
-        .filter(|a| {
-            a.dso().name() == bin.to_str().unwrap() && NAMES.contains(&a.name().unwrap_or(""))
+        .filter(|x| {
+            x.dso.as_deref() == bin.to_str() && NAMES.contains(&x.sym.as_deref().unwrap_or(""))
         })
         .count();
     assert!(
@@ -1001,10 +1038,9 @@ fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
         "bs=1",
         "count=400000",
     ]);
-    let kernel: Vec<&Symbolized> = got
+    let kernel: Vec<&Seen> = got
         .iter()
-        .filter(|(_, comm, a)| comm == "dd" && a.is_kernel())
-        .map(|(_, _, a)| a)
+        .filter(|x| x.comm == "dd" && x.ours.is_kernel())
         .collect();
     if kernel.is_empty() {
         let hidden = std::fs::read_to_string("/proc/kallsyms")
@@ -1017,21 +1053,174 @@ fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
         return;
     }
     assert!(kernel.len() >= 50, "{} kernel samples", kernel.len());
-    let named = kernel.iter().filter(|a| a.is_known()).count();
+    let named = kernel
+        .iter()
+        .filter(|x| x.sym.is_some() && x.dso.as_deref() == Some("[kernel.kallsyms]"))
+        .count();
     assert!(
         named * 100 >= kernel.len() * 95,
         "{named} of {} named",
         kernel.len()
     );
     assert!(
-        kernel.iter().any(|a| a
-            .name()
+        kernel.iter().any(|x| x
+            .sym
+            .as_deref()
             .is_some_and(|n| n.contains("read") || n.contains("write"))),
         "{:?}",
-        kernel
+        kernel.iter().take(30).map(|x| &x.sym).collect::<Vec<_>>()
+    );
+}
+
+/// One `--plain` sample line's pid, `sym` and `dso`.
+fn plain_sample(line: &str) -> Option<(u32, String, String)> {
+    let pid = line
+        .split(", pid: ")
+        .nth(1)?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()?;
+    let rest = line.split(", sym: ").nth(1)?;
+    let (sym, rest) = rest.split_once(", dso: ")?;
+    let (dso, _) = rest.split_once(", period: ")?;
+    Some((pid, sym.to_string(), dso.to_string()))
+}
+
+#[test]
+fn perfwatch_names_programs_functions_a_stripped_copys_binary_and_a_jits_code() {
+    require_perf!();
+    const JIT_C: &str = r#"
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {
+    unsigned char *code = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    code[0] = 0x90; code[1] = 0xeb; code[2] = 0xfd;   /* nop; jmp back to the nop */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%lx 10 pwjit_spin\n", (unsigned long)code);
+    fclose(f);
+    alarm(1);   /* the loop never returns: SIGALRM ends it */
+    ((void (*)(void))code)();
+    return 0;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let fp = cc(
+        dir.path(),
+        "pwsym_fp",
+        SPIN_C,
+        &["-O2", "-fno-omit-frame-pointer"],
+    );
+    let nofp = cc(
+        dir.path(),
+        "pwsym_nofp",
+        SPIN_C,
+        &["-O2", "-fomit-frame-pointer"],
+    );
+    let stripped = cc(dir.path(), "pwsym_strip", SPIN_C, &["-O2"]);
+    run(Command::new("strip").arg(&stripped));
+    let jit = cc(dir.path(), "pwjit", JIT_C, &["-O1"]);
+    let script = format!(
+        "{} 60000 >/dev/null & {} 60000 >/dev/null & {} 60000 >/dev/null & {} & wait",
+        fp.display(),
+        nofp.display(),
+        stripped.display(),
+        jit.display()
+    );
+    let out = Command::new(assert_cmd::cargo::cargo_bin("perfwatch"))
+        .args([
+            "--plain",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "4000",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The perf maps the JIT left.
+    let mut comms = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| l.contains("{ type: comm,")) {
+        let pid: u32 = line
+            .split("{ type: comm, pid: ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let comm = line
+            .split(", comm: ")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(" }");
+        comms.insert(pid, comm.to_string());
+        if comm == "pwjit" {
+            let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+        }
+    }
+    assert!(out.status.success(), "{:?}", out.status);
+    let samples: Vec<(String, String, String)> = text
+        .lines()
+        .filter(|l| l.contains("{ type: sample,"))
+        .map(|l| plain_sample(l).unwrap_or_else(|| panic!("a sample without sym and dso: {l}")))
+        .map(|(pid, sym, dso)| (comms.get(&pid).cloned().unwrap_or_default(), sym, dso))
+        .collect();
+    let of = |comm: &str, bin: &str| -> Vec<&String> {
+        samples
             .iter()
-            .take(30)
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
+            .filter(|(c, _, d)| c == comm && d == bin)
+            .map(|(_, s, _)| s)
+            .collect()
+    };
+    let named = |s: &str| NAMES.iter().any(|n| s.starts_with(&format!("{n}+0x")));
+    for bin in [&fp, &nofp] {
+        let comm = bin.file_name().unwrap().to_str().unwrap();
+        let syms = of(comm, bin.to_str().unwrap());
+        assert!(
+            syms.len() >= 50,
+            "{} samples of {comm} in its binary",
+            syms.len()
+        );
+        let ok = syms.iter().filter(|s| named(s)).count();
+        assert!(
+            ok * 10 >= syms.len() * 9,
+            "{ok} of {} of {comm} named: {:?}",
+            syms.len(),
+            &syms[..syms.len().min(10)]
+        );
+    }
+    let syms = of("pwsym_strip", stripped.to_str().unwrap());
+    assert!(
+        syms.len() >= 50,
+        "{} samples of the stripped copy in its binary",
+        syms.len()
+    );
+    assert!(syms.iter().all(|s| *s == "[unknown]"), "{:?}", &syms[..10]);
+    let jit_pid = comms
+        .iter()
+        .find(|(_, c)| *c == "pwjit")
+        .map(|(p, _)| *p)
+        .expect("pwjit ran");
+    let syms = of("pwjit", &format!("/tmp/perf-{jit_pid}.map"));
+    assert!(
+        syms.len() >= 50,
+        "{} samples of the JIT's code named from its map",
+        syms.len()
+    );
+    assert!(
+        syms.iter().all(|s| s.starts_with("pwjit_spin+0x")),
+        "{:?}",
+        &syms[..10]
     );
 }
