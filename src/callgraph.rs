@@ -241,6 +241,21 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
         (rows, total)
     }
 
+    /// The tags (tasks) whose samples have `key` anywhere in the chain over `span`, with
+    /// those samples, most first (perf top's thread zoom, the other way round).
+    pub fn tags_of(&self, span: Span, key: &K) -> Vec<(u32, u64)> {
+        let mut by: FastMap<u32, u64> = FastMap::default();
+        for (id, n) in self.counts(span, None) {
+            let p = &self.paths[id as usize];
+            if p.keys.contains(key) {
+                *by.entry(p.tag).or_insert(0) += n;
+            }
+        }
+        let mut v: Vec<(u32, u64)> = by.into_iter().collect();
+        v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
     /// The callers of `key` over `span`: from its innermost occurrence in each chain
     /// outwards, merged by call path. The root is `key` itself, counting its Children.
     pub fn callers(&self, span: Span, only: TagFilter, key: &K) -> CallerTree<K> {
@@ -462,6 +477,9 @@ mod tests {
         assert_eq!(row(&rows, "b"), None);
         let tree = g.callers(Span::Recent, Some(&only10), &"a");
         assert_eq!(tree.samples(), 2);
+        assert_eq!(g.tags_of(Span::SinceStart, &"a"), [(10, 2), (20, 1)]);
+        assert_eq!(g.tags_of(Span::SinceStart, &"main"), [(10, 2), (20, 2)]);
+        assert!(g.tags_of(Span::SinceStart, &"zzz").is_empty());
     }
 
     #[test]

@@ -38,6 +38,8 @@ const BATCHES_PER_TURN: usize = 64;
 const STAGE_BACKLOG: usize = 64;
 /// Command lines read after execs per second at most (each is two small `/proc` reads).
 const ARGV_PER_SECOND: u32 = 500;
+/// Symbolizer notes kept for the end of a run (one per binary it could not read, at most).
+pub const MAX_NOTES: usize = 64;
 /// How long the shutdown waits for a `/proc` snapshot still being read.
 const SEED_WAIT: Duration = Duration::from_secs(2);
 
@@ -114,8 +116,10 @@ pub struct Pipeline {
     held_events: usize,
     /// The symbolize step, when samples are named.
     symbolize: Option<Symbolize>,
-    /// What the symbolizer said, for the frontend to show once.
+    /// What the symbolizer said, for the frontend to show once, and all of it (bounded) for
+    /// a frontend that shows it again at the end (the TUI).
     notes: Vec<String>,
+    said: Vec<String>,
 }
 
 impl Pipeline {
@@ -150,6 +154,7 @@ impl Pipeline {
         Pipeline {
             symbolize,
             notes: Vec::new(),
+            said: Vec::new(),
             rx,
             no_batches: never(),
             order: OrderingStage::new(cpus, opts.max_reorder),
@@ -180,6 +185,11 @@ impl Pipeline {
     /// kernel symbols hidden, ...): each said once, escaped.
     pub fn take_notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.notes)
+    }
+
+    /// Everything the symbolizer said during the run (the first [`MAX_NOTES`]).
+    pub fn all_notes(&self) -> &[String] {
+        &self.said
     }
 
     /// The symbolize step's counters and its caches' memory bound, when samples are named.
@@ -422,8 +432,13 @@ impl Pipeline {
         }
         if let Some(sym) = &mut self.symbolize {
             sym.name(&mut chunk.events, &self.model.read());
-            self.notes
-                .extend(sym.take_notes().into_iter().map(|n| n.to_string()));
+            for n in sym.take_notes() {
+                let n = n.to_string();
+                if self.said.len() < MAX_NOTES {
+                    self.said.push(n.clone());
+                }
+                self.notes.push(n);
+            }
         }
         self.pass_on(chunk);
     }

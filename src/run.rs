@@ -194,7 +194,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         let reason = catch_panic(|| crate::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
         // The terminal is restored now. The notes were in the status bar; repeat them on the
         // normal screen with the script notes and the summary.
-        for note in &mon.info.notes {
+        for note in mon.info.notes.iter().chain(pipe.all_notes()) {
             eprintln!("perfwatch: {note}");
         }
         let scripts = scripts.finish();
@@ -280,14 +280,16 @@ fn pipeline_options(
 ) -> PipelineOptions {
     let samples = info.events.iter().any(|e| !e.is_dummy());
     let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());
-    // Samples are named in every mode. The TUI shows an address while a binary is first
-    // read, so it waits less for a file than a line format, which writes the names.
+    // Samples are named in every mode. The TUI waits less for a binary's first read than a
+    // line format, which writes the names (what a read does not answer in time is
+    // [unknown], and the read goes on). kallsyms is read at start, before the first frame.
     let symbols = samples.then(|| crate::symbols::Config {
         load_timeout: if interactive {
-            std::time::Duration::from_millis(250)
+            std::time::Duration::from_secs(1)
         } else {
             std::time::Duration::from_secs(5)
         },
+        preload_kernel: true,
         ..crate::symbols::Config::default()
     });
     PipelineOptions {

@@ -44,10 +44,14 @@ impl Screen {
     }
 
     fn spawn_cmd(cmd: CommandBuilder) -> Screen {
+        Screen::spawn_sized(cmd, ROWS, COLS)
+    }
+
+    fn spawn_sized(cmd: CommandBuilder, rows: u16, cols: u16) -> Screen {
         let pair = native_pty_system()
             .openpty(PtySize {
-                rows: ROWS,
-                cols: COLS,
+                rows,
+                cols,
                 pixel_width: 0,
                 pixel_height: 0,
             })
@@ -71,7 +75,7 @@ impl Screen {
             }
         });
         Screen {
-            parser: vt100::Parser::new(nz(ROWS), nz(COLS), 0),
+            parser: vt100::Parser::new(nz(rows), nz(cols), 0),
             rx,
             raw: Vec::new(),
             writer,
@@ -721,4 +725,144 @@ fn script_output_after_the_tui_quits_is_not_lost() {
     let raw = String::from_utf8_lossy(&s.raw);
     let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
     assert!(!after.contains("FINAL TABLE"), "{after}");
+}
+
+/// A program that spends its time in `pwhot_spin`, called from `main` through `pwhot_outer`,
+/// for at most 15 s.
+fn hot_program(dir: &std::path::Path) -> std::path::PathBuf {
+    let src = dir.join("pwhot.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\nvolatile unsigned long sink;\n\
+         __attribute__((noinline)) void pwhot_spin(void) { for (;;) sink++; }\n\
+         __attribute__((noinline)) void pwhot_outer(void) { pwhot_spin(); }\n\
+         int main(void) { alarm(15); pwhot_outer(); return 0; }\n",
+    )
+    .expect("write source");
+    let bin = dir.join("pwhot");
+    let st = std::process::Command::new("cc")
+        .args([
+            "-O0",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-o",
+        ])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("cc");
+    assert!(st.success());
+    bin
+}
+
+fn spawn_on_160x45(args: &[&str]) -> Screen {
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+    cmd.args(args);
+    cmd.env("TERM", "xterm-256color");
+    Screen::spawn_sized(cmd, 45, 160)
+}
+
+#[test]
+fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prog = hot_program(dir.path());
+    let mut s = spawn_on_160x45(&[
+        "-e",
+        "cpu-clock",
+        "-F",
+        "1000",
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    // On 160x45 the pane is there without a key, beside the task stream, the hot function
+    // first, in its binary.
+    s.wait_for(
+        "Top symbols with pwhot_spin",
+        Duration::from_secs(20),
+        |t| {
+            t.contains("Top symbols (last 10 s")
+                && t.lines()
+                    .any(|l| l.contains("pwhot_spin") && l.contains("[.]") && l.contains("pwhot "))
+        },
+    );
+    let screen = s.text();
+    let tasks_line = screen
+        .lines()
+        .find(|l| l.contains("Tasks: fork/exit/exec"))
+        .unwrap();
+    assert!(
+        tasks_line.contains("Top symbols"),
+        "not beside the task stream:\n{screen}"
+    );
+    // Focus it (Shift-Tab twice from the log), Enter: the tasks running the symbol.
+    s.send("\x1b[Z\x1b[Z\r");
+    s.wait_for(
+        "the tasks running pwhot_spin",
+        Duration::from_secs(5),
+        |t| t.contains("Tasks running pwhot_spin") && t.contains("pwhot"),
+    );
+    // Enter on that task: Top symbols narrowed to it; Esc back.
+    s.send("\r");
+    s.wait_for(
+        "Top symbols narrowed to the task",
+        Duration::from_secs(5),
+        |t| t.contains("Top symbols of ") && t.contains(" pwhot (last 10 s"),
+    );
+    s.send("\x1b");
+    s.wait_for("the narrowing gone", Duration::from_secs(5), |t| {
+        t.contains("Top symbols (last 10 s")
+    });
+    // `a`: since start.
+    s.send("a");
+    s.wait_for("since start", Duration::from_secs(5), |t| {
+        t.contains("Top symbols (since start")
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}
+
+#[test]
+fn with_call_chains_top_symbols_has_children_and_self_and_expands_callers() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prog = hot_program(dir.path());
+    let mut s = spawn_on_160x45(&[
+        "-g",
+        "-e",
+        "cpu-clock",
+        "-F",
+        "1000",
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    s.wait_for("Children and Self", Duration::from_secs(20), |t| {
+        t.contains("child") && t.contains("self") && t.contains("+ pwhot_spin")
+    });
+    // Sort by self: pwhot_spin first; expand it: its callers, down the chain.
+    s.send("\x1b[Z\x1b[Zs+");
+    s.wait_for("the callers of pwhot_spin", Duration::from_secs(5), |t| {
+        let lines: Vec<&str> = t.lines().collect();
+        lines
+            .iter()
+            .position(|l| l.contains("- pwhot_spin"))
+            .is_some_and(|i| lines.get(i + 1).is_some_and(|l| l.contains("pwhot_outer")))
+    });
+    // Down to the caller, expand it too: main below it.
+    s.send("j+");
+    s.wait_for("main under pwhot_outer", Duration::from_secs(5), |t| {
+        let lines: Vec<&str> = t.lines().collect();
+        lines
+            .iter()
+            .position(|l| l.contains("- pwhot_outer"))
+            .is_some_and(|i| lines.get(i + 1).is_some_and(|l| l.contains("main")))
+    });
+    // `-` closes it again.
+    s.send("-");
+    s.wait_for("pwhot_outer closed", Duration::from_secs(5), |t| {
+        t.contains("+ pwhot_outer")
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
 }

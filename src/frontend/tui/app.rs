@@ -390,6 +390,7 @@ pub struct ScriptPane {
 pub enum Pane {
     Cpus,
     Tasks,
+    Symbols,
     Top,
     Script,
     Log,
@@ -445,6 +446,8 @@ pub struct App {
     pub cpu_scroll: usize,
     pub script_scroll: usize,
     pub scripts: Vec<ScriptPane>,
+    /// The Top symbols pane (shown once a named sample came).
+    pub symbols: super::top_symbols::TopSymbols,
     /// A message for the footer (e.g. why a key did nothing).
     pub message: Option<String>,
     pub quit: bool,
@@ -482,6 +485,7 @@ impl App {
             cpu_scroll: 0,
             script_scroll: 0,
             scripts: Vec::new(),
+            symbols: super::top_symbols::TopSymbols::default(),
             message: None,
             quit: false,
             page_rows: Cell::new(10),
@@ -568,6 +572,7 @@ impl App {
         }
         if matches!(ev.kind, EventKind::Sample { .. }) {
             *self.top_acc.entry(ev.pid).or_insert(0) += 1;
+            self.symbols.add(ev);
         }
     }
 
@@ -808,7 +813,11 @@ impl App {
 
     /// The panes in Tab order (the script pane only when a script sent something).
     pub fn panes(&self) -> Vec<Pane> {
-        let mut v = vec![Pane::Cpus, Pane::Tasks, Pane::Top];
+        let mut v = vec![Pane::Cpus, Pane::Tasks];
+        if self.symbols.has_samples() {
+            v.push(Pane::Symbols);
+        }
+        v.push(Pane::Top);
         if !self.scripts.is_empty() {
             v.push(Pane::Script);
         }
@@ -855,7 +864,63 @@ impl App {
             Action::End => self.scroll(isize::MAX / 2),
             Action::Clear => self.clear_log(),
             Action::Help => self.show_help = true,
+            Action::Select => self.select(),
+            Action::Back => {
+                if !self.symbols.back() {
+                    self.message = Some("nothing to go back from".into());
+                }
+            }
+            Action::Expand | Action::Collapse if self.focus != Pane::Symbols => {
+                self.message = Some("+ and - open a symbol's callers in Top symbols".into());
+            }
+            Action::Expand if !self.symbols.callchains => {
+                self.message = Some("callers need call chains: run with -g".into());
+            }
+            Action::Expand => self.symbols.expand(),
+            Action::Collapse => self.symbols.collapse(),
+            Action::Span => self.symbols.toggle_span(),
+            Action::Sort => self.symbols.next_sort(),
             Action::None => {}
+        }
+    }
+
+    /// Enter: on a task (Tasks, Top tasks, or a zoomed symbol's tasks), narrow Top symbols
+    /// to it; on a symbol, show the tasks that run it.
+    fn select(&mut self) {
+        use super::top_symbols::Zoom;
+        let pid = match self.focus {
+            Pane::Top => self.top.get(self.top_scroll).map(|(p, _)| *p),
+            Pane::Tasks => {
+                let n = self.task_rows.len();
+                n.checked_sub(1 + self.task_scroll)
+                    .and_then(|i| self.task_rows.get(i))
+                    .map(|r| r.pid)
+            }
+            Pane::Symbols => match &self.symbols.zoom {
+                Zoom::Tasks(key) => self
+                    .symbols
+                    .tasks_of(key)
+                    .get(self.symbols.selected)
+                    .map(|(p, _)| *p),
+                Zoom::None => {
+                    self.symbols.zoom_selected();
+                    self.symbols.selected = 0;
+                    return;
+                }
+            },
+            _ => None,
+        };
+        match pid {
+            Some(pid) if self.symbols.has_samples() => {
+                self.symbols.narrow = Some(pid);
+                self.symbols.zoom = Zoom::None;
+                self.symbols.selected = 0;
+                self.focus = Pane::Symbols;
+            }
+            Some(_) => {
+                self.message = Some("no samples to narrow (Top symbols shows samples)".into())
+            }
+            None => self.message = Some("Enter: select a task or a symbol first".into()),
         }
     }
 
@@ -955,6 +1020,13 @@ impl App {
             Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
             Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
             Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top.len()),
+            Pane::Symbols => {
+                let len = match &self.symbols.zoom {
+                    super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
+                    super::top_symbols::Zoom::None => self.symbols.rows().0.len(),
+                };
+                self.symbols.selected = down(self.symbols.selected, delta, len);
+            }
             Pane::Cpus => self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus.len() + 1),
             Pane::Script => {
                 let len = self
@@ -984,7 +1056,7 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::EventDesc;
     use crate::testkit::events::{batch, event, sample, task};

@@ -19,6 +19,17 @@ pub enum Action {
     End,
     Clear,
     Help,
+    /// Enter: narrow to the selected task, or zoom into the selected symbol.
+    Select,
+    /// Esc: back from a narrowing or zoom.
+    Back,
+    /// `+` / `-`: a symbol's callers (with call chains).
+    Expand,
+    Collapse,
+    /// `a`: Top symbols over the last seconds or since start.
+    Span,
+    /// `s`: the next order of Top symbols.
+    Sort,
     None,
 }
 
@@ -39,6 +50,17 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("mouse wheel", "scroll the focused pane"),
     ("c", "clear the event log"),
+    (
+        "Enter",
+        "narrow Top symbols to a task; on a symbol: its tasks",
+    ),
+    ("Esc", "back from a narrowed or zoomed view"),
+    (
+        "+/- Right/Left",
+        "Top symbols with -g: open / close a symbol's callers",
+    ),
+    ("a", "Top symbols: last 10 s / since start"),
+    ("s", "Top symbols: sort by samples, self, binary"),
     ("?", "this help (any key closes it)"),
 ];
 
@@ -59,6 +81,12 @@ pub fn map_key(key: KeyEvent) -> Action {
         KeyCode::End | KeyCode::Char('G') => Action::End,
         KeyCode::Char('c') => Action::Clear,
         KeyCode::Char('?') | KeyCode::F(1) => Action::Help,
+        KeyCode::Enter => Action::Select,
+        KeyCode::Esc => Action::Back,
+        KeyCode::Char('+') | KeyCode::Right => Action::Expand,
+        KeyCode::Char('-') | KeyCode::Left => Action::Collapse,
+        KeyCode::Char('a') => Action::Span,
+        KeyCode::Char('s') => Action::Sort,
         _ => Action::None,
     }
 }

@@ -12,6 +12,7 @@
 pub mod app;
 pub mod input;
 pub mod terminal;
+pub mod top_symbols;
 pub mod ui;
 
 use std::io::{self, Write};
@@ -396,6 +397,11 @@ where
         while let Some(chunk) = pipe.next_chunk() {
             dirty |= !chunk.events.is_empty();
             app.on_chunk(chunk);
+        }
+        for note in pipe.take_notes() {
+            // In the footer now; all of them on stderr after the screen is restored.
+            app.message = Some(note);
+            dirty = true;
         }
         if app.quit {
             // q is the same request as Ctrl-C: a normal stop, exit status 0.

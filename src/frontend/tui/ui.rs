@@ -55,26 +55,38 @@ pub fn draw(f: &mut Frame, app: &App) {
             footer,
         ],
     );
-    let mid = if app.scripts.is_empty() {
-        columns(chunks[2], &[chunks[2].width * 62 / 100])
+    // With samples, Top symbols stands between the task stream and Top tasks.
+    let symbols = app.symbols.has_samples();
+    let w = chunks[2].width;
+    let mid = match (symbols, app.scripts.is_empty()) {
+        (false, true) => columns(chunks[2], &[w * 62 / 100]),
+        (false, false) => columns(chunks[2], &[w * 46 / 100, w * 27 / 100]),
+        (true, true) => columns(chunks[2], &[w * 38 / 100, w * 38 / 100]),
+        (true, false) => columns(chunks[2], &[w * 30 / 100, w * 30 / 100, w * 18 / 100]),
+    };
+    let (sym_area, top_area, script_area) = if symbols {
+        (Some(mid[1]), mid[2], mid.get(3).copied())
     } else {
-        let w = chunks[2].width;
-        columns(chunks[2], &[w * 46 / 100, w * 27 / 100])
+        (None, mid[1], mid.get(2).copied())
     };
     draw_status(f, chunks[0], app);
     draw_cpus(f, chunks[1], app);
     draw_tasks(f, mid[0], app);
-    draw_top(f, mid[1], app);
-    if let Some(r) = mid.get(2) {
-        draw_script(f, *r, app);
+    if let Some(r) = sym_area {
+        draw_symbols(f, r, app);
+    }
+    draw_top(f, top_area, app);
+    if let Some(r) = script_area {
+        draw_script(f, r, app);
     }
     draw_log(f, chunks[3], app);
     draw_footer(f, chunks[4], app);
     let focused = match app.focus {
         Pane::Cpus => chunks[1],
         Pane::Tasks => mid[0],
-        Pane::Top => mid[1],
-        Pane::Script => mid.get(2).copied().unwrap_or(chunks[3]),
+        Pane::Symbols => sym_area.unwrap_or(top_area),
+        Pane::Top => top_area,
+        Pane::Script => script_area.unwrap_or(chunks[3]),
         Pane::Log => chunks[3],
     };
     app.page_rows
@@ -592,6 +604,152 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
         &["pid", "comm", "samples", "share"],
         rows,
     );
+}
+
+fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
+    use super::top_symbols::Zoom;
+    use crate::callgraph::Span as Over;
+    let t = &app.symbols;
+    let focused = app.focus == Pane::Symbols;
+    let over = match t.span {
+        Over::Recent => format!("last {} s", super::top_symbols::WINDOW_SECONDS),
+        Over::SinceStart => "since start".to_string(),
+    };
+    let tasks = app.tasks();
+    let comm = |pid: u32| {
+        tasks
+            .comm(pid)
+            .map_or_else(|| "?".to_string(), |c| c.display())
+    };
+    let narrow = t
+        .narrow
+        .map(|p| format!(" of {p} {}", comm(p)))
+        .unwrap_or_default();
+    let mark = |i: usize, cells: Vec<Span<'static>>| {
+        if focused && i == t.selected {
+            cells
+                .into_iter()
+                .map(|c| {
+                    let style = c.style.add_modifier(Modifier::REVERSED);
+                    c.style(style)
+                })
+                .collect()
+        } else {
+            cells
+        }
+    };
+    if let Zoom::Tasks(key) = &t.zoom {
+        let rows = t.tasks_of(key);
+        let total: u64 = rows.iter().map(|r| r.1).sum();
+        let block = pane_block(
+            format!("Tasks running {} ({over}; Esc back)", t.name_of(key)),
+            focused,
+        );
+        let visible = block.inner(area).height.saturating_sub(1) as usize;
+        let skip = t.selected.saturating_sub(visible.saturating_sub(1));
+        let cells = rows
+            .into_iter()
+            .enumerate()
+            .skip(skip)
+            .take(visible)
+            .map(|(i, (pid, n))| {
+                let share = n as f64 * 100.0 / total.max(1) as f64;
+                mark(
+                    i,
+                    vec![
+                        Span::raw(pid.to_string()),
+                        Span::raw(comm(pid)),
+                        Span::raw(format!("{n:>7}")),
+                        Span::raw(format!("{share:5.1}%")),
+                    ],
+                )
+            });
+        draw_grid(
+            f,
+            block,
+            area,
+            &[7, 0, 7, 6],
+            &["pid", "comm", "samples", "share"],
+            cells,
+        );
+        return;
+    }
+    let (rows, total) = t.rows();
+    let block = pane_block(
+        format!(
+            "Top symbols{narrow} ({over}, by {}, {total} samples)",
+            t.sort.name()
+        ),
+        focused,
+    );
+    let visible = block.inner(area).height.saturating_sub(1) as usize;
+    let skip = t.selected.saturating_sub(visible.saturating_sub(1));
+    let kind = |k: bool| {
+        if k {
+            Span::styled("[k]", Style::default().fg(Color::Red))
+        } else {
+            Span::styled("[.]", Style::default().fg(Color::Green))
+        }
+    };
+    let label = |r: &super::top_symbols::SymRow| {
+        let sign = match (r.has_callers, r.expanded) {
+            (_, true) => "- ",
+            (true, false) => "+ ",
+            (false, false) => "  ",
+        };
+        format!("{}{sign}{}", "  ".repeat(r.depth), r.name)
+    };
+    let cells = rows
+        .iter()
+        .enumerate()
+        .skip(skip)
+        .take(visible)
+        .map(|(i, r)| {
+            let mut c = vec![Span::raw(format!("{:5.1}%", r.share))];
+            if t.callchains {
+                c.push(Span::raw(if r.depth == 0 {
+                    format!("{:5.1}%", r.self_share)
+                } else {
+                    String::new()
+                }));
+            }
+            c.push(Span::raw(format!("{:>7}", r.samples)));
+            c.push(kind(r.kernel));
+            c.push(Span::raw(short_dso(&r.dso)));
+            c.push(Span::raw(label(r)));
+            mark(i, c)
+        });
+    if t.callchains {
+        draw_grid(
+            f,
+            block,
+            area,
+            &[6, 6, 7, 3, 14, 0],
+            &["child", "self", "samples", "", "binary", "symbol"],
+            cells,
+        );
+    } else {
+        draw_grid(
+            f,
+            block,
+            area,
+            &[6, 7, 3, 14, 0],
+            &["share", "samples", "", "binary", "symbol"],
+            cells,
+        );
+    }
+}
+
+/// A binary's name as the narrow column shows it: its file name (`libc.so.6`); the kernel
+/// as perf top shows it (`[kernel]`), modules as they are (`[ext4]`).
+fn short_dso(dso: &str) -> String {
+    if dso == "[kernel.kallsyms]" {
+        return "[kernel]".to_string();
+    }
+    if dso.starts_with('[') {
+        return dso.to_string();
+    }
+    dso.rsplit('/').next().unwrap_or(dso).to_string()
 }
 
 fn draw_script(f: &mut Frame, area: Rect, app: &App) {

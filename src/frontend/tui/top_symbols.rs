@@ -1,0 +1,529 @@
+//! The Top symbols pane's state: which functions the samples were taken in, as `perf top`
+//! shows them, over the last seconds (default) or since start; with call chains (`-g`), each
+//! symbol's Children (inclusive) and Self shares and its callers, expandable down the chain.
+//!
+//! Pure: fed with named samples ([`TopSymbols::add`]), read as rows ([`TopSymbols::rows`])
+//! by the renderer and the tests. The counting is [`crate::callgraph::CallGraph`]'s, keyed by
+//! the symbolizer's [`SymbolKey`] (the same function of the same binary, whatever `Arc` the
+//! symbolizer handed out), tagged with the sample's process so that the view can be narrowed
+//! to a task and can say which tasks run a symbol.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::callgraph::{CallGraph, Span};
+use crate::event::Event;
+use crate::symbols::{Symbol, SymbolKey};
+
+/// Seconds the default view covers.
+pub const WINDOW_SECONDS: u64 = 10;
+
+/// Symbols kept for display at most (one per distinct function seen).
+const MAX_SYMBOLS: usize = 1 << 18;
+
+/// How the rows are ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortBy {
+    /// Most samples first (Children with call chains, as perf top -g sorts).
+    Samples,
+    /// Self samples first (with call chains; without, the same as Samples).
+    SelfSamples,
+    /// By binary, then name.
+    Dso,
+}
+
+impl SortBy {
+    fn next(self) -> SortBy {
+        match self {
+            SortBy::Samples => SortBy::SelfSamples,
+            SortBy::SelfSamples => SortBy::Dso,
+            SortBy::Dso => SortBy::Samples,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SortBy::Samples => "samples",
+            SortBy::SelfSamples => "self",
+            SortBy::Dso => "binary",
+        }
+    }
+}
+
+/// What the pane shows instead of the symbol list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Zoom {
+    /// The symbols.
+    None,
+    /// The tasks that run one symbol (Enter on a symbol).
+    Tasks(SymbolKey),
+}
+
+/// One row as drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SymRow {
+    /// 0 for a symbol, 1.. for its callers, down the chain.
+    pub depth: usize,
+    pub key: SymbolKey,
+    /// Samples through this row (Children for a symbol, the path's for a caller).
+    pub samples: u64,
+    /// Self samples (symbols only).
+    pub self_samples: u64,
+    /// Share of all samples over the span, in percent.
+    pub share: f64,
+    pub self_share: f64,
+    pub kernel: bool,
+    /// The binary and the function, escaped by the symbolizer.
+    pub dso: String,
+    pub name: String,
+    /// Can be expanded into callers (`+`), and is.
+    pub has_callers: bool,
+    pub expanded: bool,
+    /// The caller path from the symbol down to this row: what names it for `+`/`-`.
+    path: Vec<SymbolKey>,
+}
+
+/// The pane's state.
+pub struct TopSymbols {
+    graph: CallGraph<SymbolKey>,
+    symbols: FxHashMap<SymbolKey, Arc<Symbol>>,
+    /// Call chains were asked for (`-g`): Children and Self columns, callers.
+    pub callchains: bool,
+    pub span: Span,
+    pub sort: SortBy,
+    /// Only this process's samples (Enter on a task; Esc clears).
+    pub narrow: Option<u32>,
+    pub zoom: Zoom,
+    /// The selected row.
+    pub selected: usize,
+    expanded: HashSet<Vec<SymbolKey>>,
+    scratch: Vec<SymbolKey>,
+}
+
+impl Default for TopSymbols {
+    fn default() -> TopSymbols {
+        TopSymbols::new(WINDOW_SECONDS)
+    }
+}
+
+impl TopSymbols {
+    pub fn new(window_seconds: u64) -> TopSymbols {
+        TopSymbols {
+            graph: CallGraph::new(window_seconds),
+            symbols: FxHashMap::default(),
+            callchains: false,
+            span: Span::Recent,
+            sort: SortBy::Samples,
+            narrow: None,
+            zoom: Zoom::None,
+            selected: 0,
+            expanded: HashSet::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Whether any named sample came (the pane is shown from then on).
+    pub fn has_samples(&self) -> bool {
+        self.graph.samples() > 0
+    }
+
+    /// Samples counted, and those of chains beyond the memory budget (counted, not kept).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.graph.samples(), self.graph.not_kept())
+    }
+
+    /// Count a sample, by the names the symbolize step gave it.
+    pub fn add(&mut self, ev: &Event) {
+        let Some(names) = ev.names() else { return };
+        self.scratch.clear();
+        if !names.frames.is_empty() {
+            self.callchains = true;
+            for s in names.frames.iter().flatten() {
+                let k = self.remember(s.symbol());
+                self.scratch.push(k);
+            }
+        } else if let Some(s) = &names.ip {
+            let k = self.remember(s.symbol());
+            self.scratch.push(k);
+        }
+        let second = ev.time / 1_000_000_000;
+        self.graph.add(second, ev.pid, &self.scratch);
+    }
+
+    fn remember(&mut self, s: &Arc<Symbol>) -> SymbolKey {
+        let k = s.key();
+        if self.symbols.len() < MAX_SYMBOLS || self.symbols.contains_key(&k) {
+            self.symbols.entry(k).or_insert_with(|| Arc::clone(s));
+        }
+        k
+    }
+
+    fn symbol(&self, k: &SymbolKey) -> (bool, String, String) {
+        match self.symbols.get(k) {
+            Some(s) => (
+                s.dso().is_kernel(),
+                s.dso().name().to_string(),
+                s.display_name().to_string(),
+            ),
+            None => (false, "?".into(), crate::symbols::UNKNOWN.into()),
+        }
+    }
+
+    /// The rows to draw, and the samples over the span (after narrowing).
+    pub fn rows(&self) -> (Vec<SymRow>, u64) {
+        let narrow = self.narrow;
+        let keep = move |tag: u32| Some(tag) == narrow;
+        let only: crate::callgraph::TagFilter = if narrow.is_some() { Some(&keep) } else { None };
+        let (mut top, total) = self.graph.top(self.span, only);
+        let pct = |n: u64| {
+            if total > 0 {
+                n as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            }
+        };
+        match self.sort {
+            SortBy::Samples => {}
+            SortBy::SelfSamples => top.sort_by(|a, b| {
+                b.self_samples
+                    .cmp(&a.self_samples)
+                    .then(b.children.cmp(&a.children))
+                    .then(a.key.cmp(&b.key))
+            }),
+            SortBy::Dso => {
+                let names: FxHashMap<SymbolKey, (String, String)> = top
+                    .iter()
+                    .map(|r| {
+                        let (_, d, n) = self.symbol(&r.key);
+                        (r.key, (d, n))
+                    })
+                    .collect();
+                top.sort_by(|a, b| names[&a.key].cmp(&names[&b.key]));
+            }
+        }
+        let mut rows = Vec::with_capacity(top.len());
+        for r in top {
+            let (kernel, dso, name) = self.symbol(&r.key);
+            let path = vec![r.key];
+            let expanded = self.expanded.contains(&path);
+            rows.push(SymRow {
+                depth: 0,
+                key: r.key,
+                samples: r.children,
+                self_samples: r.self_samples,
+                share: pct(r.children),
+                self_share: pct(r.self_samples),
+                kernel,
+                dso,
+                name,
+                // Whether it has callers is known once expanded; a chain's symbols mostly do.
+                has_callers: self.callchains,
+                expanded,
+                path,
+            });
+            if expanded {
+                let tree = self.graph.callers(self.span, only, &r.key);
+                for line in tree
+                    .lines(|p| self.expanded.contains(p))
+                    .into_iter()
+                    .skip(1)
+                {
+                    let (kernel, dso, name) = self.symbol(&line.key);
+                    rows.push(SymRow {
+                        depth: line.depth,
+                        key: line.key,
+                        samples: line.samples,
+                        self_samples: 0,
+                        share: pct(line.samples),
+                        self_share: 0.0,
+                        kernel,
+                        dso,
+                        name,
+                        has_callers: line.has_callers,
+                        expanded: self.expanded.contains(&line.path),
+                        path: line.path,
+                    });
+                }
+            }
+        }
+        (rows, total)
+    }
+
+    /// The tasks that run `key` over the span: (pid, samples), most first.
+    pub fn tasks_of(&self, key: &SymbolKey) -> Vec<(u32, u64)> {
+        self.graph.tags_of(self.span, key)
+    }
+
+    /// The name of `key` as shown.
+    pub fn name_of(&self, key: &SymbolKey) -> String {
+        self.symbol(key).2
+    }
+
+    /// `+`: show the callers of the selected row.
+    pub fn expand(&mut self) {
+        if let Some(r) = self.rows().0.get(self.selected) {
+            if self.callchains {
+                self.expanded.insert(r.path.clone());
+            }
+        }
+    }
+
+    /// `-`: hide them again (on a caller line, its own callers).
+    pub fn collapse(&mut self) {
+        if let Some(r) = self.rows().0.get(self.selected) {
+            let path = r.path.clone();
+            if !self.expanded.remove(&path) && path.len() > 1 {
+                // On a line that is not open: close its parent and select it.
+                let parent = path[..path.len() - 1].to_vec();
+                self.expanded.remove(&parent);
+                let rows = self.rows().0;
+                if let Some(i) = rows.iter().position(|x| x.path == parent) {
+                    self.selected = i;
+                }
+            }
+        }
+    }
+
+    /// Enter on a symbol row: the tasks that run it.
+    pub fn zoom_selected(&mut self) {
+        if let Some(r) = self.rows().0.get(self.selected) {
+            self.zoom = Zoom::Tasks(r.key);
+        }
+    }
+
+    /// `a`: the last seconds or since start.
+    pub fn toggle_span(&mut self) {
+        self.span = match self.span {
+            Span::Recent => Span::SinceStart,
+            Span::SinceStart => Span::Recent,
+        };
+    }
+
+    /// `s`: the next order.
+    pub fn next_sort(&mut self) {
+        self.sort = self.sort.next();
+    }
+
+    /// Esc: back from a zoom, else from a narrowing. True when something changed.
+    pub fn back(&mut self) -> bool {
+        if self.zoom != Zoom::None {
+            self.zoom = Zoom::None;
+            true
+        } else if self.narrow.is_some() {
+            self.narrow = None;
+            self.selected = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventKind;
+    use crate::frontend::tui::app::{App, Pane, RateUnit};
+    use crate::symbolize::SampleNames;
+    use crate::symbols::{Dso, DsoKind, Symbolized};
+    use crate::testkit::events::{comm, sample_at};
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    const NS: u64 = 1_000_000_000;
+
+    /// Symbols of a program and of the kernel, as the symbolizer would hand them out.
+    struct Names {
+        prog: Arc<Dso>,
+        kernel: Arc<Dso>,
+    }
+
+    impl Names {
+        fn new() -> Names {
+            Names {
+                prog: Dso::new("/usr/local/bin/spin", DsoKind::File),
+                kernel: Dso::new("[kernel.kallsyms]", DsoKind::Kernel),
+            }
+        }
+
+        fn sym(&self, name: &str) -> Symbolized {
+            let kernel = name.starts_with("k_");
+            let (dso, dso_key) = if kernel {
+                (&self.kernel, 1)
+            } else {
+                (&self.prog, 2)
+            };
+            // The start stands for the function: a stable number per name.
+            let start = name
+                .bytes()
+                .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+            Symbolized::new(
+                Symbol::new(
+                    Some(name.into()),
+                    Arc::clone(dso),
+                    SymbolKey {
+                        dso: dso_key,
+                        start,
+                    },
+                ),
+                4,
+            )
+        }
+
+        /// A sample of `pid` at `time` whose chain is `chain` (innermost first); without
+        /// call chains when `g` is false (only the innermost counts then).
+        fn sample(&self, pid: u32, time: u64, chain: &[&str], g: bool) -> Event {
+            let mut ev = sample_at(0, pid, time, 0x401000, 1);
+            if let EventKind::Sample { sym, .. } = &mut ev.kind {
+                *sym = Some(Box::new(SampleNames {
+                    ip: Some(self.sym(chain[0])),
+                    frames: if g {
+                        chain.iter().map(|n| Some(self.sym(n))).collect()
+                    } else {
+                        Box::new([])
+                    },
+                }));
+            }
+            ev
+        }
+    }
+
+    fn shown(t: &TopSymbols) -> Vec<(usize, String, u64, u64)> {
+        t.rows()
+            .0
+            .into_iter()
+            .map(|r| (r.depth, r.name, r.samples, r.self_samples))
+            .collect()
+    }
+
+    #[test]
+    fn without_chains_each_sample_counts_for_its_own_function() {
+        let n = Names::new();
+        let mut t = TopSymbols::default();
+        assert!(!t.has_samples());
+        for i in 0..6 {
+            t.add(&n.sample(10, 100 * NS + i, &["hot"], false));
+        }
+        t.add(&n.sample(11, 100 * NS, &["k_read"], false));
+        t.add(&n.sample(11, 100 * NS, &["hot"], false));
+        assert!(t.has_samples() && !t.callchains);
+        assert_eq!(
+            shown(&t),
+            [(0, "hot".into(), 7, 7), (0, "k_read".into(), 1, 1)]
+        );
+        let (rows, total) = t.rows();
+        assert_eq!(total, 8);
+        assert!((rows[0].share - 87.5).abs() < 1e-9);
+        assert!(rows[1].kernel && !rows[0].kernel);
+        assert_eq!(rows[0].dso, "/usr/local/bin/spin");
+        // Narrowed to pid 11: its two samples only (equal counts: by key).
+        t.narrow = Some(11);
+        assert_eq!(
+            shown(&t),
+            [(0, "k_read".into(), 1, 1), (0, "hot".into(), 1, 1)]
+        );
+        // The tasks running hot, most first.
+        let hot = t.rows().0[1].key;
+        assert_eq!(t.tasks_of(&hot), [(10, 6), (11, 1)]);
+        assert!(t.back() && t.narrow.is_none() && !t.back());
+    }
+
+    #[test]
+    fn the_window_forgets_and_since_start_remembers() {
+        let n = Names::new();
+        let mut t = TopSymbols::new(10);
+        t.add(&n.sample(1, 100 * NS, &["early"], false));
+        t.add(&n.sample(1, 120 * NS, &["late"], false));
+        assert_eq!(shown(&t), [(0, "late".into(), 1, 1)]);
+        t.toggle_span();
+        assert_eq!(shown(&t).len(), 2);
+    }
+
+    #[test]
+    fn with_chains_children_and_self_and_callers_open_and_close() {
+        let n = Names::new();
+        let mut t = TopSymbols::default();
+        for _ in 0..3 {
+            t.add(&n.sample(1, NS, &["hot", "middle", "main"], true));
+        }
+        t.add(&n.sample(1, NS, &["cold", "main"], true));
+        assert!(t.callchains);
+        assert_eq!(
+            shown(&t),
+            [
+                (0, "main".into(), 4, 0),
+                (0, "hot".into(), 3, 3),
+                (0, "middle".into(), 3, 0),
+                (0, "cold".into(), 1, 1),
+            ]
+        );
+        // Sorted by self, select hot (first), open its callers, then middle's.
+        t.next_sort();
+        t.selected = 0;
+        t.expand();
+        t.selected = 1;
+        t.expand();
+        assert_eq!(
+            shown(&t)[..4],
+            [
+                (0, "hot".into(), 3, 3),
+                (1, "middle".into(), 3, 0),
+                (2, "main".into(), 3, 0),
+                (0, "cold".into(), 1, 1),
+            ]
+        );
+        assert!(t.rows().0[0].expanded && t.rows().0[1].expanded);
+        // `-` on main (not open): closes middle and selects it; again: closes hot.
+        t.selected = 2;
+        t.collapse();
+        assert_eq!(t.selected, 1);
+        assert_eq!(shown(&t)[1], (1, "middle".into(), 3, 0));
+        assert_eq!(shown(&t)[2].0, 0);
+        t.selected = 0;
+        t.collapse();
+        assert_eq!(shown(&t)[1].0, 0);
+        // Sorting by binary: the kernel's [..] before paths, then names.
+        t.next_sort();
+        assert_eq!(t.sort, SortBy::Dso);
+        assert_eq!(shown(&t)[0].1, "cold");
+    }
+
+    #[test]
+    fn the_pane_beside_the_task_stream_on_160x45() {
+        use ratatui::{Terminal, backend::TestBackend};
+        let n = Names::new();
+        let cfg = crate::frontend::tui::app::tests::cfg(RateUnit::Utilisation, 1000);
+        let mut app = App::new(cfg);
+        let t0 = 100 * NS;
+        let mut evs = vec![
+            comm(0, t0, 4242, b"spin", true),
+            comm(1, t0, 77, b"dd", true),
+        ];
+        for i in 0..400u64 {
+            let t = t0 + 1_000_000 * (i + 1);
+            let (pid, chain): (u32, &[&str]) = match i % 8 {
+                0..=4 => (4242, &["hot_b", "middle", "main"]),
+                5 => (4242, &["hot_a", "main"]),
+                6 => (77, &["k_copy_to_user", "k_vfs_read", "k_ksys_read"]),
+                _ => (77, &["k_vfs_write", "k_ksys_write"]),
+            };
+            evs.push(n.sample(pid, t, chain, true));
+        }
+        app.on_events(evs);
+        app.on_tick(t0 + NS / 2 + 400 * 1_000_000);
+        app.focus = Pane::Symbols;
+        app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::NONE));
+        app.on_key(KeyEvent::new(KeyCode::Char('+'), KeyModifiers::NONE));
+        let mut term = Terminal::new(TestBackend::new(160, 45)).unwrap();
+        crate::frontend::tui::ui::render(&mut term, &app).unwrap();
+        let text: Vec<String> = term
+            .backend()
+            .buffer()
+            .content
+            .chunks(160)
+            .map(|row| row.iter().map(|c| c.symbol()).collect())
+            .collect();
+        insta::assert_debug_snapshot!(&text[7..20]);
+    }
+}
