@@ -673,6 +673,18 @@ def build():
             os.path.join(ROOT, "target", "release", "perfwatch-stress"))
 
 
+def vs_perf_top(pw, stress, smoke):
+    """The TUI against perf top, side by side (benches/vs_perf_top.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import vs_perf_top as top
+    argv = ["--perfwatch", pw, "--stress", stress] + (["--smoke"] if smoke else [])
+    try:
+        return top.main(argv)
+    except (OSError, subprocess.SubprocessError) as e:
+        log("perfwatch TUI vs perf top: FAILED: %s" % e)
+        return 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--perfwatch", help="perfwatch binary (default: build target/release)")
@@ -686,7 +698,7 @@ def main():
     ap.add_argument("--spin-seconds", type=float, default=3.0)
     ap.add_argument("--idle-seconds", type=float, default=2.0,
                     help="length of the no-load run that gives each monitor's fixed cost")
-    ap.add_argument("--only", help="comma-separated rows: plain,json,tui,script,python,perf-record")
+    ap.add_argument("--only", help="comma-separated rows: plain,json,tui,script,python,perf-record, and top (the TUI against perf top, benches/vs_perf_top.py)")
     ap.add_argument("--smoke", action="store_true",
                     help="seconds, not minutes: 1 repetition, tiny loads, no timing verdicts")
     ap.add_argument("--json-out", help="also write the raw results here")
@@ -703,9 +715,12 @@ def main():
         pw, stress = args.perfwatch, args.stress
     else:
         pw, stress = build()
+    keep = set(args.only.split(",")) if args.only else None
+    want_top = keep is None or "top" in keep
+    if keep == {"top"}:
+        return vs_perf_top(pw, stress, args.smoke)
     rows = make_rows(pw, args)
-    if args.only:
-        keep = set(args.only.split(","))
+    if keep is not None:
         rows = [r for r in rows if r.short in keep]
     probe_rows(rows, pw)
     load_args = ["fork", "--count", str(args.count)]
@@ -782,6 +797,8 @@ def main():
                        "unavailable": {r.short: r.unavailable for r in rows if r.unavailable}},
                       f, indent=1)
     failed = [r.short for r in rows if r.unavailable and r.unavailable.startswith("failed")]
+    if want_top and vs_perf_top(pw, stress, args.smoke) != 0:
+        failed.append("top")
     if failed:
         log("rows that failed: %s" % ", ".join(failed))
     # The TUI and --script rows light up when those land; until their harness glue is proven

@@ -32,6 +32,11 @@ fn overhead_harness_smoke() {
         "MET  completeness 100%, 0 lost/dropped (plain): min 100.00%, lost 0, dropped 0, not decoded 0",
         "MET  completeness 100%, 0 lost/dropped (json): min 100.00%, lost 0, dropped 0, not decoded 0",
         "unparsed lines 0, bad periods 0, time going backwards 0, not decoded 0; summary matches output: True",
+        // The TUI against perf top, every configuration measured.
+        "perfwatch TUI vs perf top (160x45 pty",
+        "| busy, ",
+        "| idle, ",
+        " -g | ",
     ] {
         assert!(stdout.contains(want), "no '{want}' in:\n{stdout}\n{stderr}");
     }
