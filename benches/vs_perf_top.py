@@ -115,13 +115,18 @@ def main(argv=None):
     ap.add_argument("--steady", type=float, default=2.0)
     ap.add_argument("--freq", type=int, default=4000)
     ap.add_argument("--smoke", action="store_true", help="1 rep of 3 s: does it run")
+    ap.add_argument("--load", choices=["busy", "idle", "both"], default="both")
+    ap.add_argument("--graph", choices=["no", "yes", "both"], default="both",
+                    help="without -g, with -g, or both")
     a = ap.parse_args(argv)
     if a.smoke:
         a.reps, a.seconds, a.steady = 1, 3.0, 1.0
     ncpu = os.cpu_count() or 1
     rows = []
-    for load in ("busy", "idle"):
-        for g in (False, True):
+    loads = ("busy", "idle") if a.load == "both" else (a.load,)
+    graphs = {"no": (False,), "yes": (True,), "both": (False, True)}[a.graph]
+    for load in loads:
+        for g in graphs:
             ev = ["-e", "cpu-clock", "-F", str(a.freq)] + (["-g"] if g else [])
             monitors = [
                 ("perfwatch TUI", [a.perfwatch] + ev),

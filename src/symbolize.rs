@@ -167,13 +167,31 @@ impl Symbolize {
         self.sym.resolve(&self.requests, &mut self.answers);
         let answer = |n: u32| (n != NONE).then(|| self.answers[n as usize].clone());
         for (at, slot) in &self.slots[..used] {
-            let names = SampleNames {
-                ip: answer(slot[0]),
-                frames: slot[1..].iter().map(|&n| answer(n)).collect(),
+            let EventKind::Sample { sym, callchain, .. } = &mut events[*at].kind else {
+                continue;
             };
-            if let EventKind::Sample { sym, .. } = &mut events[*at].kind {
-                *sym = Some(Box::new(names));
-            }
+            // A return address was looked up by the byte before it (inside the call); its
+            // offset is shown from the address itself, as perf shows it.
+            let frames: Box<[Option<Symbolized>]> = match callchain {
+                Some(chain) => chain
+                    .frames()
+                    .zip(&slot[1..])
+                    .map(|(f, &n)| {
+                        let s = answer(n)?;
+                        Some(match s.offset() {
+                            Some(off) if !f.exact => {
+                                Symbolized::new(s.symbol().clone(), off + (f.ip - f.lookup_ip()))
+                            }
+                            _ => s,
+                        })
+                    })
+                    .collect(),
+                None => Box::new([]),
+            };
+            *sym = Some(Box::new(SampleNames {
+                ip: answer(slot[0]),
+                frames,
+            }));
         }
         self.notes.extend(self.sym.take_notes());
     }
@@ -244,11 +262,20 @@ mod tests {
         step.name(&mut first, &model);
         assert_eq!(names(&first[0]), ("one+0x10".into(), vec![]));
         assert!(first[1].names().is_none());
-        // The second frame is a return address: named by the byte before it.
+        // The second frame is a return address: named by the byte before it, shown with
+        // its own offset.
         assert_eq!(
             names(&first[2]),
-            ("two+0x4".into(), vec!["two+0x4".into(), "three+0x8".into()])
+            ("two+0x4".into(), vec!["two+0x4".into(), "three+0x9".into()])
         );
+        // A return address just past a function's end names the function that called.
+        let mut edge = vec![kernel_sample(
+            5,
+            0xffffffff81001004,
+            Some(vec![CONTEXT_KERNEL, 0xffffffff81001004, 0xffffffff81002000]),
+        )];
+        step.name(&mut edge, &model);
+        assert_eq!(names(&edge[0]).1[1], "two+0x1000");
         // A later chunk gets its own answers, not the first chunk's.
         let mut second = vec![kernel_sample(4, 0xffffffff81002000, None)];
         step.name(&mut second, &model);

@@ -41,6 +41,8 @@ use app::{App, AppConfig};
 
 /// The shortest time between two frames drawn for new records (input redraws at once).
 pub const FRAME: Duration = Duration::from_millis(100);
+/// The frame period while only samples come (see the event loop).
+pub const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
 
 /// Options of a TUI run.
 #[derive(Clone, Debug, Default)]
@@ -352,13 +354,22 @@ where
     app.set_totals(totals());
     ui::render(term, app)?;
     let mut last_draw = Instant::now();
-    // Something to show since the last frame.
+    // Something to show since the last frame; and something besides samples (a task
+    // started or ended, a mapping, a loss), which is worth a frame soon. Samples alone move
+    // counters and the log's tail: a frame every SAMPLES_FRAME is enough for them, as
+    // perf top refreshes every two seconds, and it is most of what a sampling TUI costs.
     let mut dirty = false;
+    let mut lively = false;
     let mut drawn_second = 0;
     loop {
         let since = start.elapsed();
+        let period = if lively {
+            frame
+        } else {
+            frame.max(SAMPLES_FRAME)
+        };
         let wait = if dirty {
-            frame.saturating_sub(last_draw.elapsed())
+            period.saturating_sub(last_draw.elapsed())
         } else {
             SECOND - Duration::from_nanos((since.as_nanos() % SECOND.as_nanos()) as u64)
         };
@@ -388,6 +399,7 @@ where
                 Ok(m) => {
                     app.on_pane_msg(m);
                     dirty = true;
+                    lively = true;
                 }
                 // The script stage ended: stop selecting on it, or the loop would spin.
                 Err(_) => pane_rx = &no_panes,
@@ -396,6 +408,10 @@ where
         }
         while let Some(chunk) = pipe.next_chunk() {
             dirty |= !chunk.events.is_empty();
+            lively |= chunk
+                .events
+                .iter()
+                .any(|e| !matches!(e.kind, crate::event::EventKind::Sample { .. }));
             app.on_chunk(chunk);
         }
         for note in pipe.take_notes() {
@@ -420,10 +436,11 @@ where
             }
         }
         let second = start.elapsed().as_secs();
-        if redraw || (dirty && last_draw.elapsed() >= frame) || second != drawn_second {
+        if redraw || (dirty && last_draw.elapsed() >= period) || second != drawn_second {
             app.on_tick(now());
             app.set_totals(totals());
             dirty = false;
+            lively = false;
             drawn_second = second;
             last_draw = Instant::now();
             if let Err(e) = ui::render(term, app) {

@@ -62,7 +62,7 @@ pub enum Zoom {
 }
 
 /// One row as drawn.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SymRow {
     /// 0 for a symbol, 1.. for its callers, down the chain.
     pub depth: usize,
@@ -75,9 +75,9 @@ pub struct SymRow {
     pub share: f64,
     pub self_share: f64,
     pub kernel: bool,
-    /// The binary and the function, escaped by the symbolizer.
-    pub dso: String,
-    pub name: String,
+    /// The function (and its binary), named and escaped by the symbolizer: a reference
+    /// count per row, no text copied until a row is drawn.
+    pub symbol: Option<Arc<Symbol>>,
     /// Can be expanded into callers (`+`), and is.
     pub has_callers: bool,
     pub expanded: bool,
@@ -105,6 +105,20 @@ pub struct TopSymbols {
 impl Default for TopSymbols {
     fn default() -> TopSymbols {
         TopSymbols::new(WINDOW_SECONDS)
+    }
+}
+
+impl SymRow {
+    /// The function's name as shown (`[unknown]` when not known).
+    pub fn name(&self) -> &str {
+        self.symbol
+            .as_deref()
+            .map_or(crate::symbols::UNKNOWN, |s| s.display_name())
+    }
+
+    /// Its binary.
+    pub fn dso(&self) -> &str {
+        self.symbol.as_deref().map_or("?", |s| s.dso().name())
     }
 }
 
@@ -160,14 +174,10 @@ impl TopSymbols {
         k
     }
 
-    fn symbol(&self, k: &SymbolKey) -> (bool, String, String) {
+    fn symbol(&self, k: &SymbolKey) -> (bool, Option<Arc<Symbol>>) {
         match self.symbols.get(k) {
-            Some(s) => (
-                s.dso().is_kernel(),
-                s.dso().name().to_string(),
-                s.display_name().to_string(),
-            ),
-            None => (false, "?".into(), crate::symbols::UNKNOWN.into()),
+            Some(s) => (s.dso().is_kernel(), Some(Arc::clone(s))),
+            None => (false, None),
         }
     }
 
@@ -193,19 +203,17 @@ impl TopSymbols {
                     .then(a.key.cmp(&b.key))
             }),
             SortBy::Dso => {
-                let names: FxHashMap<SymbolKey, (String, String)> = top
-                    .iter()
-                    .map(|r| {
-                        let (_, d, n) = self.symbol(&r.key);
-                        (r.key, (d, n))
-                    })
-                    .collect();
-                top.sort_by(|a, b| names[&a.key].cmp(&names[&b.key]));
+                let name = |k: &SymbolKey| {
+                    self.symbols
+                        .get(k)
+                        .map(|s| (s.dso().name(), s.display_name()))
+                };
+                top.sort_by(|a, b| name(&a.key).cmp(&name(&b.key)));
             }
         }
         let mut rows = Vec::with_capacity(top.len());
         for r in top {
-            let (kernel, dso, name) = self.symbol(&r.key);
+            let (kernel, symbol) = self.symbol(&r.key);
             let path = vec![r.key];
             let expanded = self.expanded.contains(&path);
             rows.push(SymRow {
@@ -216,8 +224,7 @@ impl TopSymbols {
                 share: pct(r.children),
                 self_share: pct(r.self_samples),
                 kernel,
-                dso,
-                name,
+                symbol,
                 // Whether it has callers is known once expanded; a chain's symbols mostly do.
                 has_callers: self.callchains,
                 expanded,
@@ -230,7 +237,7 @@ impl TopSymbols {
                     .into_iter()
                     .skip(1)
                 {
-                    let (kernel, dso, name) = self.symbol(&line.key);
+                    let (kernel, symbol) = self.symbol(&line.key);
                     rows.push(SymRow {
                         depth: line.depth,
                         key: line.key,
@@ -239,8 +246,7 @@ impl TopSymbols {
                         share: pct(line.samples),
                         self_share: 0.0,
                         kernel,
-                        dso,
-                        name,
+                        symbol,
                         has_callers: line.has_callers,
                         expanded: self.expanded.contains(&line.path),
                         path: line.path,
@@ -257,8 +263,10 @@ impl TopSymbols {
     }
 
     /// The name of `key` as shown.
-    pub fn name_of(&self, key: &SymbolKey) -> String {
-        self.symbol(key).2
+    pub fn name_of(&self, key: &SymbolKey) -> &str {
+        self.symbols
+            .get(key)
+            .map_or(crate::symbols::UNKNOWN, |s| s.display_name())
     }
 
     /// `+`: show the callers of the selected row.
@@ -393,7 +401,7 @@ mod tests {
         t.rows()
             .0
             .into_iter()
-            .map(|r| (r.depth, r.name, r.samples, r.self_samples))
+            .map(|r| (r.depth, r.name().to_string(), r.samples, r.self_samples))
             .collect()
     }
 
@@ -416,7 +424,7 @@ mod tests {
         assert_eq!(total, 8);
         assert!((rows[0].share - 87.5).abs() < 1e-9);
         assert!(rows[1].kernel && !rows[0].kernel);
-        assert_eq!(rows[0].dso, "/usr/local/bin/spin");
+        assert_eq!(rows[0].dso(), "/usr/local/bin/spin");
         // Narrowed to pid 11: its two samples only (equal counts: by key).
         t.narrow = Some(11);
         assert_eq!(

@@ -697,7 +697,7 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
             (true, false) => "+ ",
             (false, false) => "  ",
         };
-        format!("{}{sign}{}", "  ".repeat(r.depth), r.name)
+        format!("{}{sign}{}", "  ".repeat(r.depth), r.name())
     };
     let cells = rows
         .iter()
@@ -715,7 +715,7 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
             }
             c.push(Span::raw(format!("{:>7}", r.samples)));
             c.push(kind(r.kernel));
-            c.push(Span::raw(short_dso(&r.dso)));
+            c.push(Span::raw(short_dso(r.dso())));
             c.push(Span::raw(label(r)));
             mark(i, c)
         });
