@@ -282,12 +282,13 @@ fn pipeline_options(
     let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());
     // Samples are named in every mode. The TUI waits less for a binary's first read than a
     // line format, which writes the names (what a read does not answer in time is
-    // [unknown], and the read goes on). kallsyms is read at start, before the first frame.
+    // [unknown], and the read goes on); either bounds how long a stop can wait for it.
+    // kallsyms is read from the start, in the background.
     let symbols = samples.then(|| crate::symbols::Config {
         load_timeout: if interactive {
             std::time::Duration::from_secs(1)
         } else {
-            std::time::Duration::from_secs(5)
+            std::time::Duration::from_secs(2)
         },
         preload_kernel: true,
         ..crate::symbols::Config::default()

@@ -96,6 +96,17 @@ impl Loader {
     /// Run `job` and wait for it at most the deadline. `tag` names the job if its outcome
     /// comes late.
     pub(crate) fn run(&mut self, job: Job, tag: u64) -> Result<Outcome, RunError> {
+        self.run_waiting(job, tag, self.timeout)
+    }
+
+    /// As [`Loader::run`], waiting at most `wait` (zero: start it and come back at once;
+    /// [`Loader::wait_for`] or [`Loader::harvest`] take its outcome).
+    pub(crate) fn run_waiting(
+        &mut self,
+        job: Job,
+        tag: u64,
+        wait: Duration,
+    ) -> Result<Outcome, RunError> {
         if self.stuck.len() >= MAX_STUCK {
             return Err(RunError::Busy);
         }
@@ -107,7 +118,7 @@ impl Loader {
         if worker.jobs.send((job, tx)).is_err() {
             return Err(RunError::Failed("the symbol loader thread is gone".into()));
         }
-        match rx.recv_timeout(self.timeout) {
+        match rx.recv_timeout(wait) {
             Ok(out) => {
                 self.worker = Some(worker);
                 Ok(out)
@@ -125,6 +136,21 @@ impl Loader {
                 Err(RunError::Failed("it panicked".into()))
             }
         }
+    }
+
+    /// Wait at most `wait` for the job started with `tag` that is still running; its
+    /// outcome, or `None` (still running: [`Loader::harvest`] takes it later; or no such job).
+    pub(crate) fn wait_for(&mut self, tag: u64, wait: Duration) -> Option<Outcome> {
+        let i = self.stuck.iter().position(|s| s.tag == tag)?;
+        let r = self.stuck[i].result.recv_timeout(wait);
+        if matches!(r, Err(RecvTimeoutError::Timeout)) {
+            return None;
+        }
+        let s = self.stuck.swap_remove(i);
+        if self.worker.is_none() {
+            self.worker = Some(s.worker);
+        }
+        r.ok()
     }
 
     /// Outcomes of jobs that finished after their deadline, with their tags; their threads

@@ -310,6 +310,9 @@ pub struct Symbolizer {
     tick: u64,
     table_bytes: usize,
     notes: Vec<Note>,
+    /// When the kallsyms read started in the background ([`Config::preload_kernel`]), until
+    /// the first kernel address waits for it.
+    kernel_preload: Option<Instant>,
     noted: FxHashSet<u64>,
     stats: Stats,
 }
@@ -338,6 +341,7 @@ impl Symbolizer {
             notes: Vec::new(),
             noted: FxHashSet::default(),
             stats: Stats::default(),
+            kernel_preload: None,
         };
         let fixed = [
             (Source::Kernel, "[kernel.kallsyms]", DsoKind::Kernel),
@@ -354,9 +358,33 @@ impl Symbolizer {
                 .push(Binary::new(source, Dso::new(name, kind), key, state));
         }
         if s.config.preload_kernel {
-            s.ensure_loaded(KERNEL, &Request::kernel(0));
+            s.preload_kernel();
         }
         s
+    }
+
+    /// Start reading kallsyms on the loader thread without waiting for it: the first kernel
+    /// address waits for it then (within the load deadline, counted from now), so that
+    /// whoever builds the symbolizer is not held up (under a sampling storm, reading
+    /// kallsyms can take seconds).
+    fn preload_kernel(&mut self) {
+        let job = Job::Kernel {
+            kallsyms: self.config.kallsyms.clone(),
+            modules: self.config.modules.clone(),
+            max_bytes: self.config.table_budget,
+        };
+        self.stats.loads += 1;
+        self.binaries[KERNEL as usize].attempts = 1;
+        self.binaries[KERNEL as usize].last_attempt = Some(Instant::now());
+        let tag = self.tag(KERNEL);
+        match self.loader.run_waiting(job, tag, Duration::ZERO) {
+            Ok(outcome) => self.install(KERNEL, outcome),
+            Err(RunError::TimedOut) => self.kernel_preload = Some(Instant::now()),
+            Err(e) => {
+                let e = self.run_error(e);
+                self.fail(KERNEL, e)
+            }
+        }
     }
 
     /// Answer every request, in order, into `out` (appended).
@@ -603,6 +631,20 @@ impl Symbolizer {
     }
 
     fn ensure_loaded(&mut self, id: BinaryId, r: &Request) {
+        if id == KERNEL {
+            if let Some(started) = self.kernel_preload.take() {
+                let left = self.loader.timeout().saturating_sub(started.elapsed());
+                let tag = self.tag(KERNEL);
+                match self.loader.wait_for(tag, left) {
+                    Some(outcome) => self.install(KERNEL, outcome),
+                    None => {
+                        let e = self.run_error(RunError::TimedOut);
+                        self.fail(KERNEL, e);
+                    }
+                }
+                return;
+            }
+        }
         match &self.binaries[id as usize].state {
             State::Loaded(_) | State::NoSymbols => return,
             State::Failed(e) if !(e.retryable() && self.may_retry(id)) => return,
@@ -837,6 +879,10 @@ impl Symbolizer {
             let id = tag as u32;
             if id as usize >= self.binaries.len() {
                 continue;
+            }
+            if id == KERNEL {
+                // The kallsyms read started at preload came in: nobody waits for it now.
+                self.kernel_preload = None;
             }
             self.install(id, outcome);
         }
@@ -1138,13 +1184,45 @@ mod tests {
             ..Config::default()
         });
         assert_eq!(s.stats().loads, 1);
-        assert_eq!(s.stats().loaded_binaries, 1);
         assert_eq!(
             s.resolve_one(&Request::kernel(0xffffffff81000010))
                 .to_string(),
             "_stext+0x10"
         );
         assert_eq!(s.stats().loads, 1);
+        assert_eq!(s.stats().loaded_binaries, 1);
+    }
+
+    #[test]
+    fn a_kallsyms_that_never_answers_holds_up_neither_the_start_nor_the_first_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = dir.path().join("kallsyms");
+        let c = std::ffi::CString::new(k.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let t0 = Instant::now();
+        let mut s = Symbolizer::new(Config {
+            kallsyms: k,
+            preload_kernel: true,
+            load_timeout: Duration::from_millis(300),
+            ..Config::default()
+        });
+        assert!(
+            t0.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            t0.elapsed()
+        );
+        let a = s.resolve_one(&Request::kernel(0xffffffff81000010));
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        assert_eq!(a.to_string(), UNKNOWN);
+        let notes = s.take_notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        // Refused as what it is, or given up at the deadline: either way, said once.
+        assert!(
+            notes[0].message.contains("longer than") || notes[0].message.contains("FIFO"),
+            "{}",
+            notes[0]
+        );
     }
 
     #[test]
