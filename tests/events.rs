@@ -96,10 +96,18 @@ fn an_exec_gives_the_file_it_executed() {
         .nth(1)
         .and_then(|s| s.split(' ').next())
         .unwrap();
+    // The sample's ip is in the kernel's tracepoint code, named like any sample's.
+    let member = |key: &str| {
+        line.split(&format!(" {key}: "))
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .unwrap_or_else(|| panic!("no {key}: {line}"))
+    };
     assert!(
         line.ends_with(&format!(
-            "{{ type: sample, event: sched:sched_process_exec, ip: {}, period: 1, filename: {exe_s}, pid: {pid}, old_pid: {pid} }}",
-            line.split("ip: ").nth(1).and_then(|s| s.split(',').next()).unwrap()
+            "{{ type: sample, event: sched:sched_process_exec, ip: {}, sym: {}, dso: [kernel.kallsyms], period: 1, filename: {exe_s}, pid: {pid}, old_pid: {pid} }}",
+            member("ip"),
+            member("sym"),
         )),
         "{line}"
     );
