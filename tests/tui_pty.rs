@@ -756,19 +756,14 @@ fn hot_program(dir: &std::path::Path) -> std::path::PathBuf {
     bin
 }
 
-fn spawn_on_160x45(args: &[&str]) -> Screen {
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-    cmd.args(args);
-    cmd.env("TERM", "xterm-256color");
-    Screen::spawn_sized(cmd, 45, 160)
-}
-
-#[test]
-fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
-    require_perf!();
+/// perfwatch `extra -e cpu-clock -F 1000 -- pwhot` on a 160x45 terminal (and the directory
+/// that holds the program).
+fn hot_on_160x45(extra: &[&str]) -> (tempfile::TempDir, Screen) {
     let dir = tempfile::tempdir().expect("tempdir");
     let prog = hot_program(dir.path());
-    let mut s = spawn_on_160x45(&[
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+    cmd.args(extra);
+    cmd.args([
         "-e",
         "cpu-clock",
         "-F",
@@ -776,6 +771,14 @@ fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
         "--",
         prog.to_str().unwrap(),
     ]);
+    cmd.env("TERM", "xterm-256color");
+    (dir, Screen::spawn_sized(cmd, 45, 160))
+}
+
+#[test]
+fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
+    require_perf!();
+    let (_dir, mut s) = hot_on_160x45(&[]);
     // On 160x45 the pane is there without a key, beside the task stream, the hot function
     // first, in its binary.
     s.wait_for(
@@ -826,17 +829,7 @@ fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
 #[test]
 fn with_call_chains_top_symbols_has_children_and_self_and_expands_callers() {
     require_perf!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let prog = hot_program(dir.path());
-    let mut s = spawn_on_160x45(&[
-        "-g",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "1000",
-        "--",
-        prog.to_str().unwrap(),
-    ]);
+    let (_dir, mut s) = hot_on_160x45(&["-g"]);
     s.wait_for("Children and Self", Duration::from_secs(20), |t| {
         t.contains("child") && t.contains("self") && t.contains("+ pwhot_spin")
     });

@@ -568,6 +568,24 @@ fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     );
 }
 
+/// The columns of a list of tasks by samples (Top tasks, the tasks running a symbol).
+const TASK_WIDTHS: &[u16] = &[7, 0, 7, 6];
+const TASK_HEADER: &[&str] = &["pid", "comm", "samples", "share"];
+
+fn task_cells(pid: u32, comm: String, n: u64, total: u64) -> Vec<Span<'static>> {
+    let share = if total > 0 {
+        n as f64 * 100.0 / total as f64
+    } else {
+        0.0
+    };
+    vec![
+        Span::raw(pid.to_string()),
+        Span::raw(comm),
+        Span::raw(format!("{n:>7}")),
+        Span::raw(format!("{share:5.1}%")),
+    ]
+}
+
 fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let (top, total) = app.top();
     let block = pane_block(
@@ -584,26 +602,9 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
             let comm = tasks
                 .comm(*pid)
                 .map_or_else(|| "?".to_string(), |c| c.display());
-            let share = if total > 0 {
-                *n as f64 * 100.0 / total as f64
-            } else {
-                0.0
-            };
-            vec![
-                Span::raw(pid.to_string()),
-                Span::raw(comm),
-                Span::raw(format!("{n:>7}")),
-                Span::raw(format!("{share:5.1}%")),
-            ]
+            task_cells(*pid, comm, *n, total)
         });
-    draw_grid(
-        f,
-        block,
-        area,
-        &[7, 0, 7, 6],
-        &["pid", "comm", "samples", "share"],
-        rows,
-    );
+    draw_grid(f, block, area, TASK_WIDTHS, TASK_HEADER, rows);
 }
 
 fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
@@ -652,26 +653,8 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
             .enumerate()
             .skip(skip)
             .take(visible)
-            .map(|(i, (pid, n))| {
-                let share = n as f64 * 100.0 / total.max(1) as f64;
-                mark(
-                    i,
-                    vec![
-                        Span::raw(pid.to_string()),
-                        Span::raw(comm(pid)),
-                        Span::raw(format!("{n:>7}")),
-                        Span::raw(format!("{share:5.1}%")),
-                    ],
-                )
-            });
-        draw_grid(
-            f,
-            block,
-            area,
-            &[7, 0, 7, 6],
-            &["pid", "comm", "samples", "share"],
-            cells,
-        );
+            .map(|(i, (pid, n))| mark(i, task_cells(pid, comm(pid), n, total)));
+        draw_grid(f, block, area, TASK_WIDTHS, TASK_HEADER, cells);
         return;
     }
     let (rows, total) = t.rows();
