@@ -59,6 +59,7 @@ struct Path<K> {
 }
 
 /// Samples by call chain, over time.
+#[derive(Clone)]
 pub struct CallGraph<K> {
     paths: Vec<Path<K>>,
     /// Chain ids by the hash of (tag, chain): looked up without building a key.

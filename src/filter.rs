@@ -1,7 +1,9 @@
 //! The filter language shared by the TUI (`/`) and `--filter EXPR` in `--plain`/`--json`.
 //!
 //! One language in both places, so that a filter tried out live in the TUI can be pasted into a
-//! pipeline unchanged. An expression is a list of whitespace-separated terms, all ANDed:
+//! pipeline unchanged. An expression is a list of whitespace-separated terms, all ANDed, and
+//! alternatives of such lists are separated by `|` or `or` (`type:fork|type:exit`,
+//! `comm:make pid:1-99 or type:lost`):
 //!
 //! - `type:fork,exit` record types (any of the list), as `--plain` names them;
 //! - `pid:123`, `tid:5-9`, `ppid:1`, `cpu:0-1` numbers and ranges (any of the list);
@@ -25,7 +27,8 @@ use crate::text::escape;
 
 /// The syntax, for `--help` and the TUI's help overlay.
 pub const SYNTAX_HELP: &str = "\
-Terms separated by spaces, all must match (AND):
+Terms separated by spaces, all must match (AND); alternatives separated by
+| or the word or (OR), e.g. type:fork|type:exit  or  comm:make or type:lost
   type:fork,exit   record types (sample fork exit comm mmap lost lost_samples
                    throttle unthrottle context_switch)
   pid:123 tid:5-9  the task the record is about (numbers, ranges, lists)
@@ -113,7 +116,8 @@ struct Term {
 /// A parsed filter. The empty filter matches everything.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
-    terms: Vec<Term>,
+    /// Alternatives (ORed), each a list of terms (ANDed). None for the filter that keeps all.
+    groups: Vec<Vec<Term>>,
     source: String,
     has_words: bool,
 }
@@ -297,15 +301,55 @@ fn contains_ci(hay: &[u8], needle_lc: &[u8]) -> bool {
 impl Filter {
     /// Parse an expression; the empty string (or only spaces) is the filter that keeps all.
     pub fn parse(src: &str) -> Result<Filter, FilterError> {
-        let terms = src
-            .split_whitespace()
-            .map(parse_term)
-            .collect::<Result<Vec<_>, _>>()?;
-        let has_words = terms.iter().any(|t| matches!(t.test, Test::Word(_)));
+        let spaced = src.replace('|', " | ");
+        let mut groups: Vec<Vec<Term>> = vec![Vec::new()];
+        for word in spaced.split_whitespace() {
+            if word == "|" || word.eq_ignore_ascii_case("or") {
+                if groups.last().is_some_and(Vec::is_empty) {
+                    return Err(err(format!(
+                        "'{word}' has no term before it in '{}': write A|B or A or B",
+                        src.trim()
+                    )));
+                }
+                groups.push(Vec::new());
+                continue;
+            }
+            if let Some(g) = groups.last_mut() {
+                g.push(parse_term(word)?);
+            }
+        }
+        if groups.len() > 1 && groups.last().is_some_and(Vec::is_empty) {
+            return Err(err(format!(
+                "nothing after the last '|' or 'or' in '{}'",
+                src.trim()
+            )));
+        }
+        groups.retain(|g| !g.is_empty());
+        let has_words = groups
+            .iter()
+            .flatten()
+            .any(|t| matches!(t.test, Test::Word(_)));
         Ok(Filter {
-            terms,
+            groups,
             source: src.trim().to_string(),
             has_words,
+        })
+    }
+
+    fn terms(&self) -> impl Iterator<Item = &Term> {
+        self.groups.iter().flatten()
+    }
+
+    /// True when an alternative asks for samples by name (`type:sample`, `event:`, `sym:`,
+    /// `dso:`, a tracepoint field): the TUI's log then shows periodic samples.
+    pub fn names_samples(&self) -> bool {
+        self.terms().any(|t| {
+            !t.negate
+                && match &t.test {
+                    Test::Type(set) => set[RecordType::Sample.index()],
+                    Test::Event(_) | Test::Sym(_) | Test::Dso(_) | Test::Field { .. } => true,
+                    _ => false,
+                }
         })
     }
 
@@ -313,11 +357,11 @@ impl Filter {
     /// True when a term looks up task names (`comm:`): the filter then needs the process
     /// model.
     pub fn uses_names(&self) -> bool {
-        self.terms.iter().any(|t| matches!(t.test, Test::Comm(_)))
+        self.terms().any(|t| matches!(t.test, Test::Comm(_)))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
+        self.groups.is_empty()
     }
 
     /// The expression as the user wrote it (trimmed).
@@ -329,7 +373,7 @@ impl Filter {
     /// whether a name is a field), so that a misspelt key is an error rather than a filter
     /// that silently matches nothing.
     pub fn check_fields(&self, known: impl Fn(&str) -> bool) -> Result<(), FilterError> {
-        for t in &self.terms {
+        for t in self.terms() {
             if let Test::Field { name, term, .. } = &t.test {
                 if !known(name) {
                     return Err(err(format!(
@@ -354,9 +398,11 @@ impl Filter {
             line.clear();
             let _ = write!(line, "{ev}");
         }
-        self.terms
-            .iter()
-            .all(|t| t.negate != term_matches(&t.test, ev, comms, line))
+        self.groups.is_empty()
+            || self.groups.iter().any(|g| {
+                g.iter()
+                    .all(|t| t.negate != term_matches(&t.test, ev, comms, line))
+            })
     }
 }
 
@@ -533,6 +579,39 @@ mod tests {
         assert!(m("cpu:3,1", &sample(1, 5)));
         assert!(m("pid:5 cpu:1", &sample(1, 5)));
         assert!(!m("pid:5 cpu:0", &sample(1, 5)), "terms are ANDed");
+    }
+
+    #[test]
+    fn alternatives_with_bar_or_the_word_or() {
+        assert!(m("type:fork|type:exit", &fork(2, 1)));
+        assert!(!m("type:comm|type:exit", &fork(2, 1)));
+        assert!(m("type:comm | pid:2", &fork(2, 1)));
+        assert!(m("pid:9 OR ppid:1", &fork(2, 1)));
+        // AND binds tighter: (pid:5 cpu:0) or (pid:5 cpu:1).
+        assert!(m("pid:5 cpu:0 or pid:5 cpu:1", &sample(1, 5)));
+        assert!(!m("pid:5 cpu:0 or pid:6 cpu:1", &sample(1, 5)));
+        assert!(m("!type:sample|cpu:1", &sample(1, 5)));
+        for bad in [
+            "|type:fork",
+            "type:fork |",
+            "type:fork || pid:1",
+            "or",
+            "a or or b",
+        ] {
+            let e = Filter::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("'|'") || e.contains("'or'"), "{bad}: {e}");
+        }
+        let f = Filter::parse("type:fork|pid:3").unwrap();
+        assert_eq!(f.source(), "type:fork|pid:3");
+    }
+
+    #[test]
+    fn which_filters_name_samples() {
+        let n = |s: &str| Filter::parse(s).unwrap().names_samples();
+        assert!(n("type:sample"));
+        assert!(n("type:fork|sym:memcpy"));
+        assert!(n("dso:libc*") && n("event:cpu-clock") && n("prev_pid:0"));
+        assert!(!n("type:fork,exit") && !n("!type:sample") && !n("comm:make") && !n(""));
     }
 
     #[test]

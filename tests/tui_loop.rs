@@ -196,6 +196,8 @@ fn keys_filter_the_stream_and_q_quits() {
 fn the_run_ends_when_every_reader_has_ended_with_everything_shown() {
     let (tx, mut pipe) = pipeline();
     let mut app = app(&pipe);
+    // Samples in the log too (`S`): the test checks the order of everything.
+    app.on_key(KeyEvent::new(KeyCode::Char('S'), KeyModifiers::NONE));
     let mut term = Terminal::new(TestBackend::new(110, 36)).unwrap();
     let mut mon = FakeMonitor::default();
     readers(tx, clock(), 5, true, mon.stop_requested.clone());

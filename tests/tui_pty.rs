@@ -859,3 +859,129 @@ fn with_call_chains_top_symbols_has_children_and_self_and_expands_callers() {
     s.send("q");
     assert!(exit_status(&mut s, "q").success());
 }
+
+/// The panes of a screen: all but the status bar (its counters and clock go on while paused).
+fn panes(screen: &str) -> String {
+    screen.lines().skip(2).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn pause_holds_every_pane_through_a_fork_storm_and_home_shows_a_page() {
+    require_perf!();
+    let mut s = Screen::spawn(&[
+        "-e",
+        "dummy",
+        "--",
+        "sh",
+        "-c",
+        "while :; do /bin/true; done",
+    ]);
+    s.wait_for("execs of true", Duration::from_secs(20), |t| {
+        t.lines().any(|l| l.contains("exec") && l.contains("true")) && log_rows(t).len() > 10
+    });
+    s.send(" ");
+    s.wait_for("PAUSED", Duration::from_secs(5), |t| t.contains("PAUSED"));
+    // Let a frame with the pause be drawn, then watch the storm go on for 2 seconds.
+    s.pump(Duration::from_millis(300));
+    let held = panes(&s.text());
+    let status = |t: &str| t.lines().nth(1).unwrap_or_default().to_string();
+    let counted = status(&s.text());
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        s.pump(Duration::from_millis(50));
+    }
+    let now = s.text();
+    assert_eq!(panes(&now), held, "the panes moved while paused");
+    assert_ne!(status(&now), counted, "the status bar's counters go on");
+    // Home on the held log: the oldest entries, a full page of them.
+    s.send("g");
+    s.wait_for(
+        "the log scrolled to its start",
+        Duration::from_secs(5),
+        |t| t.contains("back, End follows]"),
+    );
+    let t = s.text();
+    let log_top = t.lines().position(|l| l.contains("Event log (")).unwrap();
+    let footer = t.lines().count() - 1;
+    let rows = log_rows(&t).len();
+    assert!(
+        rows + 2 >= footer - log_top,
+        "Home shows a full page ({rows} rows under line {log_top}):\n{t}"
+    );
+    // Resume: live again.
+    s.send(" ");
+    s.wait_for("resumed", Duration::from_secs(5), |t| !t.contains("PAUSED"));
+    s.wait_for("the panes moving again", Duration::from_secs(5), |t| {
+        panes(t) != held
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}
+
+#[test]
+fn side_band_history_outlives_samples_and_the_log_shows_samples_on_s() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hot = hot_program(dir.path());
+    let marker = dir.path().join("pwmark");
+    let sleep = perfwatch::command::resolve("sleep".as_ref()).expect("sleep in PATH");
+    std::os::unix::fs::symlink(sleep, &marker).expect("symlink");
+    let script = format!(
+        "{} 0.1; exec {}",
+        marker.to_str().unwrap(),
+        hot.to_str().unwrap()
+    );
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+    cmd.args([
+        "-e",
+        "cpu-clock",
+        "-F",
+        "4000",
+        "--history",
+        "200",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.env("TERM", "xterm-256color");
+    let mut s = Screen::spawn_sized(cmd, 45, 160);
+    s.wait_for("the hot program running", Duration::from_secs(20), |t| {
+        t.lines().any(|l| l.contains("exec") && l.contains("pwhot"))
+    });
+    // Five seconds of samples: at 4 kHz, 100 times the history.
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        s.pump(Duration::from_millis(100));
+    }
+    let t = s.text();
+    assert!(
+        t.contains("samples hidden: S"),
+        "the log says samples are hidden:\n{t}"
+    );
+    assert!(log_rows(&t).iter().all(|l| !l.contains("type: sample")));
+    s.send("/comm:pwmark\r");
+    s.wait_for(
+        "the marker's exec and exit, 5 s later",
+        Duration::from_secs(10),
+        |t| {
+            let rows = log_rows(t);
+            t.contains("filter: comm:pwmark")
+                && rows
+                    .iter()
+                    .any(|l| l.contains("type: comm") && l.contains("pwmark"))
+                && rows.iter().any(|l| l.contains("type: exit"))
+        },
+    );
+    // S: the samples in the log too (the filter cleared first).
+    s.send("/\x15\r");
+    s.wait_for("the filter cleared", Duration::from_secs(5), |t| {
+        !t.contains("filter: comm:pwmark")
+    });
+    s.send("S");
+    s.wait_for("samples in the log", Duration::from_secs(5), |t| {
+        log_rows(t).iter().any(|l| l.contains("type: sample"))
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}

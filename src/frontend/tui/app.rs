@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::input::{Action, map_key};
+use super::log::Log;
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
@@ -140,7 +141,7 @@ fn is_hw(d: &crate::event::EventDesc, config: u32) -> bool {
 }
 
 /// Per-CPU rates of the events besides the main one (`-e a,b,...`), and the IPC pair.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct EventRates {
     /// The main event's index in the list: its samples feed [`App::rates`].
     pub main: Option<u16>,
@@ -240,7 +241,7 @@ pub struct TaskRow {
 }
 
 /// Per-CPU rates, one value per second, from sample periods bucketed by record time.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Rates {
     unit: RateUnit,
     cpus: Vec<u32>,
@@ -420,15 +421,14 @@ pub struct App {
     /// The top tasks of the last closed second: (pid, samples), and all samples.
     top: Vec<(u32, u64)>,
     top_total: u64,
-    log: VecDeque<Event>,
+    /// The event log's history (records and periodic samples apart) and its filter.
+    log: Log,
     /// `--folded FILE`: the folded stacks, fed in time order.
     folding: Option<crate::folded::Folding>,
-    /// Sequence number of `log[0]`.
-    log_first_seq: u64,
-    /// With a filter: sequence numbers of the matching log entries.
-    filtered: Option<VecDeque<u64>>,
-    filter: Filter,
-    line_buf: String,
+    /// While paused: the panes as they were at the pause. Keys scroll and filter it; the
+    /// live state goes on underneath (the status bar shows its counters) and is shown again
+    /// on resume.
+    frozen: Option<Box<App>>,
     pub totals: Totals,
     rate_mark: Option<(u64, u64)>,
     /// Records per second over the last second (from the counters).
@@ -465,12 +465,9 @@ impl App {
             top_acc: FxHashMap::default(),
             top: Vec::new(),
             top_total: 0,
-            log: VecDeque::with_capacity(cfg.history.min(1 << 16)),
+            log: Log::new(cfg.history),
             folding: None,
-            log_first_seq: 0,
-            filtered: None,
-            filter: Filter::default(),
-            line_buf: String::new(),
+            frozen: None,
             totals: Totals::default(),
             rate_mark: None,
             records_per_sec: 0.0,
@@ -515,29 +512,23 @@ impl App {
 
     /// Set the filter in force (from `--filter`, or when an edit is applied).
     pub fn set_filter(&mut self, filter: Filter) {
-        self.filter = filter;
-        self.rebuild_filtered();
+        self.log_scroll = 0;
+        let model = self.model.clone();
+        self.log.set_filter(filter, &model.read());
     }
 
     pub fn filter(&self) -> &Filter {
-        &self.filter
+        self.log.filter()
     }
 
-    fn rebuild_filtered(&mut self) {
-        self.log_scroll = 0;
-        if self.filter.is_empty() {
-            self.filtered = None;
-            return;
-        }
-        let mut f = VecDeque::new();
-        let model = self.model.clone();
-        let tasks = model.read();
-        for (i, ev) in self.log.iter().enumerate() {
-            if self.filter.matches_with(ev, &*tasks, &mut self.line_buf) {
-                f.push_back(self.log_first_seq + i as u64);
-            }
-        }
-        self.filtered = Some(f);
+    /// Are periodic samples in the log (`S`, or a filter naming them)?
+    pub fn samples_in_log(&self) -> bool {
+        self.log.samples_shown()
+    }
+
+    /// What the panes show: the snapshot taken at the pause, or the live state.
+    pub fn view(&self) -> &App {
+        self.frozen.as_deref().unwrap_or(self)
     }
 
     /// An ordered chunk from the pipeline (whose model already knows its events).
@@ -652,53 +643,42 @@ impl App {
 
     fn push_task_row(&mut self, row: TaskRow) {
         push_bounded(&mut self.task_rows, row, TASK_ROWS);
-        if self.paused || self.task_scroll > 0 {
+        if self.task_scroll > 0 {
             self.task_scroll = (self.task_scroll + 1).min(self.task_rows.len().saturating_sub(1));
         }
     }
 
     fn push_log(&mut self, ev: Event, tasks: &ProcessModel) {
-        let seq = self.log_first_seq + self.log.len() as u64;
-        let keep =
-            self.filtered.is_none() || self.filter.matches_with(&ev, tasks, &mut self.line_buf);
-        if self.log.len() >= self.cfg.history.max(1) {
-            self.log.pop_front();
-            self.log_first_seq += 1;
-            if let Some(f) = self.filtered.as_mut() {
-                while f.front().is_some_and(|&s| s < self.log_first_seq) {
-                    f.pop_front();
-                }
-            }
-        }
-        self.log.push_back(ev);
-        if let (true, Some(f)) = (keep, self.filtered.as_mut()) {
-            f.push_back(seq);
-        }
-        if keep && (self.paused || self.log_scroll > 0) {
+        // A view scrolled back stays on the same entries.
+        if self.log.push(ev, tasks) && self.log_scroll > 0 {
             self.log_scroll += 1;
         }
         self.log_scroll = self.log_scroll.min(self.log_len().saturating_sub(1));
     }
 
-    /// Entries the log view shows (after the filter).
+    /// Entries the log view shows (after the filter, samples only when shown).
     pub fn log_len(&self) -> usize {
-        self.filtered.as_ref().map_or(self.log.len(), VecDeque::len)
+        self.log.len()
     }
 
-    /// Entries in the log ring (before the filter).
+    /// Entries held in the log's history (before the filter), and of them periodic samples.
+    pub fn log_held(&self) -> (usize, usize) {
+        self.log.held()
+    }
+
+    /// Entries held in the log's history (before the filter).
     pub fn log_entries(&self) -> usize {
-        self.log.len()
+        self.log.held().0
     }
 
     /// The `i`-th entry of the log view, oldest first.
     pub fn log_entry(&self, i: usize) -> Option<&Event> {
-        match &self.filtered {
-            None => self.log.get(i),
-            Some(f) => {
-                let seq = *f.get(i)?;
-                self.log.get(seq.checked_sub(self.log_first_seq)? as usize)
-            }
-        }
+        self.log.get(i)
+    }
+
+    /// The entries `[start, end)` of the log view.
+    pub fn log_range(&self, start: usize, end: usize) -> Vec<&Event> {
+        self.log.range(start, end)
     }
 
     /// The rows of the task stream, oldest first.
@@ -743,18 +723,16 @@ impl App {
         self.now_ns = now;
         self.event_rates.close(now);
         if self.rates.close(now) > 0 {
-            if !self.paused {
-                self.top.clear();
-                self.top.extend(
-                    self.top_acc
-                        .iter()
-                        .filter(|(pid, _)| **pid != 0)
-                        .map(|(p, n)| (*p, *n)),
-                );
-                self.top
-                    .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                self.top_total = self.top_acc.values().sum();
-            }
+            self.top.clear();
+            self.top.extend(
+                self.top_acc
+                    .iter()
+                    .filter(|(pid, _)| **pid != 0)
+                    .map(|(p, n)| (*p, *n)),
+            );
+            self.top
+                .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            self.top_total = self.top_acc.values().sum();
             self.top_acc.clear();
         }
     }
@@ -833,6 +811,16 @@ impl App {
             self.quit = true;
             return;
         }
+        if let Some(view) = self.frozen.as_mut() {
+            // Paused: keys act on the snapshot, but for resume and quit.
+            let typing = view.edit.is_some() || view.show_help;
+            match map_key(key) {
+                Action::Pause if !typing => self.toggle_pause(),
+                Action::Quit if !typing => self.quit = true,
+                _ => view.on_key(key),
+            }
+            return;
+        }
         if self.edit.is_some() {
             self.on_edit_key(key);
             return;
@@ -847,11 +835,11 @@ impl App {
             Action::Quit => self.quit = true,
             Action::Pause => self.toggle_pause(),
             Action::EditFilter => {
-                let text = self.filter.source().to_string();
+                let text = self.filter().source().to_string();
                 self.edit = Some(FilterEdit {
                     text,
                     error: None,
-                    before: self.filter.clone(),
+                    before: self.filter().clone(),
                 });
             }
             Action::FocusNext => self.move_focus(1),
@@ -879,6 +867,17 @@ impl App {
             Action::Expand => self.symbols.expand(),
             Action::Collapse => self.symbols.collapse(),
             Action::Span => self.symbols.toggle_span(),
+            Action::Samples => {
+                let shown = self.log.toggle_samples();
+                self.log_scroll = 0;
+                self.message = Some(match (shown, self.log.filter().names_samples()) {
+                    (true, false) => "the log shows samples (S hides them)".into(),
+                    (true, true) => "the filter names samples: the log shows them".into(),
+                    (false, _) => {
+                        "samples hidden from the log (Top tasks and Top symbols count them)".into()
+                    }
+                });
+            }
             Action::Sort => self.symbols.next_sort(),
             Action::None => {}
         }
@@ -932,7 +931,7 @@ impl App {
             KeyCode::Esc => {
                 let before = edit.before.clone();
                 self.edit = None;
-                if before != self.filter {
+                if before != *self.filter() {
                     self.set_filter(before);
                 }
                 return;
@@ -966,7 +965,7 @@ impl App {
                 if let Some(e) = self.edit.as_mut() {
                     e.error = None;
                 }
-                if f != self.filter {
+                if f != *self.filter() {
                     self.set_filter(f);
                 }
             }
@@ -974,7 +973,7 @@ impl App {
                 if let Some(ed) = self.edit.as_mut() {
                     ed.error = Some(e.to_string());
                 }
-                if before != self.filter {
+                if before != *self.filter() {
                     self.set_filter(before);
                 }
             }
@@ -982,6 +981,10 @@ impl App {
     }
 
     pub fn on_mouse(&mut self, m: MouseEvent) {
+        if let Some(view) = self.frozen.as_mut() {
+            view.on_mouse(m);
+            return;
+        }
         match m.kind {
             MouseEventKind::ScrollUp => self.scroll(-3),
             MouseEventKind::ScrollDown => self.scroll(3),
@@ -990,11 +993,67 @@ impl App {
     }
 
     fn toggle_pause(&mut self) {
-        self.paused = !self.paused;
-        if !self.paused {
-            // Resuming follows the newest again, as perf top and htop do.
-            self.log_scroll = 0;
-            self.task_scroll = 0;
+        match self.frozen.take() {
+            None => {
+                let mut view = self.snapshot();
+                view.paused = true;
+                self.frozen = Some(Box::new(view));
+                self.paused = true;
+            }
+            Some(view) => {
+                // Resuming follows the newest again, as perf top and htop do, with what
+                // was chosen while paused: the filter, the focus, how Top symbols is shown.
+                self.paused = false;
+                if view.filter() != self.filter() {
+                    self.set_filter(view.filter().clone());
+                }
+                if view.log.samples_asked() != self.log.samples_asked() {
+                    self.log.toggle_samples();
+                }
+                self.focus = view.focus;
+                self.top_scroll = view.top_scroll;
+                self.cpu_scroll = view.cpu_scroll;
+                self.script_scroll = view.script_scroll;
+                self.symbols.take_view_of(&view.symbols);
+                self.log_scroll = 0;
+                self.task_scroll = 0;
+            }
+        }
+    }
+
+    /// A copy of what the panes show, for the pause. The log and the task stream are
+    /// copied (bounded rings), Top symbols with its graph.
+    fn snapshot(&self) -> App {
+        App {
+            cfg: self.cfg.clone(),
+            event_rates: self.event_rates.clone(),
+            rates: self.rates.clone(),
+            model: self.model.clone(),
+            task_rows: self.task_rows.clone(),
+            top_acc: FxHashMap::default(),
+            top: self.top.clone(),
+            top_total: self.top_total,
+            log: self.log.clone(),
+            folding: None,
+            frozen: None,
+            totals: self.totals.clone(),
+            rate_mark: self.rate_mark,
+            records_per_sec: self.records_per_sec,
+            now_ns: self.now_ns,
+            paused: true,
+            show_help: false,
+            edit: None,
+            focus: self.focus,
+            log_scroll: self.log_scroll,
+            task_scroll: self.task_scroll,
+            top_scroll: self.top_scroll,
+            cpu_scroll: self.cpu_scroll,
+            script_scroll: self.script_scroll,
+            scripts: self.scripts.clone(),
+            symbols: self.symbols.clone(),
+            message: None,
+            quit: false,
+            page_rows: self.page_rows.clone(),
         }
     }
 
@@ -1007,11 +1066,13 @@ impl App {
 
     /// Scroll the focused pane: negative is up (older for the streams).
     fn scroll(&mut self, delta: isize) {
-        fn back(off: usize, delta: isize, len: usize) -> usize {
-            // Streams count rows back from the newest: up (negative) goes further back.
+        let page = self.page_rows.get().max(1);
+        let back = |off: usize, delta: isize, len: usize| -> usize {
+            // Streams count rows back from the newest: up (negative) goes further back, until
+            // the oldest row is at the top of a full page.
             let v = off as isize - delta;
-            v.clamp(0, len.saturating_sub(1) as isize) as usize
-        }
+            v.clamp(0, len.saturating_sub(page) as isize) as usize
+        };
         fn down(off: usize, delta: isize, len: usize) -> usize {
             let v = off as isize + delta;
             v.clamp(0, len.saturating_sub(1) as isize) as usize
@@ -1041,11 +1102,7 @@ impl App {
 
     /// `c`: forget the log (the counters are kept).
     pub fn clear_log(&mut self) {
-        self.log_first_seq += self.log.len() as u64;
         self.log.clear();
-        if let Some(f) = self.filtered.as_mut() {
-            f.clear();
-        }
         self.log_scroll = 0;
     }
 
@@ -1059,7 +1116,7 @@ impl App {
 pub(crate) mod tests {
     use super::*;
     use crate::event::EventDesc;
-    use crate::testkit::events::{batch, event, sample, task};
+    use crate::testkit::events::{batch, event, fork, sample, task};
 
     const T0: u64 = 100 * NS;
 
@@ -1291,6 +1348,7 @@ pub(crate) mod tests {
     #[test]
     fn history_is_bounded_and_filter_follows_it() {
         let mut app = App::new(cfg(RateUnit::Records, 50));
+        app.on_key(key('S'));
         app.set_filter(Filter::parse("cpu:1").unwrap());
         app.on_events((0..1000).map(|i| sample(i % 2, 3, T0 + i as u64, 1)));
         assert_eq!(app.log_entries(), 50);
@@ -1307,6 +1365,7 @@ pub(crate) mod tests {
     fn comm_filter_uses_task_names() {
         let mut app = App::new(cfg(RateUnit::Records, 100));
         app.seed_tasks([(9, (*b"yes").into())]);
+        app.on_key(key('S'));
         app.set_filter(Filter::parse("comm:yes").unwrap());
         app.on_events([sample(0, 9, T0, 1), sample(0, 10, T0 + 1, 1)]);
         assert_eq!(app.log_len(), 1);
@@ -1317,6 +1376,7 @@ pub(crate) mod tests {
     fn filter_editing_previews_and_keeps_the_old_filter_on_error() {
         let mut app = App::new(cfg(RateUnit::Records, 100));
         app.on_events((0..10).map(|i| sample(i % 2, 3, T0 + i as u64, 1)));
+        app.on_key(key('S'));
         app.on_key(key('/'));
         for c in "cpu:0".chars() {
             app.on_key(key(c));
@@ -1342,6 +1402,7 @@ pub(crate) mod tests {
     #[test]
     fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
         let mut app = App::new(cfg(RateUnit::Records, 1000));
+        app.on_key(key('S'));
         app.on_events((0..100).map(|i| sample(0, 3, T0 + i as u64, 1)));
         assert_eq!(app.log_scroll, 0);
         app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
@@ -1354,15 +1415,84 @@ pub(crate) mod tests {
         app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
         assert_eq!(app.log_scroll, 0);
         app.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
-        assert_eq!(app.log_scroll, 109);
+        assert_eq!(
+            app.log_scroll,
+            110 - app.page_rows.get(),
+            "Home: the oldest row at the top of a full page"
+        );
+        app.on_key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
+        assert_eq!(app.log_scroll, 110 - app.page_rows.get(), "no further");
         app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
         app.on_key(key(' '));
         assert!(app.paused);
         app.on_events((0..5).map(|i| sample(0, 3, T0 + 2000 + i as u64, 1)));
-        assert_eq!(app.log_scroll, 5, "paused: the view stays put");
+        assert_eq!(app.view().log_len(), 110, "paused: the view stays put");
         assert_eq!(app.log_len(), 115, "counting continues");
         app.on_key(key(' '));
         assert_eq!(app.log_scroll, 0);
+        assert_eq!(app.view().log_len(), 115, "resumed: live again");
+    }
+
+    #[test]
+    fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        app.on_events((0..20).map(|i| fork(0, T0 + i as u64, 100 + i, 1)));
+        app.on_events((0..50).map(|i| sample(0, 105, T0 + 100 + i as u64, 1)));
+        app.on_tick(T0 + 2 * NS);
+        let shown = |a: &App| {
+            let v = a.view();
+            let log: Vec<Event> = v.log_range(0, v.log_len()).into_iter().cloned().collect();
+            let tasks: Vec<u32> = v.task_rows().iter().map(|r| r.pid).collect();
+            (log, tasks, v.top().0.to_vec(), v.rates.history(0).clone())
+        };
+        let before = shown(&app);
+        app.on_key(key(' '));
+        // A burst of forks and samples, and a second closing: none of it reaches the panes.
+        app.on_events((0..500).map(|i| fork(1, T0 + 3 * NS + i as u64, 1000 + i, 1)));
+        app.on_events((0..500).map(|i| sample(1, 1000, T0 + 3 * NS + 600 + i as u64, 1)));
+        app.on_tick(T0 + 5 * NS);
+        app.set_totals(Totals::default());
+        assert!(shown(&app) == before, "paused: every pane as it was");
+        assert_eq!(
+            app.log_held(),
+            (200, 100),
+            "the live state goes on (100 records and 100 samples kept)"
+        );
+        // Keys scroll and filter the held view.
+        app.focus = Pane::Log;
+        app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
+        assert_eq!(app.view().log_scroll, 1);
+        app.on_key(key('/'));
+        for c in "pid:105".chars() {
+            app.on_key(key(c));
+        }
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(
+            app.view().log_len(),
+            1,
+            "the fork of 105; its samples are hidden"
+        );
+        assert!(app.paused && app.view().paused);
+        // Resume: live, with the filter chosen while paused.
+        app.on_key(key(' '));
+        assert!(!app.paused);
+        assert_eq!(app.filter().source(), "pid:105");
+        assert!(std::ptr::eq(app.view(), &app));
+        assert_eq!(
+            app.log_len(),
+            0,
+            "live: 105's fork is 500 forks back, out of 100"
+        );
+        app.on_key(key('q'));
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn quit_while_paused() {
+        let mut app = App::new(cfg(RateUnit::Records, 10));
+        app.on_key(key(' '));
+        app.on_key(key('q'));
+        assert!(app.quit);
     }
 
     #[test]
@@ -1415,6 +1545,7 @@ pub(crate) mod tests {
         };
         let mut pipe = crate::pipeline::Pipeline::new(rx, &[0, 1], opts);
         let mut app = App::new(cfg(RateUnit::Records, 100)).with_model(pipe.model().clone());
+        app.on_key(key('S'));
         tx.send(batch(1, T0 + 30, vec![sample(1, 3, T0 + 20, 1)], false))
             .unwrap();
         tx.send(batch(0, T0 + 30, vec![sample(0, 3, T0 + 10, 1)], true))

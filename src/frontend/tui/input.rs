@@ -30,6 +30,8 @@ pub enum Action {
     Span,
     /// `s`: the next order of Top symbols.
     Sort,
+    /// `S`: periodic samples in the event log, or not.
+    Samples,
     None,
 }
 
@@ -61,6 +63,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("a", "Top symbols: last 10 s / since start"),
     ("s", "Top symbols: sort by samples, self, binary"),
+    (
+        "S",
+        "samples in the event log too (hidden by default; a filter naming them shows them)",
+    ),
     ("?", "this help (any key closes it)"),
 ];
 
@@ -87,6 +93,7 @@ pub fn map_key(key: KeyEvent) -> Action {
         KeyCode::Char('-') | KeyCode::Left => Action::Collapse,
         KeyCode::Char('a') => Action::Span,
         KeyCode::Char('s') => Action::Sort,
+        KeyCode::Char('S') => Action::Samples,
         _ => Action::None,
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod input;
+pub mod log;
 pub mod terminal;
 pub mod top_symbols;
 pub mod ui;

@@ -86,6 +86,7 @@ pub struct SymRow {
 }
 
 /// The pane's state.
+#[derive(Clone)]
 pub struct TopSymbols {
     graph: CallGraph<SymbolKey>,
     symbols: FxHashMap<SymbolKey, Arc<Symbol>>,
@@ -307,6 +308,17 @@ impl TopSymbols {
             Span::Recent => Span::SinceStart,
             Span::SinceStart => Span::Recent,
         };
+    }
+
+    /// How `other` shows the pane (span, order, narrowing, zoom, selection, open callers):
+    /// what was chosen on a paused view, kept on resume.
+    pub fn take_view_of(&mut self, other: &TopSymbols) {
+        self.span = other.span;
+        self.sort = other.sort;
+        self.narrow = other.narrow;
+        self.zoom = other.zoom.clone();
+        self.selected = other.selected;
+        self.expanded = other.expanded.clone();
     }
 
     /// `s`: the next order.

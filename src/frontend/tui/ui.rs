@@ -29,8 +29,10 @@ pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Er
     term.draw(|f| draw(f, app)).map(|_| ())
 }
 
-/// Draw the whole screen.
-pub fn draw(f: &mut Frame, app: &App) {
+/// Draw the whole screen: the status bar from the live state, the panes from what they show
+/// (the snapshot taken at a pause, else the live state).
+pub fn draw(f: &mut Frame, live: &App) {
+    let app = live.view();
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_too_small(f, area);
@@ -69,7 +71,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     } else {
         (None, mid[1], mid.get(2).copied())
     };
-    draw_status(f, chunks[0], app);
+    draw_status(f, chunks[0], live);
     draw_cpus(f, chunks[1], app);
     draw_tasks(f, mid[0], app);
     if let Some(r) = sym_area {
@@ -793,10 +795,15 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
     } else {
         format!(" filter: {}", app.filter().source())
     };
+    let (held, samples) = app.log_held();
+    let hidden = if app.samples_in_log() || samples == 0 {
+        ""
+    } else {
+        ", samples hidden: S"
+    };
     let title = format!(
-        "Event log ({}/{}){filter}{}",
+        "Event log ({}/{held}{hidden}){filter}{}",
         app.log_len(),
-        app.log_entries(),
         scroll_note(app.log_scroll, app.paused)
     );
     let block = pane_block(title, app.focus == Pane::Log);
@@ -807,7 +814,7 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
     // Line by line into the buffer: what a Paragraph without wrapping draws, without its
     // reflow machinery (the log is redrawn on every frame of a busy run).
     let buf = f.buffer_mut();
-    for (row, ev) in (start..end).filter_map(|i| app.log_entry(i)).enumerate() {
+    for (row, ev) in app.log_range(start, end).into_iter().enumerate() {
         let line = log_line(app, ev);
         buf.set_line(inner.x, inner.y + row as u16, &line, inner.width);
     }
