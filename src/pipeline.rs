@@ -466,11 +466,10 @@ impl Pipeline {
                 break;
             }
             self.argv_window.1 += 1;
-            if let Some(argv) =
-                proc::read_cmdline_if(&self.opts.proc_root, e.pid, e.comm.as_bytes())
-            {
-                read.push((e, argv));
-            }
+            // Gone (or exec'd again) before it could be read: said as an empty line.
+            let argv = proc::read_cmdline_if(&self.opts.proc_root, e.pid, e.comm.as_bytes())
+                .unwrap_or_else(|| std::sync::Arc::from(&[][..]));
+            read.push((e, argv));
         }
         if !read.is_empty() {
             let mut m = self.model.write();

@@ -271,7 +271,8 @@ pub fn run(cli: Cli) -> Result<i32> {
 
 /// How the pipeline runs: the process model when something reads it (the TUI, scripts, a
 /// `comm:` filter, folded stacks); from `/proc`, names and threads always, executable mappings when an event
-/// samples addresses (not for `dummy` alone), command lines for the interactive view.
+/// samples addresses (not for `dummy` alone), command lines at exec for the interactive view,
+/// `--json` and scripts.
 fn pipeline_options(
     info: &crate::monitor::MonitorInfo,
     cli: &Cli,
@@ -295,6 +296,7 @@ fn pipeline_options(
     });
     PipelineOptions {
         model: interactive
+            || cli.json
             || !cli.script.is_empty()
             || names
             || cli.folded.is_some()
@@ -304,7 +306,9 @@ fn pipeline_options(
             maps: samples,
             argv: interactive,
         }),
-        argv: interactive,
+        // Command lines at exec: shown by the TUI, written as `argv` by --json, read by
+        // scripts as `event.argv`.
+        argv: interactive || cli.json || !cli.script.is_empty(),
         pool: Some(pool),
         ..PipelineOptions::default()
     }

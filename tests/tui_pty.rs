@@ -985,3 +985,36 @@ fn side_band_history_outlives_samples_and_the_log_shows_samples_on_s() {
     s.send("q");
     assert!(exit_status(&mut s, "q").success());
 }
+
+#[test]
+fn an_exec_shows_its_command_line_in_the_task_stream() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let link = dir.path().join("pwtuiargv");
+    let sh = perfwatch::command::resolve("sh".as_ref()).expect("sh in PATH");
+    std::os::unix::fs::symlink(sh, &link).expect("symlink");
+    let script = format!(
+        "while :; do {} -c 'sleep 0.5; :' hello-args; done",
+        link.to_str().unwrap()
+    );
+    let mut s = Screen::spawn_sized(
+        {
+            let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+            cmd.args(["-e", "dummy", "--", "sh", "-c", &script]);
+            cmd.env("TERM", "xterm-256color");
+            cmd
+        },
+        40,
+        200,
+    );
+    s.wait_for(
+        "the exec row with its arguments",
+        Duration::from_secs(20),
+        |t| {
+            t.lines()
+                .any(|l| l.contains("exec") && l.contains("/pwtuiargv -c sleep 0.5; :"))
+        },
+    );
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}

@@ -168,9 +168,10 @@ fn normal_screen() {
 fn paused_screen() {
     let mut a = app();
     key(&mut a, KeyCode::Char(' '));
-    a.on_events([comm(600, T0 + 3 * NS + 1, b"late")]);
+    a.on_events([comm(600, T0 + 4 * NS, b"late")]);
     let s = screen(&a, 110, 36);
     assert!(s.contains("PAUSED"), "{s}");
+    assert!(!s.contains("late"), "the rename came after the pause: {s}");
     insta::assert_snapshot!(s);
 }
 

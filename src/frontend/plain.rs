@@ -155,9 +155,23 @@ pub fn write_json_with(
     ev: &Event,
     names: &dyn crate::callchain::FrameNames,
 ) -> io::Result<()> {
+    write_json_line(out, ev, names, None)
+}
+
+/// As [`write_json`], with what the process model knows: an exec's command line (`argv`).
+pub fn write_json_in(out: &mut impl Write, ev: &Event, tasks: &ProcessModel) -> io::Result<()> {
+    write_json_line(out, ev, &crate::callchain::NoNames, Some(tasks))
+}
+
+fn write_json_line(
+    out: &mut impl Write,
+    ev: &Event,
+    names: &dyn crate::callchain::FrameNames,
+    tasks: Option<&ProcessModel>,
+) -> io::Result<()> {
     JSON_LINE.with_borrow_mut(|(line, scratch)| {
         line.clear();
-        json_line(line, scratch, ev, names);
+        json_line(line, scratch, ev, names, tasks);
         out.write_all(line)
     })
 }
@@ -167,6 +181,7 @@ fn json_line(
     scratch: &mut Vec<u8>,
     ev: &Event,
     names: &dyn crate::callchain::FrameNames,
+    tasks: Option<&ProcessModel>,
 ) {
     line.extend_from_slice(b"{\"type\":\"");
     line.extend_from_slice(ev.record_type().name().as_bytes());
@@ -226,6 +241,24 @@ fn json_line(
                 .uint("tid", *tid as u64)
                 .text("comm", comm)
                 .boolean("exec", *exec);
+            // An exec's command line, as read from /proc just after it: null when the
+            // process was gone first (or too many execs came that second to read them all).
+            if let (true, Some(tasks)) = (*exec, tasks) {
+                m.key("argv");
+                match tasks.exec_argv(*pid, ev.time).filter(|a| !a.is_empty()) {
+                    Some(argv) => {
+                        m.out.push(b'[');
+                        for (i, arg) in argv.split(|&b| b == 0).enumerate() {
+                            if i > 0 {
+                                m.out.push(b',');
+                            }
+                            json_text(arg, m.out, m.scratch);
+                        }
+                        m.out.push(b']');
+                    }
+                    None => m.out.extend_from_slice(b"null"),
+                }
+            }
         }
         EventKind::Mmap(mm) => {
             m.uint("pid", mm.pid as u64)
@@ -461,8 +494,10 @@ fn write_ready(
             }
         }
         if err.is_none() && records {
-            // One read lock per chunk, and only when a filter looks at the model.
-            let tasks = opts.filter.is_some().then(|| model.read());
+            // One read lock per chunk, and only when a filter or --json (argv) looks at the
+            // model.
+            let json = matches!(opts.format, Format::Json);
+            let tasks = (opts.filter.is_some() || json).then(|| model.read());
             for ev in &chunk.events {
                 if let (Some(f), Some(tasks)) = (opts.filter.as_mut(), tasks.as_deref()) {
                     if !f(ev, tasks) {
@@ -477,7 +512,10 @@ fn write_ready(
                     }
                     // Into a Vec: cannot fail.
                     Format::Json => {
-                        let _ = write_json(&mut buf, ev);
+                        let _ = match tasks.as_deref() {
+                            Some(tasks) => write_json_in(&mut buf, ev, tasks),
+                            None => write_json(&mut buf, ev),
+                        };
                     }
                 }
                 if buf.len() >= OUT_BUFFER {

@@ -364,6 +364,17 @@ impl ProcessModel {
         self.processes.get(&pid)
     }
 
+    /// The command line of process `pid`'s exec at `time`: `Some(argv)` (NUL-separated,
+    /// untrusted) when it was read, `Some(empty)` when the process had exited or exec'd again
+    /// before it could be, `None` when it was not read (not asked for, or over the budget).
+    pub fn exec_argv(&self, pid: u32, time: u64) -> Option<&Arc<[u8]>> {
+        let p = self.process_at(pid, time)?;
+        if p.exec() != Some(time) {
+            return None;
+        }
+        p.argv.as_ref()
+    }
+
     /// Process `pid` as of `time`.
     pub fn process_at(&self, pid: u32, time: u64) -> Option<&Process> {
         Some(self.processes.get(&pid)?.at(time))

@@ -126,6 +126,12 @@ fn exec_renames_and_replaces_the_maps_and_lookups_answer_as_of_their_time() {
         m.process(200).unwrap().argv.as_deref(),
         Some(&b"sleep\x001"[..])
     );
+    assert_eq!(
+        m.exec_argv(200, T0 + 10).map(|a| &a[..]),
+        Some(&b"sleep\x001"[..])
+    );
+    assert_eq!(m.exec_argv(200, T0 + 3), None, "not that exec");
+    assert_eq!(m.exec_argv(999, T0 + 10), None);
 }
 
 #[test]

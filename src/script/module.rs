@@ -47,6 +47,19 @@ fn comm(pid: u32) -> Option<String> {
         .map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned())
 }
 
+/// `event.argv` of an exec: its command line as read from `/proc` just after it, one `str`
+/// per argument (undecodable bytes as U+FFFD); None when it could not be read.
+pub fn exec_argv(pid: u32, time: u64) -> Option<Vec<String>> {
+    let model = MODEL.lock().ok()?.clone()?;
+    let m = model.read();
+    let argv = m.exec_argv(pid, time).filter(|a| !a.is_empty())?;
+    Some(
+        argv.split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
 /// Where print() output goes: the pane of the script that is running.
 pub struct PaneSink {
     pub tx: Sender<PaneMsg>,

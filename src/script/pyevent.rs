@@ -19,6 +19,7 @@ pub enum Value {
     Bool(bool),
     Str(String),
     List(Vec<i128>),
+    Strs(Vec<String>),
     Null,
 }
 
@@ -34,6 +35,9 @@ impl<'py> IntoPyObject<'py> for Value {
             Value::Bool(v) => v.into_pyobject(py)?.to_owned().into_any(),
             Value::Str(v) => v.into_pyobject(py)?.into_any(),
             Value::List(v) => pyo3::types::PyList::new(py, v)
+                .map(|l| l.into_any())
+                .unwrap_or_else(|_| py.None().into_bound(py)),
+            Value::Strs(v) => pyo3::types::PyList::new(py, v)
                 .map(|l| l.into_any())
                 .unwrap_or_else(|_| py.None().into_bound(py)),
             Value::Null => py.None().into_bound(py),
@@ -93,6 +97,11 @@ pub fn member(ev: &Event, name: &str) -> Option<Value> {
         (EventKind::Comm { tid, .. }, "tid") => UInt((*tid).into()),
         (EventKind::Comm { comm, .. }, "comm") => text(comm),
         (EventKind::Comm { exec, .. }, "exec") => Bool(*exec),
+        // Not in str(event) (perf's shape): read when asked.
+        (EventKind::Comm { pid, exec, .. }, "argv") => match exec {
+            true => super::module::exec_argv(*pid, ev.time).map_or(Null, Strs),
+            false => Null,
+        },
         (EventKind::Mmap(m), _) => match (name, m.mmap2) {
             ("pid", _) => UInt(m.pid.into()),
             ("tid", _) => UInt(m.tid.into()),

@@ -12,6 +12,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -226,7 +227,7 @@ impl TaskEvent {
 }
 
 /// One row of the task stream, complete at ingest so that drawing needs no lookups.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct TaskRow {
     pub time: u64,
     pub event: TaskEvent,
@@ -238,6 +239,27 @@ pub struct TaskRow {
     pub parent_comm: Option<Comm>,
     /// For an exit whose fork was seen: how long the task lived, in ns.
     pub lifetime: Option<u64>,
+    /// For an exec: its command line (NUL-separated, untrusted), read from `/proc` just
+    /// after; empty when the process was gone before it could be read.
+    pub argv: Option<Arc<[u8]>>,
+}
+
+impl TaskRow {
+    /// What the comm column shows: an exec's command line when it was read (each argument
+    /// escaped, joined by spaces), else the name; `[gone]` when the process had gone before
+    /// its command line could be read.
+    pub fn command(&self) -> String {
+        let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
+        match self.argv.as_deref() {
+            Some([]) => format!("{name} [gone]"),
+            Some(argv) => argv
+                .split(|&b| b == 0)
+                .map(escape)
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => name,
+        }
+    }
 }
 
 /// Per-CPU rates, one value per second, from sample periods bucketed by record time.
@@ -526,6 +548,16 @@ impl App {
         self.log.samples_shown()
     }
 
+    /// The name of task `pid` as shown: the latest, or on a paused view the one it had at
+    /// the pause.
+    pub fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
+        let c = match self.paused {
+            true => tasks.comm_at(pid, self.now_ns).or_else(|| tasks.comm(pid)),
+            false => tasks.comm(pid),
+        };
+        c.map_or_else(|| "?".to_string(), |c| c.display())
+    }
+
     /// What the panes show: the snapshot taken at the pause, or the live state.
     pub fn view(&self) -> &App {
         self.frozen.as_deref().unwrap_or(self)
@@ -594,6 +626,7 @@ impl App {
                     comm: name(t.tid),
                     parent_comm: name(t.ppid),
                     lifetime: None,
+                    argv: None,
                 })
             }
             EventKind::Exit(t) => {
@@ -609,6 +642,7 @@ impl App {
                     lifetime: task
                         .and_then(|k| k.start())
                         .map(|s| t.time.saturating_sub(s)),
+                    argv: None,
                 })
             }
             EventKind::Comm {
@@ -631,6 +665,11 @@ impl App {
                     comm: Some(Comm::new(comm)),
                     parent_comm: ppid.and_then(name),
                     lifetime: None,
+                    argv: if *exec {
+                        tasks.exec_argv(*pid, ev.time).cloned()
+                    } else {
+                        None
+                    },
                 })
             }
             _ => None,
@@ -1299,7 +1338,7 @@ pub(crate) mod tests {
                 EventKind::Exit(task(200, 100, T0 + 5_000)),
             ),
         ]);
-        let rows: Vec<TaskRow> = app.task_rows().iter().copied().collect();
+        let rows: Vec<TaskRow> = app.task_rows().iter().cloned().collect();
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].event, TaskEvent::Fork);
         assert_eq!(
@@ -1326,6 +1365,42 @@ pub(crate) mod tests {
             app.task_rows().back().unwrap().comm.unwrap().as_bytes(),
             b"systemd"
         );
+    }
+
+    #[test]
+    fn exec_rows_show_the_command_line_escaped_or_say_it_was_gone() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        let exec = |pid: u32, time: u64| {
+            ev(
+                0,
+                pid,
+                time,
+                EventKind::Comm {
+                    pid,
+                    tid: pid,
+                    comm: (*b"sleep").into(),
+                    exec: true,
+                },
+            )
+        };
+        {
+            // What the pipeline does between applying a chunk and passing it on.
+            let mut m = app.model.write();
+            m.collect_execs(true);
+            m.apply(&[exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)]);
+            m.set_argv(200, T0 + 1, Arc::from(&b"sleep\x000.777"[..]));
+            m.set_argv(201, T0 + 2, Arc::from(&b"sleep\x00\x1b[2J\x00a b"[..]));
+            m.set_argv(202, T0 + 3, Arc::from(&[][..]));
+        }
+        app.on_chunk(Chunk {
+            events: vec![exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)],
+            watermark: T0 + 3,
+        });
+        let shown: Vec<String> = app.task_rows().iter().map(TaskRow::command).collect();
+        assert_eq!(shown, ["sleep 0.777", "sleep \\x1b[2J a b", "sleep [gone]"]);
+        // Not read (not asked, or over the budget): the name.
+        app.on_events([exec(203, T0 + 4)]);
+        assert_eq!(app.task_rows().back().unwrap().command(), "sleep");
     }
 
     #[test]

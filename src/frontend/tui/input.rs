@@ -65,7 +65,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("s", "Top symbols: sort by samples, self, binary"),
     (
         "S",
-        "samples in the event log too (hidden by default; a filter naming them shows them)",
+        "samples in the event log too (or a filter naming them)",
     ),
     ("?", "this help (any key closes it)"),
 ];

@@ -556,7 +556,7 @@ fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
             Span::styled(r.event.name(), Style::default().fg(color)),
             Span::raw(pid),
             Span::raw(parent),
-            Span::raw(r.comm.map_or_else(|| "?".to_string(), |c| c.display())),
+            Span::raw(r.command()),
             Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
         ]
     });
@@ -600,12 +600,7 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
         .iter()
         .skip(app.top_scroll)
         .take(visible)
-        .map(|(pid, n)| {
-            let comm = tasks
-                .comm(*pid)
-                .map_or_else(|| "?".to_string(), |c| c.display());
-            task_cells(*pid, comm, *n, total)
-        });
+        .map(|(pid, n)| task_cells(*pid, app.task_name(&tasks, *pid), *n, total));
     draw_grid(f, block, area, TASK_WIDTHS, TASK_HEADER, rows);
 }
 
@@ -619,11 +614,7 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
         Over::SinceStart => "since start".to_string(),
     };
     let tasks = app.tasks();
-    let comm = |pid: u32| {
-        tasks
-            .comm(pid)
-            .map_or_else(|| "?".to_string(), |c| c.display())
-    };
+    let comm = |pid: u32| app.task_name(&tasks, pid);
     let narrow = t
         .narrow
         .map(|p| format!(" of {p} {}", comm(p)))
