@@ -1018,3 +1018,40 @@ fn an_exec_shows_its_command_line_in_the_task_stream() {
     s.send("q");
     assert!(exit_status(&mut s, "q").success());
 }
+
+#[test]
+fn two_scripts_panes_are_both_visible_on_160x50() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+    cmd.args(["-e", "dummy"]);
+    for name in ["first", "second"] {
+        let script = dir.path().join(format!("{name}.py"));
+        std::fs::write(
+            &script,
+            format!(
+                "def on_tick():\n    return ['{name}-line-1', '{name}-line-2']\n\
+                 def trace_begin():\n    print('{name}-printed')\n"
+            ),
+        )
+        .expect("write script");
+        cmd.args(["--script", script.to_str().unwrap()]);
+    }
+    cmd.args(["--", "sleep", "30"]);
+    cmd.env("TERM", "xterm-256color");
+    let mut s = Screen::spawn_sized(cmd, 50, 160);
+    s.wait_for("both script panes", Duration::from_secs(20), |t| {
+        [
+            "Script: first.py",
+            "first-line-2",
+            "first-printed",
+            "Script: second.py",
+            "second-line-2",
+            "second-printed",
+        ]
+        .iter()
+        .all(|w| t.contains(w))
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}

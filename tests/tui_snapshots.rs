@@ -229,6 +229,36 @@ fn script_pane_beside_top_tasks() {
 }
 
 #[test]
+fn two_scripts_each_have_their_pane_on_160x50() {
+    let mut a = app();
+    for (script, lines) in [
+        ("count.py", vec!["forks: 2", "execs: 2"]),
+        ("lifetimes.py", vec!["make 1.80s", "cc 1.70s"]),
+    ] {
+        a.on_pane_msg(PaneMsg::Lines {
+            script: script.into(),
+            lines: lines.into_iter().map(String::from).collect(),
+        });
+    }
+    a.on_pane_msg(PaneMsg::Text {
+        script: "lifetimes.py".into(),
+        text: "printed".into(),
+        is_error: false,
+    });
+    let s = screen(&a, 160, 50);
+    for want in [
+        "Script: count.py",
+        "execs: 2",
+        "Script: lifetimes.py",
+        "cc 1.70s",
+        "printed",
+    ] {
+        assert!(s.contains(want), "{want} not visible:\n{s}");
+    }
+    insta::assert_snapshot!(s);
+}
+
+#[test]
 fn resizing_relays_out() {
     let a = app();
     for (w, h) in [(60, 18), (80, 24), (200, 60)] {

@@ -406,6 +406,8 @@ pub struct ScriptPane {
     pub lines: Vec<String>,
     /// Escaped message lines; `true` for error output.
     pub messages: VecDeque<(String, bool)>,
+    /// Rows scrolled down from the top.
+    pub scroll: usize,
 }
 
 /// The panes that take focus, in Tab order.
@@ -415,7 +417,8 @@ pub enum Pane {
     Tasks,
     Symbols,
     Top,
-    Script,
+    /// The pane of the `i`-th script (each script has its own).
+    Script(usize),
     Log,
 }
 
@@ -466,7 +469,6 @@ pub struct App {
     /// Rows scrolled down from the top.
     pub top_scroll: usize,
     pub cpu_scroll: usize,
-    pub script_scroll: usize,
     pub scripts: Vec<ScriptPane>,
     /// The Top symbols pane (shown once a named sample came).
     pub symbols: super::top_symbols::TopSymbols,
@@ -502,7 +504,6 @@ impl App {
             task_scroll: 0,
             top_scroll: 0,
             cpu_scroll: 0,
-            script_scroll: 0,
             scripts: Vec::new(),
             symbols: super::top_symbols::TopSymbols::default(),
             message: None,
@@ -836,7 +837,7 @@ impl App {
         }
         v.push(Pane::Top);
         if !self.scripts.is_empty() {
-            v.push(Pane::Script);
+            v.extend((0..self.scripts.len()).map(Pane::Script));
         }
         v.push(Pane::Log);
         v
@@ -1052,7 +1053,9 @@ impl App {
                 self.focus = view.focus;
                 self.top_scroll = view.top_scroll;
                 self.cpu_scroll = view.cpu_scroll;
-                self.script_scroll = view.script_scroll;
+                for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
+                    live.scroll = held.scroll;
+                }
                 self.symbols.take_view_of(&view.symbols);
                 self.log_scroll = 0;
                 self.task_scroll = 0;
@@ -1087,7 +1090,6 @@ impl App {
             task_scroll: self.task_scroll,
             top_scroll: self.top_scroll,
             cpu_scroll: self.cpu_scroll,
-            script_scroll: self.script_scroll,
             scripts: self.scripts.clone(),
             symbols: self.symbols.clone(),
             message: None,
@@ -1128,13 +1130,10 @@ impl App {
                 self.symbols.selected = down(self.symbols.selected, delta, len);
             }
             Pane::Cpus => self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus.len() + 1),
-            Pane::Script => {
-                let len = self
-                    .scripts
-                    .iter()
-                    .map(|p| p.lines.len() + p.messages.len())
-                    .sum();
-                self.script_scroll = down(self.script_scroll, delta, len)
+            Pane::Script(i) => {
+                if let Some(p) = self.scripts.get_mut(i) {
+                    p.scroll = down(p.scroll, delta, p.lines.len() + p.messages.len());
+                }
             }
         }
     }
@@ -1592,7 +1591,7 @@ pub(crate) mod tests {
     #[test]
     fn script_panes_are_escaped_and_bounded() {
         let mut app = App::new(cfg(RateUnit::Records, 10));
-        assert!(!app.panes().contains(&Pane::Script));
+        assert!(!app.panes().contains(&Pane::Script(0)));
         app.on_pane_msg(PaneMsg::Lines {
             script: "s.py".into(),
             lines: vec!["\x1b[2Jx".into()],
@@ -1607,7 +1606,21 @@ pub(crate) mod tests {
         assert_eq!(app.scripts.len(), 1);
         assert_eq!(app.scripts[0].lines, vec!["\\x1b[2Jx".to_string()]);
         assert_eq!(app.scripts[0].messages.len(), PANE_MESSAGES);
-        assert!(app.panes().contains(&Pane::Script));
+        assert!(app.panes().contains(&Pane::Script(0)));
+        app.on_pane_msg(PaneMsg::Lines {
+            script: "t.py".into(),
+            lines: vec!["t".into()],
+        });
+        let panes = app.panes();
+        let at = panes.iter().position(|p| *p == Pane::Script(0)).unwrap();
+        assert_eq!(
+            panes[at + 1],
+            Pane::Script(1),
+            "one pane per script, in Tab order"
+        );
+        app.focus = Pane::Script(0);
+        app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+        assert_eq!((app.scripts[0].scroll, app.scripts[1].scroll), (1, 0));
     }
 
     #[test]

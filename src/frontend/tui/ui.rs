@@ -78,8 +78,10 @@ pub fn draw(f: &mut Frame, live: &App) {
         draw_symbols(f, r, app);
     }
     draw_top(f, top_area, app);
-    if let Some(r) = script_area {
-        draw_script(f, r, app);
+    // Each script its own pane, stacked in the script column.
+    let script_rects = script_area.map_or_else(Vec::new, |r| script_panes(r, app.scripts.len()));
+    for (i, r) in script_rects.iter().enumerate() {
+        draw_script(f, *r, app, i, app.scripts.len() - script_rects.len());
     }
     draw_log(f, chunks[3], app);
     draw_footer(f, chunks[4], app);
@@ -88,7 +90,7 @@ pub fn draw(f: &mut Frame, live: &App) {
         Pane::Tasks => mid[0],
         Pane::Symbols => sym_area.unwrap_or(top_area),
         Pane::Top => top_area,
-        Pane::Script => script_area.unwrap_or(chunks[3]),
+        Pane::Script(i) => script_rects.get(i).copied().unwrap_or(chunks[3]),
         Pane::Log => chunks[3],
     };
     app.page_rows
@@ -728,31 +730,46 @@ fn short_dso(dso: &str) -> String {
     dso.rsplit('/').next().unwrap_or(dso).to_string()
 }
 
-fn draw_script(f: &mut Frame, area: Rect, app: &App) {
-    let names: Vec<&str> = app.scripts.iter().map(|p| p.name.as_str()).collect();
+/// The script column cut into one pane per script, at least 4 rows each: as many as fit.
+fn script_panes(area: Rect, n: usize) -> Vec<Rect> {
+    let fit = (area.height / 4).max(1) as usize;
+    let n = n.min(fit).max(1) as u16;
+    let h = area.height / n;
+    let mut heights = vec![h; n as usize];
+    if let Some(last) = heights.last_mut() {
+        *last += area.height - h * n;
+    }
+    stack(area, &heights)
+}
+
+/// The pane of script `i`: what its `on_tick()` returned, then its messages. The last pane
+/// drawn says how many scripts did not fit (`hidden`).
+fn draw_script(f: &mut Frame, area: Rect, app: &App, i: usize, hidden: usize) {
+    let Some(p) = app.scripts.get(i) else { return };
+    let more = if hidden > 0 && i + 1 + hidden == app.scripts.len() {
+        format!(" (+{hidden} more scripts: a taller terminal shows them)")
+    } else {
+        String::new()
+    };
     let block = pane_block(
-        format!("Script: {}", names.join(", ")),
-        app.focus == Pane::Script,
+        format!("Script: {}{more}", p.name),
+        app.focus == Pane::Script(i),
     );
-    let mut lines: Vec<Line> = Vec::new();
-    for p in &app.scripts {
-        if app.scripts.len() > 1 {
-            lines.push(Line::from(Span::styled(
-                p.name.clone(),
-                Style::default().add_modifier(Modifier::BOLD),
-            )));
-        }
-        lines.extend(p.lines.iter().map(|l| Line::from(l.clone())));
-        lines.extend(p.messages.iter().map(|(m, err)| {
+    let lines: Vec<Line> = p
+        .lines
+        .iter()
+        .map(|l| Line::from(l.clone()))
+        .chain(p.messages.iter().map(|(m, err)| {
             let style = if *err {
                 Style::default().fg(Color::Red)
             } else {
                 Style::default().fg(Color::Gray)
             };
             Line::from(Span::styled(m.clone(), style))
-        }));
-    }
-    let lines: Vec<Line> = lines.into_iter().skip(app.script_scroll).collect();
+        }))
+        .skip(p.scroll)
+        .take(area.height as usize)
+        .collect();
     f.render_widget(Paragraph::new(lines).block(block), area);
 }
 
