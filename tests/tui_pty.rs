@@ -1055,3 +1055,74 @@ fn two_scripts_panes_are_both_visible_on_160x50() {
     s.send("q");
     assert!(exit_status(&mut s, "q").success());
 }
+
+#[test]
+fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let parent = dir.path().join("pwtparent");
+    let child = dir.path().join("pwtchild");
+    let sh = perfwatch::command::resolve("sh".as_ref()).expect("sh in PATH");
+    let sleep = perfwatch::command::resolve("sleep".as_ref()).expect("sleep in PATH");
+    std::os::unix::fs::symlink(sh, &parent).expect("symlink");
+    std::os::unix::fs::symlink(sleep, &child).expect("symlink");
+    let body = format!(
+        "while :; do {} 30; done; :",
+        child.to_str().expect("utf-8 temp path")
+    );
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+    cmd.args(["-e", "dummy", "--", parent.to_str().unwrap(), "-c", &body]);
+    cmd.env("TERM", "xterm-256color");
+    let mut s = Screen::spawn_sized(cmd, 50, 200);
+    s.wait_for("the child's exec", Duration::from_secs(20), |t| {
+        t.lines()
+            .any(|l| l.contains("exec") && l.contains("pwtchild 30"))
+    });
+    // The parent's row (its command line, or its name if that could not be read), not
+    // perfwatch's (whose command line names it too).
+    let is_parent = |l: &str| l.contains("pwtparent") && !l.contains("perfwatch");
+    s.send("t");
+    s.wait_for(
+        "the tree: the child under the parent",
+        Duration::from_secs(10),
+        |t| {
+            let lines: Vec<&str> = t.lines().collect();
+            t.contains("Process tree (")
+                && lines
+                    .windows(2)
+                    .any(|w| is_parent(w[0]) && w[1].contains("└─ ") && w[1].contains("pwtchild"))
+        },
+    );
+    // Move the selection (reverse video) down to the parent's row.
+    let parent_row = |s: &Screen| {
+        let screen = s.parser.screen();
+        let text = screen.contents();
+        let row = text.lines().position(is_parent)?;
+        let col = text.lines().nth(row)?.find("pwtparent")?;
+        let col = text.lines().nth(row)?[..col].chars().count();
+        Some(screen.cell(row as u16, col as u16)?.inverse())
+    };
+    let mut presses = 0;
+    loop {
+        s.pump(Duration::from_millis(100));
+        if parent_row(&s) == Some(true) {
+            break;
+        }
+        assert!(presses < 400, "never selected the parent:\n{}", s.text());
+        s.send("j");
+        presses += 1;
+    }
+    s.send("\r");
+    s.wait_for("the views narrowed", Duration::from_secs(10), |t| {
+        t.contains("Event log of ") && t.contains("pwtparent (+children)")
+    });
+    let t = s.text();
+    let rows = log_rows(&t);
+    assert!(!rows.is_empty(), "the parent's records:\n{t}");
+    s.send("\x1b");
+    s.wait_for("the narrowing gone", Duration::from_secs(5), |t| {
+        !t.contains("(+children)")
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}

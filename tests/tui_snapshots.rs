@@ -259,6 +259,34 @@ fn two_scripts_each_have_their_pane_on_160x50() {
 }
 
 #[test]
+fn process_tree() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('t'));
+    let s = screen(&a, 110, 36);
+    assert!(s.contains("Process tree ("), "{s}");
+    assert!(
+        s.lines()
+            .any(|l| l.contains("└─ make") && l.contains("exited")),
+        "make under bash, marked exited:\n{s}"
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn narrowed_to_a_process_and_its_children() {
+    let mut a = app();
+    a.set_narrow(Some(500));
+    let s = screen(&a, 110, 36);
+    assert!(s.contains("Event log of 500 bash (+children)"), "{s}");
+    assert!(s.contains("Top tasks of 500 bash (+children)"), "{s}");
+    assert!(
+        !s.lines().any(|l| l.contains("│600 ")),
+        "spin is not bash's: {s}"
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
 fn resizing_relays_out() {
     let a = app();
     for (w, h) in [(60, 18), (80, 24), (200, 60)] {

@@ -349,6 +349,11 @@ impl ProcessModel {
         self.processes.len()
     }
 
+    /// Every process known (live, and exited ones still kept), as it is now.
+    pub fn each_process(&self) -> impl Iterator<Item = &Process> {
+        self.processes.values()
+    }
+
     /// Task `tid` as it is now (the latest task with that id).
     pub fn task(&self, tid: u32) -> Option<&Task> {
         self.tasks.get(&tid)

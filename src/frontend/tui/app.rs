@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
@@ -410,6 +410,14 @@ pub struct ScriptPane {
     pub scroll: usize,
 }
 
+/// What the views are narrowed to (Enter on a task).
+#[derive(Clone, Debug)]
+pub struct Narrow {
+    pub pid: u32,
+    /// It and its children (and theirs), growing as they fork.
+    pub pids: FxHashSet<u32>,
+}
+
 /// The panes that take focus, in Tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pane {
@@ -472,6 +480,12 @@ pub struct App {
     pub scripts: Vec<ScriptPane>,
     /// The Top symbols pane (shown once a named sample came).
     pub symbols: super::top_symbols::TopSymbols,
+    /// `t`: the task pane shows the process tree rather than the stream.
+    pub tree: bool,
+    /// The selected row of the tree, from the top.
+    pub tree_sel: usize,
+    /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
+    pub narrow: Option<Narrow>,
     /// A message for the footer (e.g. why a key did nothing).
     pub message: Option<String>,
     pub quit: bool,
@@ -506,6 +520,9 @@ impl App {
             cpu_scroll: 0,
             scripts: Vec::new(),
             symbols: super::top_symbols::TopSymbols::default(),
+            tree: false,
+            tree_sel: 0,
+            narrow: None,
             message: None,
             quit: false,
             page_rows: Cell::new(10),
@@ -608,6 +625,12 @@ impl App {
     fn ingest(&mut self, ev: Event, tasks: &ProcessModel) {
         if let Some(f) = &self.folding {
             f.observe(&ev, tasks);
+        }
+        if let (Some(n), EventKind::Fork(t)) = (self.narrow.as_mut(), &ev.kind) {
+            if t.pid != t.ppid && n.pids.contains(&t.ppid) && n.pids.insert(t.pid) {
+                self.log.narrow_add(t.pid);
+                self.symbols.narrow_pids.insert(t.pid);
+            }
         }
         let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
         let row = match &ev.kind {
@@ -894,9 +917,18 @@ impl App {
             Action::Help => self.show_help = true,
             Action::Select => self.select(),
             Action::Back => {
-                if !self.symbols.back() {
+                if self.symbols.zoom != super::top_symbols::Zoom::None {
+                    self.symbols.back();
+                } else if self.narrow.is_some() {
+                    self.set_narrow(None);
+                } else {
                     self.message = Some("nothing to go back from".into());
                 }
+            }
+            Action::Tree => {
+                self.tree = !self.tree;
+                self.tree_sel = 0;
+                self.focus = Pane::Tasks;
             }
             Action::Expand | Action::Collapse if self.focus != Pane::Symbols => {
                 self.message = Some("+ and - open a symbol's callers in Top symbols".into());
@@ -923,12 +955,18 @@ impl App {
         }
     }
 
-    /// Enter: on a task (Tasks, Top tasks, or a zoomed symbol's tasks), narrow Top symbols
-    /// to it; on a symbol, show the tasks that run it.
+    /// Enter: on a task (the tree, the task stream, Top tasks, or a zoomed symbol's tasks),
+    /// narrow the log, Top tasks and Top symbols to it and its children; on a symbol, show
+    /// the tasks that run it.
     fn select(&mut self) {
         use super::top_symbols::Zoom;
+        let from_symbols = self.focus == Pane::Symbols;
         let pid = match self.focus {
-            Pane::Top => self.top.get(self.top_scroll).map(|(p, _)| *p),
+            Pane::Top => self.top_rows().get(self.top_scroll).map(|(p, _)| *p),
+            Pane::Tasks if self.tree => {
+                let rows = super::tree::rows(&self.model.read(), self.now_ns);
+                rows.get(self.tree_sel).map(|r| r.pid)
+            }
             Pane::Tasks => {
                 let n = self.task_rows.len();
                 n.checked_sub(1 + self.task_scroll)
@@ -950,16 +988,45 @@ impl App {
             _ => None,
         };
         match pid {
-            Some(pid) if self.symbols.has_samples() => {
-                self.symbols.narrow = Some(pid);
-                self.symbols.zoom = Zoom::None;
-                self.symbols.selected = 0;
-                self.focus = Pane::Symbols;
-            }
-            Some(_) => {
-                self.message = Some("no samples to narrow (Top symbols shows samples)".into())
+            Some(pid) => {
+                self.set_narrow(Some(pid));
+                if from_symbols {
+                    self.focus = Pane::Symbols;
+                }
             }
             None => self.message = Some("Enter: select a task or a symbol first".into()),
+        }
+    }
+
+    /// Narrow the log, Top tasks and Top symbols to `pid` and its children (None: all).
+    pub fn set_narrow(&mut self, pid: Option<u32>) {
+        let model = self.model.clone();
+        let tasks = model.read();
+        let narrow = pid.map(|pid| Narrow {
+            pid,
+            pids: super::tree::descendants(&tasks, pid),
+        });
+        self.log
+            .set_narrow(narrow.as_ref().map(|n| n.pids.clone()), &tasks);
+        self.log_scroll = 0;
+        self.top_scroll = 0;
+        self.symbols.narrow = pid;
+        self.symbols.narrow_pids = narrow.as_ref().map(|n| n.pids.clone()).unwrap_or_default();
+        self.symbols.zoom = super::top_symbols::Zoom::None;
+        self.symbols.selected = 0;
+        self.narrow = narrow;
+    }
+
+    /// Top tasks as shown: all of them, or those of the narrowed-to processes.
+    pub fn top_rows(&self) -> Vec<(u32, u64)> {
+        match &self.narrow {
+            None => self.top.clone(),
+            Some(n) => self
+                .top
+                .iter()
+                .filter(|(p, _)| n.pids.contains(p))
+                .copied()
+                .collect(),
         }
     }
 
@@ -1056,6 +1123,11 @@ impl App {
                 for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
                     live.scroll = held.scroll;
                 }
+                self.tree = view.tree;
+                self.tree_sel = view.tree_sel;
+                if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
+                    self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
+                }
                 self.symbols.take_view_of(&view.symbols);
                 self.log_scroll = 0;
                 self.task_scroll = 0;
@@ -1092,6 +1164,9 @@ impl App {
             cpu_scroll: self.cpu_scroll,
             scripts: self.scripts.clone(),
             symbols: self.symbols.clone(),
+            tree: self.tree,
+            tree_sel: self.tree_sel,
+            narrow: self.narrow.clone(),
             message: None,
             quit: false,
             page_rows: self.page_rows.clone(),
@@ -1120,8 +1195,12 @@ impl App {
         }
         match self.focus {
             Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
+            Pane::Tasks if self.tree => {
+                let len = super::tree::rows(&self.model.read(), self.now_ns).len();
+                self.tree_sel = down(self.tree_sel, delta, len);
+            }
             Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
-            Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top.len()),
+            Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
             Pane::Symbols => {
                 let len = match &self.symbols.zoom {
                     super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
@@ -1567,6 +1646,73 @@ pub(crate) mod tests {
         app.on_key(key(' '));
         app.on_key(key('q'));
         assert!(app.quit);
+    }
+
+    #[test]
+    fn enter_on_a_tree_row_narrows_the_views_to_it_and_its_children_and_esc_goes_back() {
+        let mut app = App::new(cfg(RateUnit::Records, 1000));
+        {
+            let mut m = app.model.write();
+            m.seed(
+                [
+                    (1, 0, "init"),
+                    (100, 1, "bash"),
+                    (200, 100, "make"),
+                    (300, 1, "cron"),
+                ]
+                .iter()
+                .map(|(pid, ppid, c)| crate::process::proc::SeedProcess {
+                    pid: *pid,
+                    ppid: Some(*ppid),
+                    threads: vec![(*pid, c.as_bytes().into())],
+                    maps: Vec::new(),
+                    argv: None,
+                })
+                .collect(),
+            );
+        }
+        app.on_key(key('S'));
+        app.on_events([
+            sample(0, 200, T0 + 1, 1),
+            sample(0, 300, T0 + 2, 1),
+            sample(1, 100, T0 + 3, 1),
+        ]);
+        app.on_tick(T0 + 2 * NS);
+        app.on_key(key('t'));
+        assert!(app.tree && app.focus == Pane::Tasks);
+        let rows = super::super::tree::rows(&app.tasks(), app.now_ns);
+        let at = rows.iter().position(|r| r.pid == 100).unwrap();
+        for _ in 0..at {
+            app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+        }
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        let n = app.narrow.as_ref().expect("narrowed");
+        assert_eq!(n.pid, 100);
+        let pids = |a: &App| -> Vec<u32> {
+            a.log_range(0, a.log_len())
+                .iter()
+                .map(|e| e.subject_pid())
+                .collect()
+        };
+        assert_eq!(pids(&app), [200, 100], "cron's sample is not shown");
+        assert_eq!(
+            app.top_rows().iter().map(|r| r.0).collect::<Vec<_>>(),
+            [100, 200]
+        );
+        assert_eq!(app.symbols.narrow, Some(100));
+        // A child forked by make joins, and its records show.
+        app.on_events([
+            fork(0, T0 + 3 * NS, 201, 200),
+            sample(0, 201, T0 + 3 * NS + 1, 1),
+            fork(0, T0 + 3 * NS + 2, 301, 300),
+        ]);
+        assert_eq!(pids(&app), [200, 100, 201, 201]);
+        assert!(app.symbols.narrow_pids.contains(&201));
+        app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(app.narrow.is_none() && app.symbols.narrow.is_none());
+        assert_eq!(app.log_len(), 6, "all again");
+        app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert_eq!(app.message.as_deref(), Some("nothing to go back from"));
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub enum Action {
     Sort,
     /// `S`: periodic samples in the event log, or not.
     Samples,
+    /// `t`: the process tree in the task pane, or the stream.
+    Tree,
     None,
 }
 
@@ -54,7 +56,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("c", "clear the event log"),
     (
         "Enter",
-        "narrow Top symbols to a task; on a symbol: its tasks",
+        "on a task: log, Top tasks, Top symbols of it and its children; on a symbol: its tasks",
+    ),
+    (
+        "t",
+        "task pane: the process tree / the fork-exec-exit stream",
     ),
     ("Esc", "back from a narrowed or zoomed view"),
     (
@@ -94,6 +100,7 @@ pub fn map_key(key: KeyEvent) -> Action {
         KeyCode::Char('a') => Action::Span,
         KeyCode::Char('s') => Action::Sort,
         KeyCode::Char('S') => Action::Samples,
+        KeyCode::Char('t') => Action::Tree,
         _ => Action::None,
     }
 }

@@ -10,6 +10,8 @@
 
 use std::collections::VecDeque;
 
+use rustc_hash::FxHashSet;
+
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::process::ProcessModel;
@@ -66,12 +68,12 @@ impl Ring {
         }
     }
 
-    fn refilter(&mut self, filter: &Filter, tasks: &ProcessModel, line: &mut String) {
-        self.matching = (!filter.is_empty()).then(|| {
+    fn refilter(&mut self, sel: &Selection, tasks: &ProcessModel, line: &mut String) {
+        self.matching = (!sel.all()).then(|| {
             self.q
                 .iter()
                 .enumerate()
-                .filter(|(_, (_, ev))| filter.matches_with(ev, tasks, line))
+                .filter(|(_, (_, ev))| sel.keeps(ev, tasks, line))
                 .map(|(i, _)| self.first + i as u64)
                 .collect()
         });
@@ -86,6 +88,27 @@ impl Ring {
     }
 }
 
+/// Which entries the view keeps: the filter's, of the narrowed-to processes.
+#[derive(Clone, Debug, Default)]
+struct Selection {
+    filter: Filter,
+    /// Enter on a task: only the records about these processes (it and its children).
+    narrow: Option<FxHashSet<u32>>,
+}
+
+impl Selection {
+    fn all(&self) -> bool {
+        self.filter.is_empty() && self.narrow.is_none()
+    }
+
+    fn keeps(&self, ev: &Event, tasks: &ProcessModel, line: &mut String) -> bool {
+        self.narrow
+            .as_ref()
+            .is_none_or(|n| n.contains(&ev.subject_pid()))
+            && (self.filter.is_empty() || self.filter.matches_with(ev, tasks, line))
+    }
+}
+
 /// The log's history and its view.
 #[derive(Clone, Debug)]
 pub struct Log {
@@ -95,7 +118,7 @@ pub struct Log {
     cap: usize,
     /// The next arrival number.
     next: u64,
-    filter: Filter,
+    sel: Selection,
     /// `S`: periodic samples are shown.
     show_samples: bool,
     line: String,
@@ -109,7 +132,7 @@ impl Log {
             samples: Ring::default(),
             cap: cap.max(1),
             next: 0,
-            filter: Filter::default(),
+            sel: Selection::default(),
             show_samples: false,
             line: String::new(),
         }
@@ -119,8 +142,7 @@ impl Log {
     pub fn push(&mut self, ev: Event, tasks: &ProcessModel) -> bool {
         let periodic = is_periodic_sample(&ev);
         let shown = !periodic || self.samples_shown();
-        let matches =
-            self.filter.is_empty() || self.filter.matches_with(&ev, tasks, &mut self.line);
+        let matches = self.sel.all() || self.sel.keeps(&ev, tasks, &mut self.line);
         let n = self.next;
         self.next += 1;
         let ring = if periodic {
@@ -134,7 +156,7 @@ impl Log {
 
     /// Are periodic samples in the view: asked for with `S`, or named by the filter?
     pub fn samples_shown(&self) -> bool {
-        self.show_samples || self.filter.names_samples()
+        self.show_samples || self.sel.filter.names_samples()
     }
 
     /// Was `S` pressed to show periodic samples (whatever the filter says)?
@@ -149,14 +171,31 @@ impl Log {
     }
 
     pub fn filter(&self) -> &Filter {
-        &self.filter
+        &self.sel.filter
     }
 
     /// Put `filter` in force over the whole history.
     pub fn set_filter(&mut self, filter: Filter, tasks: &ProcessModel) {
-        self.filter = filter;
-        self.events.refilter(&self.filter, tasks, &mut self.line);
-        self.samples.refilter(&self.filter, tasks, &mut self.line);
+        self.sel.filter = filter;
+        self.refilter(tasks);
+    }
+
+    /// Show only the records about `pids` (None: all), over the whole history.
+    pub fn set_narrow(&mut self, pids: Option<FxHashSet<u32>>, tasks: &ProcessModel) {
+        self.sel.narrow = pids;
+        self.refilter(tasks);
+    }
+
+    /// A process joins the narrowed set (a child forked by one in it).
+    pub fn narrow_add(&mut self, pid: u32) {
+        if let Some(n) = self.sel.narrow.as_mut() {
+            n.insert(pid);
+        }
+    }
+
+    fn refilter(&mut self, tasks: &ProcessModel) {
+        self.events.refilter(&self.sel, tasks, &mut self.line);
+        self.samples.refilter(&self.sel, tasks, &mut self.line);
     }
 
     fn samples_in_view(&self) -> usize {

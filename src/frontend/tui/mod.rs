@@ -14,6 +14,7 @@ pub mod input;
 pub mod log;
 pub mod terminal;
 pub mod top_symbols;
+pub mod tree;
 pub mod ui;
 
 use std::io::{self, Write};

@@ -94,8 +94,10 @@ pub struct TopSymbols {
     pub callchains: bool,
     pub span: Span,
     pub sort: SortBy,
-    /// Only this process's samples (Enter on a task; Esc clears).
+    /// Only the samples of this process and its children (Enter on a task; Esc clears):
+    /// the process, for the title, and the set.
     pub narrow: Option<u32>,
+    pub narrow_pids: rustc_hash::FxHashSet<u32>,
     pub zoom: Zoom,
     /// The selected row.
     pub selected: usize,
@@ -132,6 +134,7 @@ impl TopSymbols {
             span: Span::Recent,
             sort: SortBy::Samples,
             narrow: None,
+            narrow_pids: Default::default(),
             zoom: Zoom::None,
             selected: 0,
             expanded: HashSet::new(),
@@ -184,9 +187,13 @@ impl TopSymbols {
 
     /// The rows to draw, and the samples over the span (after narrowing).
     pub fn rows(&self) -> (Vec<SymRow>, u64) {
-        let narrow = self.narrow;
-        let keep = move |tag: u32| Some(tag) == narrow;
-        let only: crate::callgraph::TagFilter = if narrow.is_some() { Some(&keep) } else { None };
+        let pids = &self.narrow_pids;
+        let keep = move |tag: u32| pids.contains(&tag);
+        let only: crate::callgraph::TagFilter = if self.narrow.is_some() {
+            Some(&keep)
+        } else {
+            None
+        };
         let (mut top, total) = self.graph.top(self.span, only);
         let pct = |n: u64| {
             if total > 0 {
@@ -316,6 +323,7 @@ impl TopSymbols {
         self.span = other.span;
         self.sort = other.sort;
         self.narrow = other.narrow;
+        self.narrow_pids = other.narrow_pids.clone();
         self.zoom = other.zoom.clone();
         self.selected = other.selected;
         self.expanded = other.expanded.clone();
@@ -333,6 +341,7 @@ impl TopSymbols {
             true
         } else if self.narrow.is_some() {
             self.narrow = None;
+            self.narrow_pids.clear();
             self.selected = 0;
             true
         } else {
@@ -439,6 +448,7 @@ mod tests {
         assert_eq!(rows[0].dso(), "/usr/local/bin/spin");
         // Narrowed to pid 11: its two samples only (equal counts: by key).
         t.narrow = Some(11);
+        t.narrow_pids.insert(11);
         assert_eq!(
             shown(&t),
             [(0, "k_read".into(), 1, 1), (0, "hot".into(), 1, 1)]

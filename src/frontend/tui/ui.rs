@@ -93,8 +93,13 @@ pub fn draw(f: &mut Frame, live: &App) {
         Pane::Script(i) => script_rects.get(i).copied().unwrap_or(chunks[3]),
         Pane::Log => chunks[3],
     };
+    // Rows inside the borders, less the header row of the panes that have one.
+    let chrome = match app.focus {
+        Pane::Log | Pane::Script(_) => 2,
+        _ => 3,
+    };
     app.page_rows
-        .set(focused.height.saturating_sub(3).max(1) as usize);
+        .set(focused.height.saturating_sub(chrome).max(1) as usize);
     if app.show_help {
         draw_help(f, area);
     }
@@ -527,7 +532,82 @@ fn draw_grid<'a>(
     }
 }
 
+/// ` of PID comm (+children)` when the views are narrowed to a process.
+fn narrowed(app: &App) -> String {
+    match &app.narrow {
+        Some(n) => {
+            let tasks = app.tasks();
+            format!(" of {} {} (+children)", n.pid, app.task_name(&tasks, n.pid))
+        }
+        None => String::new(),
+    }
+}
+
+fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
+    use super::tree::Mark;
+    let rows = super::tree::rows(&app.tasks(), app.now_ns);
+    let title = format!(
+        "Process tree ({} processes, t: stream){}",
+        rows.len(),
+        if app.paused { " [paused]" } else { "" }
+    );
+    let focused = app.focus == Pane::Tasks;
+    let block = pane_block(title, focused);
+    let visible = block.inner(area).height.saturating_sub(1).max(1) as usize;
+    let sel = app.tree_sel.min(rows.len().saturating_sub(1));
+    let start = sel.saturating_sub(visible - 1);
+    let cells = rows
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(visible)
+        .map(|(i, r)| {
+            let mut style = match r.mark {
+                Mark::New => Style::default().fg(Color::Green),
+                Mark::Exited => Style::default().fg(Color::Red),
+                Mark::None => Style::default(),
+            };
+            if focused && i == sel {
+                style = style.add_modifier(Modifier::REVERSED);
+            }
+            let mut name = format!("{}{}", r.prefix, r.name);
+            if r.folded > 0 {
+                name.push_str(&format!(" [{} kernel threads folded]", r.folded));
+            }
+            let state = match r.mark {
+                Mark::New => "new",
+                Mark::Exited => "exited",
+                Mark::None => "",
+            };
+            vec![
+                Span::styled(r.pid.to_string(), style),
+                Span::styled(name, style),
+                Span::styled(
+                    if r.threads > 0 {
+                        format!("+{}", r.threads)
+                    } else {
+                        String::new()
+                    },
+                    style,
+                ),
+                Span::styled(state, style),
+            ]
+        });
+    draw_grid(
+        f,
+        block,
+        area,
+        &[7, 0, 5, 6],
+        &["pid", "process (command)", "thr", "state"],
+        cells,
+    );
+}
+
 fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
+    if app.tree {
+        draw_tree(f, area, app);
+        return;
+    }
     let rows_all = app.task_rows();
     let title = format!(
         "Tasks: fork/exit/exec ({}){}",
@@ -591,11 +671,13 @@ fn task_cells(pid: u32, comm: String, n: u64, total: u64) -> Vec<Span<'static>> 
 }
 
 fn draw_top(f: &mut Frame, area: Rect, app: &App) {
-    let (top, total) = app.top();
-    let block = pane_block(
-        format!("Top tasks (samples, last second: {total})"),
-        app.focus == Pane::Top,
-    );
+    let (_, total) = app.top();
+    let top = app.top_rows();
+    let title = match app.narrow {
+        Some(_) => format!("Top tasks{}", narrowed(app)),
+        None => format!("Top tasks (samples, last second: {total})"),
+    };
+    let block = pane_block(title, app.focus == Pane::Top);
     let visible = block.inner(area).height.saturating_sub(1) as usize;
     let tasks = app.tasks();
     let rows = top
@@ -810,7 +892,8 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
         ", samples hidden: S"
     };
     let title = format!(
-        "Event log ({}/{held}{hidden}){filter}{}",
+        "Event log{} ({}/{held}{hidden}){filter}{}",
+        narrowed(app),
         app.log_len(),
         scroll_note(app.log_scroll, app.paused)
     );
