@@ -35,6 +35,8 @@ Terms separated by spaces, all must match (AND); alternatives separated by
   ppid:1           the parent in fork/exit records
   cpu:0-1          the CPU that wrote the record
   comm:bash        task name: substring, or glob with * and ?
+  cgroup:*nginx*   the process's control group (container, service)
+  filename:libc*   a mapped file (mmap records), or a tracepoint's filename
   event:NAME       the sample's event (substring or glob), e.g. event:sched:*
   sym:NAME         the sample's function (substring or glob), e.g. sym:tcp_*
   dso:NAME         the sample's binary, e.g. dso:libc* dso:kernel
@@ -51,6 +53,11 @@ pub struct FilterError(String);
 pub trait CommLookup {
     /// The raw (unescaped) name process `pid` had at `time`, if known.
     fn name(&self, pid: u32, time: u64) -> Option<&[u8]>;
+
+    /// The control group of process `pid` at `time`, if known.
+    fn cgroup(&self, _pid: u32, _time: u64) -> Option<&str> {
+        None
+    }
 }
 
 /// No names known: `comm:` then matches comm records only.
@@ -65,6 +72,10 @@ impl CommLookup for NoComms {
 impl CommLookup for ProcessModel {
     fn name(&self, pid: u32, time: u64) -> Option<&[u8]> {
         self.comm_at(pid, time).map(Comm::as_bytes)
+    }
+
+    fn cgroup(&self, pid: u32, time: u64) -> Option<&str> {
+        self.process_at(pid, time)?.cgroup.as_deref()
     }
 }
 
@@ -88,6 +99,8 @@ enum Test {
     Ppid(Vec<Range>),
     Cpu(Vec<Range>),
     Comm(Vec<Pattern>),
+    Cgroup(Vec<Pattern>),
+    Filename(Vec<Pattern>),
     /// The name of a sample's event.
     Event(Vec<Pattern>),
     /// The sample's function (`[unknown]` when not known).
@@ -122,7 +135,7 @@ pub struct Filter {
     has_words: bool,
 }
 
-const KEYS: &str = "type, pid, tid, ppid, cpu, comm, event, sym, dso";
+const KEYS: &str = "type, pid, tid, ppid, cpu, comm, cgroup, filename, event, sym, dso";
 
 /// Substring or glob patterns, lower-cased.
 fn patterns(value: &str) -> Vec<Pattern> {
@@ -245,6 +258,8 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 "ppid" => Test::Ppid(parse_ranges(raw, "ppid", value)?),
                 "cpu" => Test::Cpu(parse_ranges(raw, "cpu", value)?),
                 "comm" => Test::Comm(patterns(value)),
+                "cgroup" => Test::Cgroup(patterns(value)),
+                "filename" => Test::Filename(patterns(value)),
                 "event" => Test::Event(patterns(value)),
                 "sym" => Test::Sym(patterns(value)),
                 "dso" => Test::Dso(patterns(value)),
@@ -357,7 +372,8 @@ impl Filter {
     /// True when a term looks up task names (`comm:`): the filter then needs the process
     /// model.
     pub fn uses_names(&self) -> bool {
-        self.terms().any(|t| matches!(t.test, Test::Comm(_)))
+        self.terms()
+            .any(|t| matches!(t.test, Test::Comm(_) | Test::Cgroup(_)))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -430,6 +446,22 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
                     glob(g, &s)
                 }
             })
+        }
+        Test::Cgroup(pats) => comms
+            .cgroup(ev.subject_pid(), ev.time)
+            .is_some_and(|c| pattern_matches(pats, &escape(c.as_bytes()).to_lowercase())),
+        Test::Filename(pats) => {
+            let name = match &ev.kind {
+                EventKind::Mmap(m) => &m.filename[..],
+                _ => match ev.field("filename") {
+                    Some(Value::Str(s)) => s,
+                    _ => return false,
+                },
+            };
+            // The path, or its last part: filename:libc* finds /usr/lib/.../libc.so.6.
+            let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+            pattern_matches(pats, &escape(name).to_lowercase())
+                || pattern_matches(pats, &escape(base).to_lowercase())
         }
         Test::Event(pats) => ev
             .event_name()
@@ -532,6 +564,31 @@ mod tests {
         fn name(&self, pid: u32, _time: u64) -> Option<&[u8]> {
             self.0.iter().find(|(p, _)| *p == pid).map(|(_, n)| *n)
         }
+        fn cgroup(&self, pid: u32, _time: u64) -> Option<&str> {
+            (pid == 42).then_some("/system.slice/nginx.service")
+        }
+    }
+
+    #[test]
+    fn cgroup_and_filename() {
+        assert!(m("cgroup:*nginx*", &sample(0, 42)));
+        assert!(m("cgroup:system.slice", &sample(0, 42)), "a substring");
+        assert!(!m("cgroup:*nginx*", &sample(0, 7)), "another group");
+        assert!(!m("cgroup:*", &sample(0, 9)), "no group known");
+        let map =
+            crate::testkit::events::mmap2(0, 5, 42, 0x1000, 0x1000, 0, b"/usr/lib/libc.so.6", 1);
+        assert!(m("filename:libc*", &map) && m("filename:*/libc.so.6", &map));
+        assert!(!m("filename:libm*", &map));
+        assert!(
+            !m("filename:libc", &sample(0, 42)),
+            "samples have no file name"
+        );
+        assert!(
+            !Filter::parse("filename:x cgroup:y")
+                .unwrap()
+                .names_samples()
+        );
+        assert!(Filter::parse("cgroup:x").unwrap().uses_names());
     }
 
     fn m(f: &str, ev: &Event) -> bool {

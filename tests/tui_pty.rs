@@ -799,6 +799,15 @@ fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
         tasks_line.contains("Top symbols"),
         "not beside the task stream:\n{screen}"
     );
+    // Top tasks names each process's control group (every Linux has /proc/PID/cgroup).
+    s.wait_for(
+        "a cgroup column in Top tasks",
+        Duration::from_secs(10),
+        |t| {
+            t.lines()
+                .any(|l| l.contains("share") && l.contains("cgroup"))
+        },
+    );
     // Focus it (Shift-Tab twice from the log), Enter: the tasks running the symbol.
     s.send("\x1b[Z\x1b[Z\r");
     s.wait_for(

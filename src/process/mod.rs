@@ -234,6 +234,9 @@ pub struct Process {
     /// Its command line (`/proc/PID/cmdline`: NUL-separated, untrusted), read at start and
     /// at exec when the model is asked to ([`ProcessModel::set_argv`]); a fork copies it.
     pub argv: Option<Arc<[u8]>>,
+    /// Its control group, from `/proc` at start; a fork inherits its parent's (as the kernel
+    /// does, short of CLONE_INTO_CGROUP). A later move between groups is not seen.
+    pub cgroup: Option<Arc<str>>,
     /// Shared with the processes it was copied to or from by a fork, until one maps
     /// something (copy on write); `None` while empty.
     space: Option<Arc<AddressSpace>>,
@@ -251,6 +254,7 @@ impl Process {
             exit: NO_TIME,
             exec: NO_TIME,
             argv: None,
+            cgroup: None,
             space: None,
             old_spaces: None,
             prev: None,
@@ -495,6 +499,7 @@ impl ProcessModel {
             if let Some(parent) = self.processes.get(&t.ppid) {
                 p.space = parent.space.clone();
                 p.argv = parent.argv.clone();
+                p.cgroup = parent.cgroup.clone();
             }
             task.ppid = t.ppid;
             replace_keeping_prev(
@@ -596,6 +601,7 @@ impl ProcessModel {
                 let mut p = Process::new(sp.pid);
                 p.ppid = sp.ppid.unwrap_or(NO_ID);
                 p.argv = sp.argv.map(Arc::from);
+                p.cgroup = sp.cgroup;
                 if !sp.maps.is_empty() {
                     let mut space = AddressSpace::default();
                     for m in sp.maps {
@@ -629,6 +635,7 @@ impl ProcessModel {
             threads: vec![(pid, comm.into())],
             maps: Vec::new(),
             argv: None,
+            cgroup: None,
         }]);
     }
 

@@ -27,6 +27,8 @@ pub struct SeedProcess {
     pub maps: Vec<Mapping>,
     /// Its command line, NUL-separated (when asked for).
     pub argv: Option<Box<[u8]>>,
+    /// Its control group (`/system.slice/cron.service`), when the machine has them.
+    pub cgroup: Option<Arc<str>>,
 }
 
 /// What to read besides the names.
@@ -91,13 +93,38 @@ pub fn process(root: &Path, pid: u32, opts: &SeedOptions) -> Option<SeedProcess>
     } else {
         None
     };
+    let cgroup = std::fs::read(base.join("cgroup"))
+        .ok()
+        .and_then(|t| parse_cgroup(&t))
+        .map(Arc::from);
     Some(SeedProcess {
         pid,
         ppid,
         threads,
         maps,
         argv,
+        cgroup,
     })
+}
+
+/// The path of a `/proc/PID/cgroup` file: the unified hierarchy's (`0::PATH`, cgroup v2),
+/// else systemd's (`N:name=systemd:PATH`), else the first one's.
+pub fn parse_cgroup(text: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(text);
+    let entries: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+            Some((ctl, path))
+        })
+        .collect();
+    let pick = entries
+        .iter()
+        .find(|(c, _)| c.is_empty())
+        .or_else(|| entries.iter().find(|(c, _)| *c == "name=systemd"))
+        .or(entries.first())?;
+    Some(pick.1.to_string())
 }
 
 /// A `comm` file's name, without its newline.
@@ -217,6 +244,27 @@ pub fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_paths_v2_v1_and_none() {
+        assert_eq!(
+            parse_cgroup(b"0::/system.slice/cron.service\n").as_deref(),
+            Some("/system.slice/cron.service")
+        );
+        let v1 = b"12:cpu,cpuacct:/a\n1:name=systemd:/user.slice/u.scope\n0::/\n";
+        assert_eq!(
+            parse_cgroup(v1).as_deref(),
+            Some("/"),
+            "the unified one first"
+        );
+        let v1_only = b"12:cpu,cpuacct:/a\n1:name=systemd:/user.slice/u.scope\n";
+        assert_eq!(
+            parse_cgroup(v1_only).as_deref(),
+            Some("/user.slice/u.scope")
+        );
+        assert_eq!(parse_cgroup(b"garbage"), None);
+        assert_eq!(parse_cgroup(b""), None);
+    }
 
     #[test]
     fn ppid_survives_hostile_names() {

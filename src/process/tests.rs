@@ -28,6 +28,7 @@ fn with_shell() -> ProcessModel {
             0,
         )],
         argv: Some((*b"bash\0-l").into()),
+        cgroup: None,
     }]);
     m
 }
@@ -267,6 +268,7 @@ fn seeding_fills_gaps_and_never_overrides_the_stream() {
             threads: vec![(100, (*b"bash").into()), (101, (*b"bash-helper").into())],
             maps: vec![],
             argv: None,
+            cgroup: None,
         },
         proc::SeedProcess {
             pid: 200,
@@ -274,6 +276,7 @@ fn seeding_fills_gaps_and_never_overrides_the_stream() {
             threads: vec![(200, (*b"stale").into())],
             maps: vec![],
             argv: None,
+            cgroup: None,
         },
     ]);
     assert_eq!(name(&m, 200, T0 + 5).as_deref(), Some("new"));

@@ -410,6 +410,32 @@ pub struct ScriptPane {
     pub scroll: usize,
 }
 
+/// The order of Top tasks (`s` when it has the focus).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopSort {
+    Samples,
+    Id,
+    Name,
+}
+
+impl TopSort {
+    pub fn next(self) -> TopSort {
+        match self {
+            TopSort::Samples => TopSort::Id,
+            TopSort::Id => TopSort::Name,
+            TopSort::Name => TopSort::Samples,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TopSort::Samples => "samples",
+            TopSort::Id => "id",
+            TopSort::Name => "name",
+        }
+    }
+}
+
 /// What the views are narrowed to (Enter on a task).
 #[derive(Clone, Debug)]
 pub struct Narrow {
@@ -450,7 +476,13 @@ pub struct App {
     model: ModelHandle,
     task_rows: VecDeque<TaskRow>,
     /// Samples by pid since the last second closed.
-    top_acc: FxHashMap<u32, u64>,
+    top_acc: FxHashMap<u32, (u32, u64)>,
+    /// The threads of the last closed second: (pid, tid, samples), most first.
+    top_threads: Vec<(u32, u32, u64)>,
+    /// `H`: Top tasks per thread rather than per process.
+    pub per_thread: bool,
+    /// `s` on Top tasks: its order.
+    pub top_sort: TopSort,
     /// The top tasks of the last closed second: (pid, samples), and all samples.
     top: Vec<(u32, u64)>,
     top_total: u64,
@@ -501,6 +533,9 @@ impl App {
             model: ModelHandle::default(),
             task_rows: VecDeque::new(),
             top_acc: FxHashMap::default(),
+            top_threads: Vec::new(),
+            per_thread: false,
+            top_sort: TopSort::Samples,
             top: Vec::new(),
             top_total: 0,
             log: Log::new(cfg.history),
@@ -612,7 +647,7 @@ impl App {
             self.rates.account(ev);
         }
         if matches!(ev.kind, EventKind::Sample { .. }) {
-            *self.top_acc.entry(ev.pid).or_insert(0) += 1;
+            self.top_acc.entry(ev.tid).or_insert((ev.pid, 0)).1 += 1;
             self.symbols.add(ev);
         }
     }
@@ -786,16 +821,24 @@ impl App {
         self.now_ns = now;
         self.event_rates.close(now);
         if self.rates.close(now) > 0 {
-            self.top.clear();
-            self.top.extend(
+            self.top_threads.clear();
+            self.top_threads.extend(
                 self.top_acc
                     .iter()
-                    .filter(|(pid, _)| **pid != 0)
-                    .map(|(p, n)| (*p, *n)),
+                    .filter(|(_, (pid, _))| *pid != 0)
+                    .map(|(tid, (pid, n))| (*pid, *tid, *n)),
             );
+            self.top_threads
+                .sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+            let mut by_pid: FxHashMap<u32, u64> = FxHashMap::default();
+            for (pid, _, n) in &self.top_threads {
+                *by_pid.entry(*pid).or_insert(0) += n;
+            }
+            self.top.clear();
+            self.top.extend(by_pid);
             self.top
                 .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            self.top_total = self.top_acc.values().sum();
+            self.top_total = self.top_acc.values().map(|v| v.1).sum();
             self.top_acc.clear();
         }
     }
@@ -950,7 +993,12 @@ impl App {
                     }
                 });
             }
+            Action::Sort if self.focus == Pane::Top => self.top_sort = self.top_sort.next(),
             Action::Sort => self.symbols.next_sort(),
+            Action::Threads => {
+                self.per_thread = !self.per_thread;
+                self.top_scroll = 0;
+            }
             Action::None => {}
         }
     }
@@ -1017,17 +1065,33 @@ impl App {
         self.narrow = narrow;
     }
 
-    /// Top tasks as shown: all of them, or those of the narrowed-to processes.
+    /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
+    /// when narrowed, in the chosen order.
     pub fn top_rows(&self) -> Vec<(u32, u64)> {
-        match &self.narrow {
-            None => self.top.clone(),
-            Some(n) => self
-                .top
+        let keep = |pid: &u32| self.narrow.as_ref().is_none_or(|n| n.pids.contains(pid));
+        let mut rows: Vec<(u32, u64)> = if self.per_thread {
+            self.top_threads
                 .iter()
-                .filter(|(p, _)| n.pids.contains(p))
-                .copied()
-                .collect(),
+                .filter(|(p, _, _)| keep(p))
+                .map(|(_, t, n)| (*t, *n))
+                .collect()
+        } else {
+            self.top.iter().filter(|(p, _)| keep(p)).copied().collect()
+        };
+        match self.top_sort {
+            TopSort::Samples => {}
+            TopSort::Id => rows.sort_unstable_by_key(|r| r.0),
+            TopSort::Name => {
+                let tasks = self.model.read();
+                rows.sort_by_cached_key(|r| {
+                    (
+                        tasks.comm(r.0).map(|c| c.display()).unwrap_or_default(),
+                        r.0,
+                    )
+                });
+            }
         }
+        rows
     }
 
     fn on_edit_key(&mut self, key: KeyEvent) {
@@ -1145,6 +1209,9 @@ impl App {
             model: self.model.clone(),
             task_rows: self.task_rows.clone(),
             top_acc: FxHashMap::default(),
+            top_threads: self.top_threads.clone(),
+            per_thread: self.per_thread,
+            top_sort: self.top_sort,
             top: self.top.clone(),
             top_total: self.top_total,
             log: self.log.clone(),
@@ -1667,6 +1734,7 @@ pub(crate) mod tests {
                     threads: vec![(*pid, c.as_bytes().into())],
                     maps: Vec::new(),
                     argv: None,
+                    cgroup: None,
                 })
                 .collect(),
             );
@@ -1713,6 +1781,38 @@ pub(crate) mod tests {
         assert_eq!(app.log_len(), 6, "all again");
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("nothing to go back from"));
+    }
+
+    #[test]
+    fn top_tasks_per_process_or_thread_in_three_orders() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        app.seed_tasks([(10, (*b"zed").into()), (20, (*b"alpha").into())]);
+        let s = |pid, tid, t| event(0, pid, tid, t, EventKind::sample(0x1000, 1, 2));
+        let mut evs = Vec::new();
+        for i in 0..5 {
+            evs.push(s(10, 10, T0 + i));
+            evs.push(s(10, 11, T0 + 10 + i));
+        }
+        for i in 0..3 {
+            evs.push(s(20, 20, T0 + 20 + i));
+        }
+        app.on_events(evs);
+        app.on_tick(T0 + 2 * NS);
+        assert_eq!(app.top_rows(), [(10, 10), (20, 3)]);
+        app.focus = Pane::Top;
+        app.on_key(key('H'));
+        assert_eq!(app.top_rows(), [(10, 5), (11, 5), (20, 3)]);
+        app.on_key(key('H'));
+        app.on_key(key('s'));
+        assert_eq!(app.top_sort, TopSort::Id);
+        assert_eq!(app.top_rows(), [(10, 10), (20, 3)]);
+        app.on_key(key('s'));
+        assert_eq!(app.top_rows(), [(20, 3), (10, 10)], "alpha before zed");
+        assert_eq!(
+            app.symbols.sort,
+            super::super::top_symbols::SortBy::Samples,
+            "untouched"
+        );
     }
 
     #[test]

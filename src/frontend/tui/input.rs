@@ -34,6 +34,8 @@ pub enum Action {
     Samples,
     /// `t`: the process tree in the task pane, or the stream.
     Tree,
+    /// `H`: Top tasks per thread, or per process.
+    Threads,
     None,
 }
 
@@ -68,7 +70,11 @@ pub const KEYS: &[(&str, &str)] = &[
         "Top symbols with -g: open / close a symbol's callers",
     ),
     ("a", "Top symbols: last 10 s / since start"),
-    ("s", "Top symbols: sort by samples, self, binary"),
+    (
+        "s",
+        "sort Top symbols (samples, self, binary) or, focused, Top tasks (samples, id, name)",
+    ),
+    ("H", "Top tasks per thread / per process"),
     (
         "S",
         "samples in the event log too (or a filter naming them)",
@@ -101,6 +107,7 @@ pub fn map_key(key: KeyEvent) -> Action {
         KeyCode::Char('s') => Action::Sort,
         KeyCode::Char('S') => Action::Samples,
         KeyCode::Char('t') => Action::Tree,
+        KeyCode::Char('H') => Action::Threads,
         _ => Action::None,
     }
 }

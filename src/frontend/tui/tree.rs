@@ -184,6 +184,7 @@ mod tests {
                     threads: vec![(*pid, comm.as_bytes().into())],
                     maps: Vec::new(),
                     argv: None,
+                    cgroup: None,
                 })
                 .collect(),
         );

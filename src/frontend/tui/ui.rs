@@ -673,19 +673,50 @@ fn task_cells(pid: u32, comm: String, n: u64, total: u64) -> Vec<Span<'static>> 
 fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let (_, total) = app.top();
     let top = app.top_rows();
+    let what = if app.per_thread { "threads" } else { "tasks" };
+    let order = match app.top_sort {
+        super::app::TopSort::Samples => String::new(),
+        o => format!(", by {}", o.name()),
+    };
     let title = match app.narrow {
-        Some(_) => format!("Top tasks{}", narrowed(app)),
-        None => format!("Top tasks (samples, last second: {total})"),
+        Some(_) => format!("Top {what}{}{order}", narrowed(app)),
+        None => format!("Top {what} (samples, last second: {total}{order})"),
     };
     let block = pane_block(title, app.focus == Pane::Top);
     let visible = block.inner(area).height.saturating_sub(1) as usize;
     let tasks = app.tasks();
-    let rows = top
-        .iter()
-        .skip(app.top_scroll)
-        .take(visible)
-        .map(|(pid, n)| task_cells(*pid, app.task_name(&tasks, *pid), *n, total));
-    draw_grid(f, block, area, TASK_WIDTHS, TASK_HEADER, rows);
+    let shown: Vec<(u32, u64)> = top.into_iter().skip(app.top_scroll).take(visible).collect();
+    // The control group of each row's process (a container, a service), when known.
+    let cgroup = |id: u32| {
+        let pid = tasks.task(id).map_or(id, |t| t.pid);
+        tasks
+            .process(pid)
+            .and_then(|p| p.cgroup.as_deref())
+            .map(|c| crate::text::escape(c.as_bytes()))
+    };
+    let with_cgroup = shown.iter().any(|(id, _)| cgroup(*id).is_some());
+    let header: Vec<&str> = {
+        let mut h = TASK_HEADER.to_vec();
+        if app.per_thread {
+            h[0] = "tid";
+        }
+        if with_cgroup {
+            h.push("cgroup");
+        }
+        h
+    };
+    let mut widths = TASK_WIDTHS.to_vec();
+    if with_cgroup {
+        widths.push(0);
+    }
+    let rows = shown.iter().map(|(id, n)| {
+        let mut cells = task_cells(*id, app.task_name(&tasks, *id), *n, total);
+        if with_cgroup {
+            cells.push(Span::raw(cgroup(*id).unwrap_or_default()));
+        }
+        cells
+    });
+    draw_grid(f, block, area, &widths, &header, rows);
 }
 
 fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
