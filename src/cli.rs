@@ -165,6 +165,11 @@ pub struct Cli {
     #[arg(long = "filter", value_name = "EXPR", value_parser = filter_expr)]
     pub filter: Option<crate::filter::Filter>,
 
+    /// Show perfwatch's own records (its threads' samples, mappings, exits). Watching the
+    /// whole system, they are hidden by default and counted as hidden in the summary.
+    #[arg(long = "show-self")]
+    pub show_self: bool,
+
     /// Records the TUI's event log keeps (older ones are forgotten, so memory stays bounded).
     #[arg(long = "history", value_name = "N", default_value_t = crate::tui::app::DEFAULT_HISTORY, value_parser = history_len)]
     pub history: usize,

@@ -97,6 +97,8 @@ pub struct Monitor {
     /// Where the consumer gives the readers' batch buffers back.
     pub pool: BufferPool,
     pub stats: Arc<Stats>,
+    /// Records of perfwatch itself that the pipeline hid (without `--show-self`).
+    pub hidden_self: Arc<std::sync::atomic::AtomicU64>,
     pub info: MonitorInfo,
     pub started: Instant,
     stop: Arc<AtomicBool>,
@@ -233,6 +235,7 @@ impl Monitor {
             rx,
             pool,
             stats,
+            hidden_self: Arc::default(),
             info: MonitorInfo {
                 event: opened
                     .events

@@ -20,11 +20,13 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
 
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
 use crate::process::proc::{self, SeedOptions, SeedProcess};
 use crate::process::{ModelHandle, ProcessModel};
@@ -42,6 +44,17 @@ const ARGV_PER_SECOND: u32 = 500;
 pub const MAX_NOTES: usize = 64;
 /// How long the shutdown waits for a `/proc` snapshot still being read.
 const SEED_WAIT: Duration = Duration::from_secs(2);
+
+/// Is `ev` about process `pid` (its samples, its threads' forks, exits, names and mappings,
+/// its switches)? Losses and throttling are about the events, never hidden.
+fn is_of(ev: &Event, pid: u32) -> bool {
+    match ev.kind {
+        EventKind::Lost { .. } | EventKind::LostSamples { .. } | EventKind::Throttle { .. } => {
+            false
+        }
+        _ => ev.subject_pid() == pid,
+    }
+}
 
 /// How the pipeline is set up.
 #[derive(Clone, Debug)]
@@ -61,6 +74,8 @@ pub struct PipelineOptions {
     pub pool: Option<BufferPool>,
     /// Name the samples (needs `model`): the symbolize step's configuration.
     pub symbols: Option<crate::symbols::Config>,
+    /// Hide the records of this process (perfwatch itself), counting them here.
+    pub hide: Option<(u32, Arc<AtomicU64>)>,
 }
 
 impl Default for PipelineOptions {
@@ -76,6 +91,7 @@ impl Default for PipelineOptions {
             proc_root: PathBuf::from("/proc"),
             pool: None,
             symbols: None,
+            hide: None,
         }
     }
 }
@@ -403,6 +419,14 @@ impl Pipeline {
     /// the `/proc` snapshot is in, chunks wait (within a bound), so that the model knows what
     /// existed before the stream says anything.
     fn publish(&mut self, mut chunk: Chunk) {
+        if let Some((pid, hidden)) = &self.opts.hide {
+            let before = chunk.events.len();
+            chunk.events.retain(|e| !is_of(e, *pid));
+            let n = before - chunk.events.len();
+            if n > 0 {
+                hidden.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
         if !self.opts.model {
             return self.pass_on(chunk);
         }
@@ -468,7 +492,7 @@ impl Pipeline {
             self.argv_window.1 += 1;
             // Gone (or exec'd again) before it could be read: said as an empty line.
             let argv = proc::read_cmdline_if(&self.opts.proc_root, e.pid, e.comm.as_bytes())
-                .unwrap_or_else(|| std::sync::Arc::from(&[][..]));
+                .unwrap_or_else(|| Arc::from(&[][..]));
             read.push((e, argv));
         }
         if !read.is_empty() {

@@ -171,7 +171,10 @@ pub fn run(cli: Cli) -> Result<i32> {
     let pipe = Pipeline::new(
         mon.rx.clone(),
         &mon.info.cpus,
-        pipeline_options(&mon.info, &cli, interactive, mon.pool.clone()),
+        PipelineOptions {
+            hide: (!cli.show_self).then(|| (std::process::id(), mon.hidden_self.clone())),
+            ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
+        },
     );
     let stop = StopRule::new(
         {
@@ -408,6 +411,13 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         _ => {}
     }
     let _ = err.write_all(totals.summary(elapsed).as_bytes());
+    let hidden = mon.hidden_self.load(std::sync::atomic::Ordering::Relaxed);
+    if hidden > 0 {
+        let _ = writeln!(
+            err,
+            "  hidden: {hidden} records of perfwatch itself (--show-self shows them)"
+        );
+    }
     crate::output::stderr_bounded(&err);
     Ok(match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
