@@ -287,6 +287,52 @@ fn narrowed_to_a_process_and_its_children() {
 }
 
 #[test]
+fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut a = app();
+    key(&mut a, KeyCode::Char('t'));
+    let s = screen(&a, 110, 36);
+    // The tree's rows: click the one of pid 700 (make, under bash).
+    let (y, line) = s
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("└─ make"))
+        .expect("make's row");
+    let x = line.find("make").unwrap() as u16;
+    a.focus = perfwatch::tui::app::Pane::Log;
+    a.on_mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: x,
+        row: y as u16,
+        modifiers: KeyModifiers::NONE,
+    });
+    assert_eq!(a.focus, perfwatch::tui::app::Pane::Tasks);
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(
+        a.narrow.as_ref().map(|n| n.pid),
+        Some(700),
+        "the clicked row"
+    );
+    key(&mut a, KeyCode::Esc);
+    // Right on the log: the records move left, the times stay.
+    a.focus = perfwatch::tui::app::Pane::Log;
+    let before = screen(&a, 110, 36);
+    key(&mut a, KeyCode::Right);
+    let after = screen(&a, 110, 36);
+    assert!(after.contains("[→8]"), "{after}");
+    let fork = |t: &str| {
+        t.lines()
+            .find(|l| l.contains("1.100 "))
+            .unwrap()
+            .to_string()
+    };
+    assert!(fork(&before).contains("cpu: 1, pid: 500"), "{before}");
+    assert!(fork(&after).contains("1.100 pid: 500"), "{after}");
+    key(&mut a, KeyCode::Left);
+    assert_eq!(screen(&a, 110, 36), before);
+}
+
+#[test]
 fn resizing_relays_out() {
     let a = app();
     for (w, h) in [(60, 18), (80, 24), (200, 60)] {

@@ -523,6 +523,10 @@ pub struct App {
     pub quit: bool,
     /// Rows of the focused pane at the last draw: the PgUp/PgDn step.
     pub page_rows: Cell<usize>,
+    /// Where each pane was drawn last: what a mouse click lands on.
+    pub areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
+    /// Columns the log is scrolled to the right (Right/Left on the log).
+    pub log_hscroll: usize,
 }
 
 impl App {
@@ -561,6 +565,8 @@ impl App {
             message: None,
             quit: false,
             page_rows: Cell::new(10),
+            areas: Default::default(),
+            log_hscroll: 0,
             cfg,
         }
     }
@@ -973,8 +979,15 @@ impl App {
                 self.tree_sel = 0;
                 self.focus = Pane::Tasks;
             }
+            Action::Expand if self.focus == Pane::Log => self.log_hscroll += 8,
+            Action::Collapse if self.focus == Pane::Log => {
+                self.log_hscroll = self.log_hscroll.saturating_sub(8)
+            }
             Action::Expand | Action::Collapse if self.focus != Pane::Symbols => {
-                self.message = Some("+ and - open a symbol's callers in Top symbols".into());
+                self.message = Some(
+                    "Right/Left scroll the log; + and - open a symbol's callers in Top symbols"
+                        .into(),
+                );
             }
             Action::Expand if !self.symbols.callchains => {
                 self.message = Some("callers need call chains: run with -g".into());
@@ -1159,6 +1172,50 @@ impl App {
         match m.kind {
             MouseEventKind::ScrollUp => self.scroll(-3),
             MouseEventKind::ScrollDown => self.scroll(3),
+            MouseEventKind::Down(crossterm::event::MouseButton::Left) => {
+                self.click(m.column, m.row)
+            }
+            _ => {}
+        }
+    }
+
+    /// A click: focus the pane under it, and select the row under it where rows are
+    /// selected (the tree, Top tasks, Top symbols).
+    fn click(&mut self, x: u16, y: u16) {
+        let hit = self
+            .areas
+            .borrow()
+            .iter()
+            .copied()
+            .find(|(_, r)| x >= r.x && x < r.x + r.width && y >= r.y && y < r.y + r.height);
+        let Some((pane, r)) = hit else { return };
+        self.focus = pane;
+        // Below the top border and the header row.
+        let Some(row) = y.checked_sub(r.y + 2).map(usize::from) else {
+            return;
+        };
+        let visible = r.height.saturating_sub(3).max(1) as usize;
+        match pane {
+            Pane::Tasks if self.tree => {
+                let len = super::tree::rows(&self.model.read(), self.now_ns).len();
+                let start = self.tree_sel.saturating_sub(visible - 1);
+                if start + row < len {
+                    self.tree_sel = start + row;
+                }
+            }
+            Pane::Top if self.top_scroll + row < self.top_rows().len() => {
+                self.top_scroll += row;
+            }
+            Pane::Symbols => {
+                let len = match &self.symbols.zoom {
+                    super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
+                    super::top_symbols::Zoom::None => self.symbols.rows().0.len(),
+                };
+                let start = self.symbols.selected.saturating_sub(visible - 1);
+                if start + row < len {
+                    self.symbols.selected = start + row;
+                }
+            }
             _ => {}
         }
     }
@@ -1237,6 +1294,8 @@ impl App {
             message: None,
             quit: false,
             page_rows: self.page_rows.clone(),
+            areas: self.areas.clone(),
+            log_hscroll: self.log_hscroll,
         }
     }
 

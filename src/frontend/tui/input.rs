@@ -54,7 +54,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "Home/End, g/G",
         "oldest / newest (End follows the tail again)",
     ),
-    ("mouse wheel", "scroll the focused pane"),
+    (
+        "mouse",
+        "wheel scrolls; a click focuses a pane and selects a row",
+    ),
     ("c", "clear the event log"),
     (
         "Enter",
@@ -67,7 +70,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Esc", "back from a narrowed or zoomed view"),
     (
         "+/- Right/Left",
-        "Top symbols with -g: open / close a symbol's callers",
+        "Top symbols with -g: open / close a symbol's callers; the log: scroll sideways",
     ),
     ("a", "Top symbols: last 10 s / since start"),
     (

@@ -93,6 +93,22 @@ pub fn draw(f: &mut Frame, live: &App) {
         Pane::Script(i) => script_rects.get(i).copied().unwrap_or(chunks[3]),
         Pane::Log => chunks[3],
     };
+    let mut areas = vec![
+        (Pane::Cpus, chunks[1]),
+        (Pane::Tasks, mid[0]),
+        (Pane::Top, top_area),
+        (Pane::Log, chunks[3]),
+    ];
+    if let Some(r) = sym_area {
+        areas.push((Pane::Symbols, r));
+    }
+    areas.extend(
+        script_rects
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (Pane::Script(i), *r)),
+    );
+    *app.areas.borrow_mut() = areas;
     // Rows inside the borders, less the header row of the panes that have one.
     let chrome = match app.focus {
         Pane::Log | Pane::Script(_) => 2,
@@ -902,11 +918,17 @@ pub fn type_style(t: RecordType) -> Style {
 }
 
 fn log_line(app: &App, ev: &Event) -> Line<'static> {
-    // The event's Display escapes comm and file names.
+    // The event's Display escapes comm and file names. Right/Left scroll the record, the
+    // time stays.
+    let body = ev.to_string();
+    let body = match app.log_hscroll {
+        0 => body,
+        n => body.chars().skip(n).collect(),
+    };
     Line::from(vec![
         Span::styled(rel(app, ev.time), Style::default().fg(Color::DarkGray)),
         Span::raw(" "),
-        Span::styled(ev.to_string(), type_style(ev.record_type())),
+        Span::styled(body, type_style(ev.record_type())),
     ])
 }
 
@@ -922,8 +944,12 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
     } else {
         ", samples hidden: S"
     };
+    let right = match app.log_hscroll {
+        0 => String::new(),
+        n => format!(" [→{n}]"),
+    };
     let title = format!(
-        "Event log{} ({}/{held}{hidden}){filter}{}",
+        "Event log{} ({}/{held}{hidden}){filter}{}{right}",
         narrowed(app),
         app.log_len(),
         scroll_note(app.log_scroll, app.paused)
