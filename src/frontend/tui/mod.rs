@@ -326,6 +326,17 @@ where
     result
 }
 
+/// Records worth a frame soon: a task started, was renamed or ended, or records were lost.
+/// Samples, mappings, switches and throttling wait for the next second's frame (an idle
+/// machine sampled at 4 kHz throttles and maps now and then; each of those was a frame).
+fn is_lively(kind: &crate::event::EventKind) -> bool {
+    use crate::event::EventKind as K;
+    matches!(
+        kind,
+        K::Fork(_) | K::Exit(_) | K::Comm { .. } | K::Lost { .. } | K::LostSamples { .. }
+    )
+}
+
 /// The loop has no clock of its own: it wakes for records (the readers send a batch at
 /// least four times a second, all CPUs at once), for input, for a frame that is due, and for
 /// the elapsed-time display's next second. An idle TUI draws once a second.
@@ -410,10 +421,7 @@ where
         }
         while let Some(chunk) = pipe.next_chunk() {
             dirty |= !chunk.events.is_empty();
-            lively |= chunk
-                .events
-                .iter()
-                .any(|e| !matches!(e.kind, crate::event::EventKind::Sample { .. }));
+            lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
             app.on_chunk(chunk);
         }
         for note in pipe.take_notes() {
