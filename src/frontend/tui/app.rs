@@ -523,6 +523,9 @@ pub struct App {
     pub quit: bool,
     /// Rows of the focused pane at the last draw: the PgUp/PgDn step.
     pub page_rows: Cell<usize>,
+    /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
+    /// stream cannot show; None: trust the model (tests).
+    pub proc_alive: Option<fn(u32) -> bool>,
     /// Where each pane was drawn last: what a mouse click lands on.
     pub areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
     /// Columns the log is scrolled to the right (Right/Left on the log).
@@ -565,6 +568,7 @@ impl App {
             message: None,
             quit: false,
             page_rows: Cell::new(10),
+            proc_alive: None,
             areas: Default::default(),
             log_hscroll: 0,
             cfg,
@@ -1025,7 +1029,7 @@ impl App {
         let pid = match self.focus {
             Pane::Top => self.top_rows().get(self.top_scroll).map(|(p, _)| *p),
             Pane::Tasks if self.tree => {
-                let rows = super::tree::rows(&self.model.read(), self.now_ns);
+                let rows = self.tree_rows();
                 rows.get(self.tree_sel).map(|r| r.pid)
             }
             Pane::Tasks => {
@@ -1076,6 +1080,12 @@ impl App {
         self.symbols.zoom = super::top_symbols::Zoom::None;
         self.symbols.selected = 0;
         self.narrow = narrow;
+    }
+
+    /// The process tree as shown now.
+    pub fn tree_rows(&self) -> Vec<super::tree::TreeRow> {
+        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
+        super::tree::rows(&self.model.read(), self.now_ns, &alive)
     }
 
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
@@ -1197,7 +1207,7 @@ impl App {
         let visible = r.height.saturating_sub(3).max(1) as usize;
         match pane {
             Pane::Tasks if self.tree => {
-                let len = super::tree::rows(&self.model.read(), self.now_ns).len();
+                let len = self.tree_rows().len();
                 let start = self.tree_sel.saturating_sub(visible - 1);
                 if start + row < len {
                     self.tree_sel = start + row;
@@ -1294,6 +1304,7 @@ impl App {
             message: None,
             quit: false,
             page_rows: self.page_rows.clone(),
+            proc_alive: self.proc_alive,
             areas: self.areas.clone(),
             log_hscroll: self.log_hscroll,
         }
@@ -1322,7 +1333,7 @@ impl App {
         match self.focus {
             Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
             Pane::Tasks if self.tree => {
-                let len = super::tree::rows(&self.model.read(), self.now_ns).len();
+                let len = self.tree_rows().len();
                 self.tree_sel = down(self.tree_sel, delta, len);
             }
             Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
@@ -1807,7 +1818,7 @@ pub(crate) mod tests {
         app.on_tick(T0 + 2 * NS);
         app.on_key(key('t'));
         assert!(app.tree && app.focus == Pane::Tasks);
-        let rows = super::super::tree::rows(&app.tasks(), app.now_ns);
+        let rows = app.tree_rows();
         let at = rows.iter().position(|r| r.pid == 100).unwrap();
         for _ in 0..at {
             app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));

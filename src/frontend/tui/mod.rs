@@ -241,6 +241,7 @@ pub fn run(
         app.set_filter(f);
     }
     app.set_folding(opts.folded);
+    app.proc_alive = Some(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
 
     install_panic_hook();
     let suspend = terminal::Suspend::install();

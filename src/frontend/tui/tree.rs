@@ -56,17 +56,21 @@ fn shown_name(model: &ProcessModel, p: &Process) -> String {
 }
 
 /// Which processes are shown: the live ones, and those that exited in the last
-/// [`RECENT_NS`] (marked).
-fn shown(p: &Process, now: u64) -> bool {
-    p.exit().is_none_or(|e| now.saturating_sub(e) <= RECENT_NS)
+/// [`RECENT_NS`] (marked). A process known from `/proc` at start whose exit the stream cannot
+/// tell (it is not watched) is live while `alive` says so.
+fn shown(p: &Process, now: u64, alive: &dyn Fn(u32) -> bool) -> bool {
+    match p.exit() {
+        Some(e) => now.saturating_sub(e) <= RECENT_NS,
+        None => p.start().is_some() || alive(p.pid),
+    }
 }
 
 /// The tree as of `now` (CLOCK_MONOTONIC ns, the records' clock), depth first, children
 /// by pid.
-pub fn rows(model: &ProcessModel, now: u64) -> Vec<TreeRow> {
+pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<TreeRow> {
     let procs: FxHashMap<u32, &Process> = model
         .each_process()
-        .filter(|p| shown(p, now))
+        .filter(|p| shown(p, now, alive))
         .map(|p| (p.pid, p))
         .collect();
     let mut children: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
@@ -217,7 +221,7 @@ mod tests {
             (110, Some(1), "cron"),
             (200, Some(99), "orphan"),
         ]);
-        let rows = rows(&m, T0);
+        let rows = rows(&m, T0, &|_| true);
         assert_eq!(
             lines(&rows),
             [
@@ -244,7 +248,7 @@ mod tests {
         ]);
         m.set_argv(300, T0 + 1, std::sync::Arc::from(&b"sleep\x005"[..]));
         assert_eq!(
-            lines(&rows(&m, T0 + 2 * S)),
+            lines(&rows(&m, T0 + 2 * S, &|_| true)),
             [
                 "1 init",
                 "└─ 100 bash",
@@ -254,7 +258,7 @@ mod tests {
         );
         // 10 s on: no longer new, and the exited one is gone from the tree.
         assert_eq!(
-            lines(&rows(&m, T0 + 10 * S)),
+            lines(&rows(&m, T0 + 10 * S, &|_| true)),
             ["1 init", "└─ 100 bash", "   └─ 300 sleep 5"]
         );
     }
@@ -267,9 +271,21 @@ mod tests {
             tk::thread(0, T0 + 1, 50, 51, 50),
             tk::thread(0, T0 + 2, 50, 52, 50),
         ]);
-        let r = rows(&m, T0 + 10 * S);
+        let r = rows(&m, T0 + 10 * S, &|_| true);
         assert_eq!(r.len(), 2, "{r:?}");
         assert_eq!((r[1].pid, r[1].threads), (50, 2));
+    }
+
+    #[test]
+    fn processes_from_proc_that_went_are_dropped_when_their_exit_cannot_be_seen() {
+        let mut m = seeded(&[
+            (1, Some(0), "init"),
+            (100, Some(1), "gone"),
+            (101, Some(1), "here"),
+        ]);
+        m.apply(&[tk::fork(0, T0, 300, 1)]);
+        let r = rows(&m, T0 + 10 * S, &|pid| pid != 100);
+        assert_eq!(lines(&r), ["1 init", "├─ 101 here", "└─ 300 init"]);
     }
 
     #[test]
@@ -290,7 +306,7 @@ mod tests {
     #[test]
     fn a_parent_cycle_in_bad_data_ends() {
         let m = seeded(&[(5, Some(6), "x"), (6, Some(5), "y")]);
-        assert_eq!(lines(&rows(&m, T0)), ["5 x", "└─ 6 y"]);
+        assert_eq!(lines(&rows(&m, T0, &|_| true)), ["5 x", "└─ 6 y"]);
         assert_eq!(descendants(&m, 5).len(), 2);
     }
 }

@@ -561,7 +561,7 @@ fn narrowed(app: &App) -> String {
 
 fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     use super::tree::Mark;
-    let rows = super::tree::rows(&app.tasks(), app.now_ns);
+    let rows = app.tree_rows();
     let title = format!(
         "Process tree ({} processes, t: stream){}",
         rows.len(),
@@ -710,7 +710,10 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
             .and_then(|p| p.cgroup.as_deref())
             .map(|c| crate::text::escape(c.as_bytes()))
     };
-    let with_cgroup = shown.iter().any(|(id, _)| cgroup(*id).is_some());
+    // The group's column only where the name keeps 12 columns, and at most 24 wide.
+    let spare = block.inner(area).width.saturating_sub(7 + 7 + 6 + 4 + 12);
+    let cg_width = spare.min(24);
+    let with_cgroup = cg_width >= 6 && shown.iter().any(|(id, _)| cgroup(*id).is_some());
     let header: Vec<&str> = {
         let mut h = TASK_HEADER.to_vec();
         if app.per_thread {
@@ -723,7 +726,7 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     };
     let mut widths = TASK_WIDTHS.to_vec();
     if with_cgroup {
-        widths.push(0);
+        widths.push(cg_width);
     }
     let rows = shown.iter().map(|(id, n)| {
         let mut cells = task_cells(*id, app.task_name(&tasks, *id), *n, total);
