@@ -612,7 +612,9 @@ def sampling_check(pw, stress, freq, seconds, settle):
     freq samples per second of the spin."""
     out_file = os.path.join(SHM, "perfwatch-overhead-sampling.json")
     err = os.path.join(SHM, "perfwatch-overhead-sampling.err")
-    row = Row("sampling", "sampling", lambda out: [pw, "--json", "-e", "cpu-clock", "-F", str(freq)],
+    # --show-self: every record the summary counts must be in the output, perfwatch's own too.
+    row = Row("sampling", "sampling",
+              lambda out: [pw, "--json", "--show-self", "-e", "cpu-clock", "-F", str(freq)],
               perfwatch_ready)
     mon = Monitor(row, out_file, err)
     mon.wait_ready()

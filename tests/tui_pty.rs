@@ -799,15 +799,6 @@ fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
         tasks_line.contains("Top symbols"),
         "not beside the task stream:\n{screen}"
     );
-    // Top tasks names each process's control group (every Linux has /proc/PID/cgroup).
-    s.wait_for(
-        "a cgroup column in Top tasks",
-        Duration::from_secs(10),
-        |t| {
-            t.lines()
-                .any(|l| l.contains("share") && l.contains("cgroup"))
-        },
-    );
     // Focus it (Shift-Tab twice from the log), Enter: the tasks running the symbol.
     s.send("\x1b[Z\x1b[Z\r");
     s.wait_for(
@@ -1132,6 +1123,36 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
     s.wait_for("the narrowing gone", Duration::from_secs(5), |t| {
         !t.contains("(+children)")
     });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+}
+
+#[test]
+fn top_tasks_name_each_process_cgroup_where_there_is_room() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prog = hot_program(dir.path());
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+    cmd.args([
+        "-e",
+        "cpu-clock",
+        "-F",
+        "1000",
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    cmd.env("TERM", "xterm-256color");
+    let mut s = Screen::spawn_sized(cmd, 45, 220);
+    // Every Linux has /proc/PID/cgroup; its path starts with '/'.
+    s.wait_for(
+        "pwhot in Top tasks with a cgroup column",
+        Duration::from_secs(20),
+        |t| {
+            t.lines()
+                .any(|l| l.contains("share") && l.contains("cgroup"))
+                && t.lines().any(|l| l.contains("pwhot ") && l.contains("% /"))
+        },
+    );
     s.send("q");
     assert!(exit_status(&mut s, "q").success());
 }
