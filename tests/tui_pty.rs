@@ -43,6 +43,20 @@ impl Screen {
         Screen::spawn_cmd(cmd)
     }
 
+    /// perfwatch `args` on a `rows`x`cols` terminal.
+    fn spawn_at(args: &[&str], rows: u16, cols: u16) -> Screen {
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
+        cmd.args(args);
+        cmd.env("TERM", "xterm-256color");
+        Screen::spawn_sized(cmd, rows, cols)
+    }
+
+    /// `q`, and perfwatch ends with status 0.
+    fn quit_ok(&mut self) {
+        self.send("q");
+        assert!(exit_status(self, "q").success());
+    }
+
     fn spawn_cmd(cmd: CommandBuilder) -> Screen {
         Screen::spawn_sized(cmd, ROWS, COLS)
     }
@@ -126,6 +140,14 @@ impl Drop for Screen {
     }
 }
 
+/// `dir/name`: a symlink to the program `prog` (found in PATH), so that its exec is told apart.
+fn link_as(dir: &std::path::Path, name: &str, prog: &str) -> std::path::PathBuf {
+    let link = dir.join(name);
+    let target = perfwatch::command::resolve(prog.as_ref()).expect("program in PATH");
+    std::os::unix::fs::symlink(target, &link).expect("symlink");
+    link
+}
+
 /// The log rows of the screen: lines that hold a record body.
 fn log_rows(screen: &str) -> Vec<&str> {
     screen.lines().filter(|l| l.contains("{ type: ")).collect()
@@ -135,9 +157,7 @@ fn log_rows(screen: &str) -> Vec<&str> {
 fn tui_shows_children_filters_and_quits_cleanly() {
     require_perf!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let child_path = dir.path().join("pwtchild");
-    let sleep = perfwatch::command::resolve("sleep".as_ref()).expect("sleep in PATH");
-    std::os::unix::fs::symlink(sleep, &child_path).expect("symlink");
+    let child_path = link_as(dir.path(), "pwtchild", "sleep");
     let script = format!(
         "while true; do {} 0.2; done",
         child_path.to_str().expect("utf-8 temp path")
@@ -759,11 +779,15 @@ fn hot_program(dir: &std::path::Path) -> std::path::PathBuf {
 /// perfwatch `extra -e cpu-clock -F 1000 -- pwhot` on a 160x45 terminal (and the directory
 /// that holds the program).
 fn hot_on_160x45(extra: &[&str]) -> (tempfile::TempDir, Screen) {
+    hot_on(extra, 45, 160)
+}
+
+/// The same on a `rows`x`cols` terminal.
+fn hot_on(extra: &[&str], rows: u16, cols: u16) -> (tempfile::TempDir, Screen) {
     let dir = tempfile::tempdir().expect("tempdir");
     let prog = hot_program(dir.path());
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-    cmd.args(extra);
-    cmd.args([
+    let mut args = extra.to_vec();
+    args.extend([
         "-e",
         "cpu-clock",
         "-F",
@@ -771,8 +795,8 @@ fn hot_on_160x45(extra: &[&str]) -> (tempfile::TempDir, Screen) {
         "--",
         prog.to_str().unwrap(),
     ]);
-    cmd.env("TERM", "xterm-256color");
-    (dir, Screen::spawn_sized(cmd, 45, 160))
+    let s = Screen::spawn_at(&args, rows, cols);
+    (dir, s)
 }
 
 #[test]
@@ -822,8 +846,7 @@ fn top_symbols_names_the_hot_function_and_zooms_both_ways() {
     s.wait_for("since start", Duration::from_secs(5), |t| {
         t.contains("Top symbols (since start")
     });
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 #[test]
@@ -856,8 +879,7 @@ fn with_call_chains_top_symbols_has_children_and_self_and_expands_callers() {
     s.wait_for("pwhot_outer closed", Duration::from_secs(5), |t| {
         t.contains("+ pwhot_outer")
     });
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 /// The panes of a screen: all but the status bar (its counters and clock go on while paused).
@@ -914,8 +936,7 @@ fn pause_holds_every_pane_through_a_fork_storm_and_home_shows_a_page() {
     s.wait_for("the panes moving again", Duration::from_secs(5), |t| {
         panes(t) != held
     });
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 #[test]
@@ -923,16 +944,13 @@ fn side_band_history_outlives_samples_and_the_log_shows_samples_on_s() {
     require_perf!();
     let dir = tempfile::tempdir().expect("tempdir");
     let hot = hot_program(dir.path());
-    let marker = dir.path().join("pwmark");
-    let sleep = perfwatch::command::resolve("sleep".as_ref()).expect("sleep in PATH");
-    std::os::unix::fs::symlink(sleep, &marker).expect("symlink");
+    let marker = link_as(dir.path(), "pwmark", "sleep");
     let script = format!(
         "{} 0.1; exec {}",
         marker.to_str().unwrap(),
         hot.to_str().unwrap()
     );
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-    cmd.args([
+    let args = [
         "-e",
         "cpu-clock",
         "-F",
@@ -943,9 +961,8 @@ fn side_band_history_outlives_samples_and_the_log_shows_samples_on_s() {
         "sh",
         "-c",
         &script,
-    ]);
-    cmd.env("TERM", "xterm-256color");
-    let mut s = Screen::spawn_sized(cmd, 45, 160);
+    ];
+    let mut s = Screen::spawn_at(&args, 45, 160);
     s.wait_for("the hot program running", Duration::from_secs(20), |t| {
         t.lines().any(|l| l.contains("exec") && l.contains("pwhot"))
     });
@@ -982,31 +999,19 @@ fn side_band_history_outlives_samples_and_the_log_shows_samples_on_s() {
     s.wait_for("samples in the log", Duration::from_secs(5), |t| {
         log_rows(t).iter().any(|l| l.contains("type: sample"))
     });
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 #[test]
 fn an_exec_shows_its_command_line_in_the_task_stream() {
     require_perf!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let link = dir.path().join("pwtuiargv");
-    let sh = perfwatch::command::resolve("sh".as_ref()).expect("sh in PATH");
-    std::os::unix::fs::symlink(sh, &link).expect("symlink");
+    let link = link_as(dir.path(), "pwtuiargv", "sh");
     let script = format!(
         "while :; do {} -c 'sleep 0.5; :' hello-args; done",
         link.to_str().unwrap()
     );
-    let mut s = Screen::spawn_sized(
-        {
-            let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-            cmd.args(["-e", "dummy", "--", "sh", "-c", &script]);
-            cmd.env("TERM", "xterm-256color");
-            cmd
-        },
-        40,
-        200,
-    );
+    let mut s = Screen::spawn_at(&["-e", "dummy", "--", "sh", "-c", &script], 40, 200);
     s.wait_for(
         "the exec row with its arguments",
         Duration::from_secs(20),
@@ -1015,16 +1020,14 @@ fn an_exec_shows_its_command_line_in_the_task_stream() {
                 .any(|l| l.contains("exec") && l.contains("/pwtuiargv -c sleep 0.5; :"))
         },
     );
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 #[test]
 fn two_scripts_panes_are_both_visible_on_160x50() {
     require_perf!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-    cmd.args(["-e", "dummy"]);
+    let mut args: Vec<String> = vec!["-e".into(), "dummy".into()];
     for name in ["first", "second"] {
         let script = dir.path().join(format!("{name}.py"));
         std::fs::write(
@@ -1035,11 +1038,11 @@ fn two_scripts_panes_are_both_visible_on_160x50() {
             ),
         )
         .expect("write script");
-        cmd.args(["--script", script.to_str().unwrap()]);
+        args.extend(["--script".into(), script.to_str().unwrap().into()]);
     }
-    cmd.args(["--", "sleep", "30"]);
-    cmd.env("TERM", "xterm-256color");
-    let mut s = Screen::spawn_sized(cmd, 50, 160);
+    args.extend(["--".into(), "sleep".into(), "30".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut s = Screen::spawn_at(&args, 50, 160);
     s.wait_for("both script panes", Duration::from_secs(20), |t| {
         [
             "Script: first.py",
@@ -1052,28 +1055,21 @@ fn two_scripts_panes_are_both_visible_on_160x50() {
         .iter()
         .all(|w| t.contains(w))
     });
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 #[test]
 fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
     require_perf!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let parent = dir.path().join("pwtparent");
-    let child = dir.path().join("pwtchild");
-    let sh = perfwatch::command::resolve("sh".as_ref()).expect("sh in PATH");
-    let sleep = perfwatch::command::resolve("sleep".as_ref()).expect("sleep in PATH");
-    std::os::unix::fs::symlink(sh, &parent).expect("symlink");
-    std::os::unix::fs::symlink(sleep, &child).expect("symlink");
+    let parent = link_as(dir.path(), "pwtparent", "sh");
+    let child = link_as(dir.path(), "pwtchild", "sleep");
     let body = format!(
         "while :; do {} 30; done; :",
         child.to_str().expect("utf-8 temp path")
     );
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-    cmd.args(["-e", "dummy", "--", parent.to_str().unwrap(), "-c", &body]);
-    cmd.env("TERM", "xterm-256color");
-    let mut s = Screen::spawn_sized(cmd, 50, 200);
+    let args = ["-e", "dummy", "--", parent.to_str().unwrap(), "-c", &body];
+    let mut s = Screen::spawn_at(&args, 50, 200);
     s.wait_for("the child's exec", Duration::from_secs(20), |t| {
         t.lines()
             .any(|l| l.contains("exec") && l.contains("pwtchild 30"))
@@ -1123,26 +1119,13 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
     s.wait_for("the narrowing gone", Duration::from_secs(5), |t| {
         !t.contains("(+children)")
     });
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }
 
 #[test]
 fn top_tasks_name_each_process_cgroup_where_there_is_room() {
     require_perf!();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let prog = hot_program(dir.path());
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-    cmd.args([
-        "-e",
-        "cpu-clock",
-        "-F",
-        "1000",
-        "--",
-        prog.to_str().unwrap(),
-    ]);
-    cmd.env("TERM", "xterm-256color");
-    let mut s = Screen::spawn_sized(cmd, 45, 220);
+    let (_dir, mut s) = hot_on(&[], 45, 220);
     // Every Linux has /proc/PID/cgroup; its path starts with '/'.
     s.wait_for(
         "pwhot in Top tasks with a cgroup column",
@@ -1153,6 +1136,5 @@ fn top_tasks_name_each_process_cgroup_where_there_is_room() {
                 && t.lines().any(|l| l.contains("pwhot ") && l.contains("% /"))
         },
     );
-    s.send("q");
-    assert!(exit_status(&mut s, "q").success());
+    s.quit_ok();
 }

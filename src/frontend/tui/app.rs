@@ -1585,19 +1585,7 @@ pub(crate) mod tests {
     #[test]
     fn exec_rows_show_the_command_line_escaped_or_say_it_was_gone() {
         let mut app = App::new(cfg(RateUnit::Records, 100));
-        let exec = |pid: u32, time: u64| {
-            ev(
-                0,
-                pid,
-                time,
-                EventKind::Comm {
-                    pid,
-                    tid: pid,
-                    comm: (*b"sleep").into(),
-                    exec: true,
-                },
-            )
-        };
+        let exec = |pid: u32, time: u64| crate::testkit::events::comm(0, time, pid, b"sleep", true);
         {
             // What the pipeline does between applying a chunk and passing it on.
             let mut m = app.model.write();
@@ -1788,27 +1776,12 @@ pub(crate) mod tests {
     #[test]
     fn enter_on_a_tree_row_narrows_the_views_to_it_and_its_children_and_esc_goes_back() {
         let mut app = App::new(cfg(RateUnit::Records, 1000));
-        {
-            let mut m = app.model.write();
-            m.seed(
-                [
-                    (1, 0, "init"),
-                    (100, 1, "bash"),
-                    (200, 100, "make"),
-                    (300, 1, "cron"),
-                ]
-                .iter()
-                .map(|(pid, ppid, c)| crate::process::proc::SeedProcess {
-                    pid: *pid,
-                    ppid: Some(*ppid),
-                    threads: vec![(*pid, c.as_bytes().into())],
-                    maps: Vec::new(),
-                    argv: None,
-                    cgroup: None,
-                })
-                .collect(),
-            );
-        }
+        *app.model.write() = super::super::tree::tests::seeded(&[
+            (1, Some(0), "init"),
+            (100, Some(1), "bash"),
+            (200, Some(100), "make"),
+            (300, Some(1), "cron"),
+        ]);
         app.on_key(key('S'));
         app.on_events([
             sample(0, 200, T0 + 1, 1),

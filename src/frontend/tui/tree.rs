@@ -170,7 +170,7 @@ pub fn descendants(model: &ProcessModel, pid: u32) -> FxHashSet<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::process::proc::SeedProcess;
     use crate::testkit::events as tk;
@@ -178,7 +178,8 @@ mod tests {
     const S: u64 = 1_000_000_000;
     const T0: u64 = 1_000 * S;
 
-    fn seeded(list: &[(u32, Option<u32>, &str)]) -> ProcessModel {
+    /// A model that knows `(pid, ppid, comm)` from a /proc snapshot.
+    pub(crate) fn seeded(list: &[(u32, Option<u32>, &str)]) -> ProcessModel {
         let mut m = ProcessModel::new();
         m.seed(
             list.iter()
