@@ -387,6 +387,24 @@ def probe_tui(row):
 # ---------------------------------------------------------------- measuring
 
 
+def task_cpu_ns(pid):
+    """On-CPU time of every thread of process `pid` so far, in ns (/proc/PID/task/*/schedstat:
+    nanoseconds, where utime+stime counts in clock ticks)."""
+    total = 0
+    base = "/proc/%d/task" % pid
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return None
+    for t in tids:
+        try:
+            with open("%s/%s/schedstat" % (base, t)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def measure(row, stress, load_args, settle, tag):
     """The load alone, then one timing run (output to /dev/null, or perf.data) right after it,
     and, if the row has one, a twin run to a file for completeness. Returns a dict of figures.
@@ -402,11 +420,17 @@ def measure(row, stress, load_args, settle, tag):
     if not mon.wait_ready():
         cpu, rss, status = mon.stop()
         raise RuntimeError("%s did not start (status %s): %s" % (row.name, status, mon.stderr()[-500:]))
+    # The storm alone: the monitor's CPU from just before the load to the end of the settle
+    # (draining what the load made), start-up and stop left out.
+    storm_from = task_cpu_ns(mon.p.pid)
     load = run_stress(stress, load_args)
     time.sleep(settle)
+    storm_to = task_cpu_ns(mon.p.pid)
     cpu, rss, status = mon.stop()
     stderr = mon.stderr()
     pids = set(load["pids"])
+    if storm_from is not None and storm_to is not None:
+        res["storm_cpu_ns"] = storm_to - storm_from
     res["generated"] = 2 * load["done"]
     res["load_s"] = load["elapsed_s"]
     res["load_cpu_s"] = load["cpu_s"]
@@ -498,6 +522,8 @@ def summarise(runs, baseline_s):
     s["inferred"] = any(r.get("seen_inferred") for r in runs)
     s["estimated"] = any(r.get("records_estimated") for r in runs)
     s["us_per_record"] = median([1e6 * r["cpu_s"] / r["records"] for r in runs if r.get("records")])
+    s["storm_ns_per_record"] = median([r["storm_cpu_ns"] / r["records"] for r in runs
+                                       if r.get("records") and r.get("storm_cpu_ns") is not None])
     s["slowdown"] = median([100.0 * (r["load_s"] / r["alone_s"] - 1.0) for r in runs])
     s["load_cpu"] = median([100.0 * (r["load_cpu_s"] / r["alone_cpu_s"] - 1.0) for r in runs])
     s["problems"] = [r["twin_problem"] for r in runs if r.get("twin_problem")]
@@ -516,17 +542,17 @@ def fmt(x, spec, none="-"):
 def print_table(rows, results, baseline, args, out=sys.stdout):
     py = results.get("python")
     hdr = ("monitor", "generated", "seen", "compl%", "k-lost", "dropped", "records",
-           "CPU us/rec", "x python", "slowdown%", "load CPU%", "RSS MiB", "idle ms")
-    w = (36, 9, 8, 7, 7, 7, 9, 10, 8, 9, 9, 7, 7)
+           "CPU us/rec", "storm ns/rec", "x python", "slowdown%", "load CPU%", "RSS MiB", "idle ms")
+    w = (36, 9, 8, 7, 7, 7, 9, 10, 12, 8, 9, 9, 7, 7)
     line = lambda cells: "  ".join(str(c).rjust(wi) if i else str(c).ljust(wi)
                                    for i, (c, wi) in enumerate(zip(cells, w)))
     print(line(hdr), file=out)
     print("-" * (sum(w) + 2 * (len(w) - 1)), file=out)
     print(line(("load alone (fork, no monitor)", fmt(baseline["generated"], ".0f"), "", "", "", "",
-                "", "", "", "0.0", "0.0", "", "")), file=out)
+                "", "", "", "", "0.0", "0.0", "", "")), file=out)
     for row in rows:
         if row.unavailable:
-            print(line((row.name, "n/a", "", "", "", "", "", "", "", "", "", "", "")), file=out)
+            print(line((row.name, "n/a", "", "", "", "", "", "", "", "", "", "", "", "")), file=out)
             print("    (%s)" % row.unavailable, file=out)
             continue
         s = results.get(row.short)
@@ -541,7 +567,8 @@ def print_table(rows, results, baseline, args, out=sys.stdout):
         print(line((row.name, fmt(s["generated"], ".0f"), fmt(s["seen"], ".0f"), comp,
                     fmt(s["lost"], ".0f"), fmt(s["dropped"], ".0f"),
                     fmt(s["records"], ".0f") + ("*" if s["estimated"] else ""),
-                    fmt(s["us_per_record"], ".2f"), fmt(ratio, ".3f"),
+                    fmt(s["us_per_record"], ".2f"), fmt(s.get("storm_ns_per_record"), ".0f"),
+                    fmt(ratio, ".3f"),
                     fmt(s["slowdown"], "+.1f"), fmt(s["load_cpu"], "+.1f"), fmt(s["rss_kib"] / 1024 if s["rss_kib"] else None, ".1f"),
                     fmt(s.get("idle_ms"), ".0f"))),
               file=out)
@@ -573,6 +600,12 @@ def verdicts(results, rss, sampling):
         v.append(("load slowdown <= 5% under --plain", p["slowdown"] <= 5.0,
                   "%+.1f%% (python loop: %s%%)" % (p["slowdown"],
                                                  fmt(py["slowdown"] if py else None, "+.1f"))))
+    pr = results.get("perf-record")
+    if p and p.get("storm_ns_per_record") is not None:
+        ref = pr.get("storm_ns_per_record") if pr else None
+        v.append(("--plain over the storm <= 400 ns CPU/record", p["storm_ns_per_record"] <= 400,
+                  "%.0f ns (perf record -a -e dummy: %s ns)" % (p["storm_ns_per_record"],
+                                                                fmt(ref, ".0f"))))
     t = results.get("tui")
     if t:
         v.append(("TUI <= 2 us CPU/record", t["us_per_record"] <= 2.0,
@@ -777,6 +810,8 @@ def main():
           "output (~ = inferred from 0 lost/dropped);")
     print("records = all records the monitor handled (system-wide); CPU = monitor utime+stime "
           "(whole run, start-up included) / records; x python = CPU/record ratio to the python row")
+    print("storm ns/rec = monitor CPU (all threads' schedstat) from just before the load to the end "
+          "of the settle, / records: the storm alone, without start-up and stop")
     print("idle ms = monitor CPU for start-up + %g s without load + stop (its fixed cost, "
           "also inside CPU us/rec)" % args.idle_seconds)
     print("slowdown = load wall time under the monitor vs. the load alone run just before it; "
