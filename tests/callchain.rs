@@ -114,6 +114,14 @@ fn perfwatch(args: &[&str]) -> Output {
     out
 }
 
+/// perfwatch `FORMAT -g -e cpu-clock -F 4000 EXTRA -- PROG N`: call chains of a program.
+fn chains_of(format: &str, extra: &[&str], prog: &std::path::Path, n: &str) -> Output {
+    let mut args = vec![format, "-g", "-e", "cpu-clock", "-F", "4000"];
+    args.extend_from_slice(extra);
+    args.extend(["--", prog.to_str().unwrap(), n]);
+    perfwatch(&args)
+}
+
 fn hex(s: &str) -> u64 {
     u64::from_str_radix(s.trim().trim_start_matches("0x"), 16)
         .unwrap_or_else(|_| panic!("not a hex address: {s:?}"))
@@ -262,19 +270,12 @@ fn a_c_programs_chains_show_its_call_path_and_folded_counts_match_the_samples() 
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path());
     let folded = dir.path().join("out.folded");
-    let out = perfwatch(&[
+    let out = chains_of(
         "--json",
-        "-g",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "4000",
-        "--folded",
-        folded.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
+        &["--folded", folded.to_str().unwrap()],
+        &prog,
         "300",
-    ]);
+    );
     let run = Run::from_json(&out.stdout);
     let pid = run.pid_of("fpprog");
     let mut sym = symbolizer();
@@ -346,17 +347,7 @@ fn plain_lines_carry_the_chain_innermost_first_on_one_line() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path());
-    let out = perfwatch(&[
-        "--plain",
-        "-g",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "4000",
-        "--",
-        prog.to_str().unwrap(),
-        "200",
-    ]);
+    let out = chains_of("--plain", &[], &prog, "200");
     let text = String::from_utf8(out.stdout).unwrap();
     let mut samples = 0;
     let mut on_path = 0;
@@ -416,21 +407,17 @@ def on_event(event):
     )
     .unwrap();
     let lines = dir.path().join("script.out");
-    let out = perfwatch(&[
+    let out = chains_of(
         "--json",
-        "-g",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "4000",
-        "--script",
-        script.to_str().unwrap(),
-        "--script-output",
-        lines.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
+        &[
+            "--script",
+            script.to_str().unwrap(),
+            "--script-output",
+            lines.to_str().unwrap(),
+        ],
+        &prog,
         "200",
-    ]);
+    );
     let run = Run::from_json(&out.stdout);
     let text = std::fs::read_to_string(&lines).unwrap();
     let mut seen: HashMap<u64, Vec<u64>> = HashMap::new();
@@ -493,17 +480,7 @@ fn a_rust_program_built_with_frame_pointers_shows_its_path() {
         eprintln!("\n!!!!!!!! SKIPPING: no rustc to build the Rust helper with !!!!!!!!\n");
         return;
     };
-    let out = perfwatch(&[
-        "--json",
-        "-g",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "4000",
-        "--",
-        prog.to_str().unwrap(),
-        "300",
-    ]);
+    let out = chains_of("--json", &[], &prog, "300");
     let run = Run::from_json(&out.stdout);
     let pid = run.pid_of("fp_rs");
     let mut sym = symbolizer();

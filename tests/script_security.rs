@@ -338,9 +338,17 @@ fn fork_and_exit_in_handlers_raise_and_perfwatch_carries_on() {
     );
     // stdout into a pipe read to its end: a forked copy holding it would keep it open.
     let t0 = Instant::now();
+    // A workload of its own: perfwatch's records are hidden, and a quiet machine may have
+    // nothing else to show the script.
     let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "2.2", "--script"])
-        .arg(&s));
+        .args(["--plain", "-a", "-e", "dummy", "-d", "2.2", "--script"])
+        .arg(&s)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "for i in 1 2 3 4; do /bin/true; sleep 0.4; done; sleep 2",
+        ]));
     assert!(t0.elapsed() < Duration::from_secs(15));
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("NOT CONTAINED"), "{}", r.stderr);
