@@ -435,19 +435,7 @@ fn clear_refusals() {
 
 /// True when the machine has a PMU that counts instructions.
 fn has_instructions() -> bool {
-    let mut attr = perf_event_open_sys::bindings::perf_event_attr {
-        type_: perf_event_open_sys::bindings::PERF_TYPE_HARDWARE,
-        size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
-        config: perf_event_open_sys::bindings::PERF_COUNT_HW_INSTRUCTIONS as u64,
-        ..Default::default()
-    };
-    attr.set_disabled(1);
-    // SAFETY: a valid attr; the fd is closed right away.
-    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
-    if fd >= 0 {
-        unsafe { libc::close(fd) };
-    }
-    fd >= 0
+    common::has_hardware(perf_event_open_sys::bindings::PERF_COUNT_HW_INSTRUCTIONS)
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::{Run, run};
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,21 +25,6 @@ fn perfwatch() -> Command {
     let mut c = Command::cargo_bin("perfwatch").unwrap();
     c.stdin(Stdio::null());
     c
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(c: &mut Command) -> Run {
-    let o = c.output().unwrap();
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
 }
 
 /// The `type:` of each `--plain` line.

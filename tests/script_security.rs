@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::run;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,21 +22,6 @@ fn perfwatch() -> Command {
     let mut c = Command::cargo_bin("perfwatch").unwrap();
     c.stdin(Stdio::null()).env_remove("SUDO_UID");
     c
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(c: &mut Command) -> Run {
-    let o = c.output().unwrap();
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
 }
 
 fn write(p: &Path, body: &str, mode: u32) {

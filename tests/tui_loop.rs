@@ -71,6 +71,33 @@ fn pipeline() -> (Sender<Batch>, Pipeline) {
     (tx, Pipeline::new(rx, &[0, 1], opts))
 }
 
+/// The whole loop over `pipe` until its stop rule ends it, with the test's clock, fresh
+/// counters and 10 ms frames.
+fn drive(
+    term: &mut Terminal<TestBackend>,
+    app: &mut App,
+    pipe: &mut Pipeline,
+    mon: &mut FakeMonitor,
+    stop: &StopRule,
+    keys: crossbeam_channel::Receiver<TermEvent>,
+    panes: crossbeam_channel::Receiver<PaneMsg>,
+) -> StopReason {
+    let stats = Stats::new(&[0, 1]);
+    let now = clock();
+    let inputs = LoopInputs {
+        pipe,
+        watched: mon,
+        stop,
+        keys,
+        panes,
+        totals: &|| stats.snapshot(),
+        now: &now,
+        frame: Duration::from_millis(10),
+        suspend: None,
+    };
+    run_loop(term, app, inputs, || {}).unwrap()
+}
+
 fn press(keys: &Sender<TermEvent>, code: KeyCode) {
     keys.send(TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
         .unwrap();
@@ -124,9 +151,7 @@ fn keys_filter_the_stream_and_q_quits() {
     let mut mon = FakeMonitor::default();
     let stopped = mon.stop_requested.clone();
     readers(tx, clock(), 1000, false, stopped.clone());
-    let stats = Stats::new(&[0, 1]);
     let stop = StopRule::new(|| None, None);
-    let now = clock();
     let driver = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(150));
         panes_tx
@@ -143,18 +168,7 @@ fn keys_filter_the_stream_and_q_quits() {
         std::thread::sleep(Duration::from_millis(250));
         press(&keys_tx, KeyCode::Char('q'));
     });
-    let inputs = LoopInputs {
-        pipe: &mut pipe,
-        watched: &mut mon,
-        stop: &stop,
-        keys,
-        panes,
-        totals: &|| stats.snapshot(),
-        now: &now,
-        frame: Duration::from_millis(10),
-        suspend: None,
-    };
-    let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
+    let reason = drive(&mut term, &mut app, &mut pipe, &mut mon, &stop, keys, panes);
     driver.join().unwrap();
     assert_eq!(
         reason,
@@ -201,21 +215,16 @@ fn the_run_ends_when_every_reader_has_ended_with_everything_shown() {
     let mut term = Terminal::new(TestBackend::new(110, 36)).unwrap();
     let mut mon = FakeMonitor::default();
     readers(tx, clock(), 5, true, mon.stop_requested.clone());
-    let stats = Stats::new(&[0, 1]);
     let stop = StopRule::new(|| None, Some(Duration::from_secs(30)));
-    let now = clock();
-    let inputs = LoopInputs {
-        pipe: &mut pipe,
-        watched: &mut mon,
-        stop: &stop,
-        keys: never(),
-        panes: never(),
-        totals: &|| stats.snapshot(),
-        now: &now,
-        frame: Duration::from_millis(10),
-        suspend: None,
-    };
-    let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
+    let reason = drive(
+        &mut term,
+        &mut app,
+        &mut pipe,
+        &mut mon,
+        &stop,
+        never(),
+        never(),
+    );
     assert_eq!(reason, StopReason::TargetsGone);
     // 5 rounds of one sample per CPU, a fork, a comm and the exit: all of it, in order.
     assert_eq!(app.log_entries(), 13);
@@ -237,22 +246,17 @@ fn a_command_that_exits_stops_the_loop_with_its_status() {
         command_status: Some(3),
         ..FakeMonitor::default()
     };
-    let stats = Stats::new(&[0, 1]);
     let stop = StopRule::new(|| None, None);
-    let now = clock();
-    let inputs = LoopInputs {
-        pipe: &mut pipe,
-        watched: &mut mon,
-        stop: &stop,
-        keys: never(),
-        panes: never(),
-        totals: &|| stats.snapshot(),
-        now: &now,
-        frame: Duration::from_millis(10),
-        suspend: None,
-    };
     let started = Instant::now();
-    let reason = run_loop(&mut term, &mut app, inputs, || {}).unwrap();
+    let reason = drive(
+        &mut term,
+        &mut app,
+        &mut pipe,
+        &mut mon,
+        &stop,
+        never(),
+        never(),
+    );
     assert_eq!(reason, StopReason::CommandExited(3));
     assert!(
         started.elapsed() < Duration::from_secs(2),

@@ -57,31 +57,49 @@ macro_rules! skip {
     }};
 }
 
+/// Open (disabled) and close at once a system-wide event of `type_`/`config` on CPU 0: the
+/// error when the kernel refuses it.
+pub fn try_open(type_: u32, config: u64) -> std::io::Result<()> {
+    let mut attr = perf_event_open_sys::bindings::perf_event_attr {
+        type_,
+        size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
+        config,
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    // SAFETY: a valid attr; the fd is closed right away.
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+/// True when the machine has a hardware counter for `config` (PERF_COUNT_HW_*).
+pub fn has_hardware(config: u32) -> bool {
+    try_open(
+        perf_event_open_sys::bindings::PERF_TYPE_HARDWARE,
+        config as u64,
+    )
+    .is_ok()
+}
+
 /// Why this process may not open system-wide perf events, if it may not.
 pub fn perf_refusal() -> Option<&'static str> {
     static REFUSAL: OnceLock<Option<String>> = OnceLock::new();
     REFUSAL
         .get_or_init(|| {
-            let mut attr = perf_event_open_sys::bindings::perf_event_attr {
-                type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
-                size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
-                config: perf_event_open_sys::bindings::PERF_COUNT_SW_DUMMY as u64,
-                ..Default::default()
-            };
-            attr.set_disabled(1);
-            // SAFETY: a valid attr; the fd is closed right away.
-            let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
-            if fd >= 0 {
-                // SAFETY: fd is ours.
-                unsafe { libc::close(fd) };
-                None
-            } else {
-                Some(format!(
-                    "perf_event_open refused ({}); run as root or with \
-                     kernel.perf_event_paranoid <= 0 to run this test",
-                    std::io::Error::last_os_error()
-                ))
-            }
+            use perf_event_open_sys::bindings as sys;
+            try_open(sys::PERF_TYPE_SOFTWARE, sys::PERF_COUNT_SW_DUMMY as u64)
+                .err()
+                .map(|e| {
+                    format!(
+                        "perf_event_open refused ({e}); run as root or with \
+                         kernel.perf_event_paranoid <= 0 to run this test"
+                    )
+                })
         })
         .as_deref()
 }
@@ -227,5 +245,22 @@ impl Drop for Tracefs {
                 unsafe { libc::umount2(dir.as_ptr(), libc::MNT_DETACH) };
             }
         }
+    }
+}
+
+/// How a run of the binary ended: its exit status (-1 for a signal) and its output as text.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Run `c` to its end.
+pub fn run(c: &mut std::process::Command) -> Run {
+    let o = c.output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
 }
