@@ -666,9 +666,9 @@ mod tests {
         assert!(matches!(parse_event("../x:y"), Err(EventError::Unknown(_))));
     }
 
-    #[test]
-    fn attr_has_side_band_and_sample_id_all() {
-        let o = AttrOptions {
+    /// -F 1000 with side-band records, nothing else.
+    fn freq_1000() -> AttrOptions {
+        AttrOptions {
             sampling: Sampling::Freq(1000),
             side_band: true,
             context_switch: false,
@@ -678,7 +678,12 @@ mod tests {
             wakeup_watermark: 4096,
             read_lost: true,
             clockid: libc::CLOCK_MONOTONIC,
-        };
+        }
+    }
+
+    #[test]
+    fn attr_has_side_band_and_sample_id_all() {
+        let o = freq_1000();
         let a = build_attr(&EventSpec::cpu_clock(), &o);
         assert_eq!(a.sample_type, DEFAULT_SAMPLE_TYPE);
         assert_eq!(
@@ -719,17 +724,7 @@ mod tests {
 
     #[test]
     fn call_graphs_ask_for_callchain_with_a_max_stack() {
-        let o = AttrOptions {
-            sampling: Sampling::Freq(1000),
-            side_band: true,
-            context_switch: false,
-            inherit: false,
-            enable_on_exec: false,
-            exclude_kernel: false,
-            wakeup_watermark: 4096,
-            read_lost: true,
-            clockid: libc::CLOCK_MONOTONIC,
-        };
+        let o = freq_1000();
         let mut spec = EventSpec::cpu_clock();
         spec.call_graph = Some(32);
         let a = build_attr(&spec, &o);

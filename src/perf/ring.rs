@@ -257,16 +257,19 @@ mod tests {
         (got, out)
     }
 
+    /// The sample_id of the crafted records.
+    const IDS: Ids = Ids {
+        pid: 1,
+        tid: 1,
+        time: 10,
+        id: 3,
+        cpu: 0,
+    };
+
     #[test]
     fn reads_records_in_order() {
         let l = SampleLayout::default();
-        let ids = Ids {
-            pid: 1,
-            tid: 1,
-            time: 10,
-            id: 3,
-            cpu: 0,
-        };
+        let ids = IDS;
         let recs = vec![
             fork(&l, ids, 2, 1, 9),
             comm(&l, ids, 2, b"sh", true),
@@ -289,13 +292,7 @@ mod tests {
     #[test]
     fn record_split_across_the_end_is_reassembled() {
         let l = SampleLayout::default();
-        let ids = Ids {
-            pid: 1,
-            tid: 1,
-            time: 10,
-            id: 3,
-            cpu: 0,
-        };
+        let ids = IDS;
         let long = mmap2(
             &l,
             ids,

@@ -270,44 +270,38 @@ mod tests {
 
     #[test]
     fn the_best_alias_wins() {
-        let mut b = TableBuilder::new(usize::MAX);
-        for (n, weak, global) in [
+        // Aliases of one function at 0x100: (name, weak, global).
+        let aliases = |list: &[(&str, bool, bool)]| {
+            let mut b = TableBuilder::new(usize::MAX);
+            for (n, weak, global) in list {
+                b.push(
+                    0x100,
+                    0x40,
+                    u64::MAX,
+                    rank(true, *weak, *global, n.as_bytes()),
+                    n.as_bytes(),
+                )
+                .unwrap();
+            }
+            b.build(true)
+        };
+        let t = aliases(&[
             ("__GI___libc_malloc", false, false),
             ("__libc_malloc", false, true),
             ("malloc", false, true),
             ("__malloc", false, false),
             ("malloc_weak", true, true),
-        ] {
-            b.push(
-                0x100,
-                0x40,
-                u64::MAX,
-                rank(true, weak, global, n.as_bytes()),
-                n.as_bytes(),
-            )
-            .unwrap();
-        }
-        let t = b.build(true);
+        ]);
         assert_eq!(t.len(), 1);
         assert_eq!(name(&t, 0x120), Some(("malloc".into(), 0x20)));
         // glibc's write: local aliases and two weak ones; the weak exported name wins.
-        let mut b = TableBuilder::new(usize::MAX);
-        for (n, weak, global) in [
+        let t = aliases(&[
             ("__GI___libc_write", false, false),
             ("__libc_write", false, false),
             ("__write", true, false),
             ("write", true, false),
-        ] {
-            b.push(
-                0x100,
-                0x40,
-                u64::MAX,
-                rank(true, weak, global, n.as_bytes()),
-                n.as_bytes(),
-            )
-            .unwrap();
-        }
-        assert_eq!(name(&b.build(true), 0x100), Some(("write".into(), 0)));
+        ]);
+        assert_eq!(name(&t, 0x100), Some(("write".into(), 0)));
     }
 
     #[test]
