@@ -347,19 +347,7 @@ fn resizing_relays_out() {
 #[test]
 fn several_events_with_ipc() {
     use perf_event_open_sys::bindings as sys;
-    use perfwatch::event::EventDesc;
-    let d = |index: u16, name: &'static str, type_: u32, config: u64| {
-        EventDesc {
-            index,
-            name,
-            type_,
-            config,
-            format: None,
-            show_name: true,
-            show_common: false,
-        }
-        .intern()
-    };
+    let d = perfwatch::testkit::events::desc;
     let cycles = d(0, "cycles", sys::PERF_TYPE_HARDWARE, 0);
     let instructions = d(1, "instructions", sys::PERF_TYPE_HARDWARE, 1);
     let switch = d(2, "sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 372);

@@ -1,7 +1,7 @@
 //! Hand-made events: one constructor per record kind, with the `sample_id` fields a reader
 //! would have decoded (the running task is the record's own task unless said otherwise).
 
-use crate::event::{Event, EventKind, Mmap2Extra, MmapRecord, TaskRecord};
+use crate::event::{Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord};
 use crate::order::Batch;
 
 /// An event of `kind` written on `cpu` at `time` while `pid`/`tid` ran.
@@ -14,6 +14,21 @@ pub fn event(cpu: u32, pid: u32, tid: u32, time: u64, kind: EventKind) -> Event 
         id: 0,
         kind,
     }
+}
+
+/// The descriptor of event `index` of a list: `name`, of perf type `type_` and `config`
+/// (interned; samples name their event).
+pub fn desc(index: u16, name: &'static str, type_: u32, config: u64) -> &'static EventDesc {
+    EventDesc {
+        index,
+        name,
+        type_,
+        config,
+        format: None,
+        show_name: true,
+        show_common: false,
+    }
+    .intern()
 }
 
 /// A sample of `pid` (its main thread) with `period`, at an arbitrary user address.

@@ -1452,18 +1452,7 @@ pub(crate) mod tests {
         assert_eq!(ipc(-1.0, 1.0), None);
     }
 
-    fn desc(index: u16, name: &'static str, type_: u32, config: u64) -> &'static EventDesc {
-        EventDesc {
-            index,
-            name,
-            type_,
-            config,
-            format: None,
-            show_name: true,
-            show_common: false,
-        }
-        .intern()
-    }
+    use crate::testkit::events::desc;
 
     fn sample_of(d: &'static EventDesc, cpu: u32, time: u64, period: u64) -> Event {
         ev(

@@ -293,16 +293,12 @@ mod tests {
     use crate::testkit::events as tk;
 
     fn tracepoint() -> &'static EventDesc {
-        EventDesc {
-            index: 1,
-            name: "sched:sched_switch",
-            type_: perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT,
-            config: 0,
-            format: None,
-            show_name: true,
-            show_common: false,
-        }
-        .intern()
+        tk::desc(
+            1,
+            "sched:sched_switch",
+            perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT,
+            0,
+        )
     }
 
     /// A periodic sample of `pid` (hand-made samples have no event: not a tracepoint).
