@@ -1069,7 +1069,7 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
         child.to_str().expect("utf-8 temp path")
     );
     let args = ["-e", "dummy", "--", parent.to_str().unwrap(), "-c", &body];
-    let mut s = Screen::spawn_at(&args, 50, 200);
+    let mut s = Screen::spawn_at(&args, 60, 200);
     s.wait_for("the child's exec", Duration::from_secs(20), |t| {
         t.lines()
             .any(|l| l.contains("exec") && l.contains("pwtchild 30"))
@@ -1078,36 +1078,54 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
     // perfwatch's (whose command line names it too).
     let is_parent = |l: &str| l.contains("pwtparent") && !l.contains("perfwatch");
     s.send("t");
-    s.wait_for(
-        "the tree: the child under the parent",
-        Duration::from_secs(10),
-        |t| {
-            let lines: Vec<&str> = t.lines().collect();
-            t.contains("Process tree (")
-                && lines
-                    .windows(2)
-                    .any(|w| is_parent(w[0]) && w[1].contains("└─ ") && w[1].contains("pwtchild"))
-        },
-    );
-    // Move the selection (reverse video) down to the parent's row.
-    let parent_row = |s: &Screen| {
+    s.wait_for("the tree", Duration::from_secs(10), |t| {
+        t.contains("Process tree (")
+    });
+    // Move the selection (reverse video) down the tree, which scrolls with it, to the
+    // parent's row (where the test runs, the tree may be longer than the pane).
+    let selected = |s: &Screen| -> Option<(usize, String)> {
         let screen = s.parser.screen();
         let text = screen.contents();
-        let row = text.lines().position(is_parent)?;
-        let col = text.lines().nth(row)?.find("pwtparent")?;
-        let col = text.lines().nth(row)?[..col].chars().count();
-        Some(screen.cell(row as u16, col as u16)?.inverse())
+        text.lines().enumerate().find_map(|(row, l)| {
+            let col = l[..l.find("pwt")?].chars().count();
+            let inverse = screen.cell(row as u16, col as u16)?.inverse();
+            (inverse && l.contains("pwt")).then(|| (row, l.to_string()))
+        })
     };
     let mut presses = 0;
     loop {
         s.pump(Duration::from_millis(100));
-        if parent_row(&s) == Some(true) {
+        if selected(&s).is_some_and(|(_, l)| is_parent(&l)) {
             break;
         }
         assert!(presses < 400, "never selected the parent:\n{}", s.text());
         s.send("j");
         presses += 1;
     }
+    // The next row down is its child, drawn under it.
+    s.send("j");
+    s.wait_for(
+        "the child selected, under the parent",
+        Duration::from_secs(5),
+        |_| true,
+    );
+    let mut under = None;
+    for _ in 0..20 {
+        s.pump(Duration::from_millis(100));
+        under = selected(&s);
+        if under.as_ref().is_some_and(|(_, l)| l.contains("pwtchild")) {
+            break;
+        }
+    }
+    let (row, line) = under.unwrap_or_else(|| panic!("nothing selected:\n{}", s.text()));
+    let text = s.text();
+    let above = text.lines().nth(row - 1).unwrap_or_default();
+    assert!(
+        line.contains("└─ ") && line.contains("pwtchild 30") && is_parent(above),
+        "the child under its parent:\n{text}"
+    );
+    s.send("k");
+    s.pump(Duration::from_millis(300));
     s.send("\r");
     s.wait_for("the views narrowed", Duration::from_secs(10), |t| {
         t.contains("Event log of ") && t.contains("pwtparent (+children)")
