@@ -516,6 +516,8 @@ pub struct App {
     pub tree: bool,
     /// The selected row of the tree, from the top.
     pub tree_sel: usize,
+    /// The process on that row: the selection follows it when rows above come and go.
+    pub tree_pid: Option<u32>,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
     /// A message for the footer (e.g. why a key did nothing).
@@ -564,6 +566,7 @@ impl App {
             symbols: super::top_symbols::TopSymbols::default(),
             tree: false,
             tree_sel: 0,
+            tree_pid: None,
             narrow: None,
             message: None,
             quit: false,
@@ -981,6 +984,7 @@ impl App {
             Action::Tree => {
                 self.tree = !self.tree;
                 self.tree_sel = 0;
+                self.tree_pid = None;
                 self.focus = Pane::Tasks;
             }
             Action::Expand if self.focus == Pane::Log => self.log_hscroll += 8,
@@ -1030,7 +1034,7 @@ impl App {
             Pane::Top => self.top_rows().get(self.top_scroll).map(|(p, _)| *p),
             Pane::Tasks if self.tree => {
                 let rows = self.tree_rows();
-                rows.get(self.tree_sel).map(|r| r.pid)
+                rows.get(self.tree_selected(&rows)).map(|r| r.pid)
             }
             Pane::Tasks => {
                 let n = self.task_rows.len();
@@ -1080,6 +1084,15 @@ impl App {
         self.symbols.zoom = super::top_symbols::Zoom::None;
         self.symbols.selected = 0;
         self.narrow = narrow;
+    }
+
+    /// The selected row of `rows` (the tree as shown now): the selected process's, while it
+    /// is in the tree, else the same place.
+    pub fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
+        self.tree_pid
+            .and_then(|pid| rows.iter().position(|r| r.pid == pid))
+            .unwrap_or(self.tree_sel)
+            .min(rows.len().saturating_sub(1))
     }
 
     /// The process tree as shown now.
@@ -1207,10 +1220,11 @@ impl App {
         let visible = r.height.saturating_sub(3).max(1) as usize;
         match pane {
             Pane::Tasks if self.tree => {
-                let len = self.tree_rows().len();
-                let start = self.tree_sel.saturating_sub(visible - 1);
-                if start + row < len {
+                let rows = self.tree_rows();
+                let start = self.tree_selected(&rows).saturating_sub(visible - 1);
+                if let Some(r) = rows.get(start + row) {
                     self.tree_sel = start + row;
+                    self.tree_pid = Some(r.pid);
                 }
             }
             Pane::Top if self.top_scroll + row < self.top_rows().len() => {
@@ -1256,6 +1270,7 @@ impl App {
                 }
                 self.tree = view.tree;
                 self.tree_sel = view.tree_sel;
+                self.tree_pid = view.tree_pid;
                 if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
                     self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
                 }
@@ -1300,6 +1315,7 @@ impl App {
             symbols: self.symbols.clone(),
             tree: self.tree,
             tree_sel: self.tree_sel,
+            tree_pid: self.tree_pid,
             narrow: self.narrow.clone(),
             message: None,
             quit: false,
@@ -1333,8 +1349,9 @@ impl App {
         match self.focus {
             Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
             Pane::Tasks if self.tree => {
-                let len = self.tree_rows().len();
-                self.tree_sel = down(self.tree_sel, delta, len);
+                let rows = self.tree_rows();
+                self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
+                self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
             }
             Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
             Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
@@ -1813,6 +1830,27 @@ pub(crate) mod tests {
         assert_eq!(app.log_len(), 6, "all again");
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("nothing to go back from"));
+    }
+
+    #[test]
+    fn the_tree_selection_follows_its_process_when_rows_above_come_and_go() {
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        *app.model.write() = super::super::tree::tests::seeded(&[
+            (1, Some(0), "init"),
+            (100, Some(1), "bash"),
+            (200, Some(1), "cron"),
+        ]);
+        app.on_key(key('t'));
+        app.on_key(key('j'));
+        app.on_key(key('j'));
+        let rows = app.tree_rows();
+        assert_eq!(rows[app.tree_selected(&rows)].pid, 200);
+        // A process forked by init with a lower pid: a row above the selection.
+        app.on_events([fork(0, T0, 50, 1)]);
+        let rows = app.tree_rows();
+        assert_eq!(rows[app.tree_selected(&rows)].pid, 200, "still cron");
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(app.narrow.as_ref().map(|n| n.pid), Some(200));
     }
 
     #[test]

@@ -570,7 +570,7 @@ fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     let focused = app.focus == Pane::Tasks;
     let block = pane_block(title, focused);
     let visible = block.inner(area).height.saturating_sub(1).max(1) as usize;
-    let sel = app.tree_sel.min(rows.len().saturating_sub(1));
+    let sel = app.tree_selected(&rows);
     let start = sel.saturating_sub(visible - 1);
     let cells = rows
         .iter()
