@@ -1082,50 +1082,64 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
         t.contains("Process tree (")
     });
     // Move the selection (reverse video) down the tree, which scrolls with it, to the
-    // parent's row (where the test runs, the tree may be longer than the pane).
+    // parent's row (where the test runs, the tree may be longer than the pane). Each key
+    // is sent only once the previous one has been drawn: a key sent ahead of the screen
+    // would overshoot on a loaded machine.
     let selected = |s: &Screen| -> Option<(usize, String)> {
         let screen = s.parser.screen();
         let text = screen.contents();
-        text.lines().enumerate().find_map(|(row, l)| {
-            let col = l[..l.find("pwt")?].chars().count();
-            let inverse = screen.cell(row as u16, col as u16)?.inverse();
-            (inverse && l.contains("pwt")).then(|| (row, l.to_string()))
-        })
+        let lines: Vec<&str> = text.lines().collect();
+        let top = lines.iter().position(|l| l.contains("Process tree ("))?;
+        (top + 1..lines.len())
+            .take_while(|&row| !lines[row].starts_with('└'))
+            .find(|&row| screen.cell(row as u16, 1).is_some_and(|c| c.inverse()))
+            .map(|row| (row, lines[row].to_string()))
     };
-    let mut presses = 0;
-    loop {
-        s.pump(Duration::from_millis(100));
-        if selected(&s).is_some_and(|(_, l)| is_parent(&l)) {
-            break;
+    // The selected process: the pid in the row's first column.
+    let pid = |row: &Option<(usize, String)>| {
+        row.as_ref()
+            .and_then(|(_, l)| l.trim_start_matches('│').split_whitespace().next())
+            .map(str::to_string)
+    };
+    let step = |s: &mut Screen, key: &str| -> (usize, String) {
+        let before = pid(&selected(s));
+        s.send(key);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            s.pump(Duration::from_millis(50));
+            let now = selected(s);
+            let moved = pid(&now) != before;
+            if let Some(row) = now.filter(|_| moved) {
+                return row;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the selection did not move on {key:?}:\n{}",
+                s.text()
+            );
         }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while selected(&s).is_none() {
+        assert!(Instant::now() < deadline, "nothing selected:\n{}", s.text());
+        s.pump(Duration::from_millis(50));
+    }
+    let mut presses = 0;
+    while !selected(&s).is_some_and(|(_, l)| is_parent(&l)) {
         assert!(presses < 400, "never selected the parent:\n{}", s.text());
-        s.send("j");
+        step(&mut s, "j");
         presses += 1;
     }
     // The next row down is its child, drawn under it.
-    s.send("j");
-    s.wait_for(
-        "the child selected, under the parent",
-        Duration::from_secs(5),
-        |_| true,
-    );
-    let mut under = None;
-    for _ in 0..20 {
-        s.pump(Duration::from_millis(100));
-        under = selected(&s);
-        if under.as_ref().is_some_and(|(_, l)| l.contains("pwtchild")) {
-            break;
-        }
-    }
-    let (row, line) = under.unwrap_or_else(|| panic!("nothing selected:\n{}", s.text()));
+    let (row, line) = step(&mut s, "j");
     let text = s.text();
     let above = text.lines().nth(row - 1).unwrap_or_default();
     assert!(
         line.contains("└─ ") && line.contains("pwtchild 30") && is_parent(above),
         "the child under its parent:\n{text}"
     );
-    s.send("k");
-    s.pump(Duration::from_millis(300));
+    let (_, back) = step(&mut s, "k");
+    assert!(is_parent(&back), "k went back to the parent:\n{}", s.text());
     s.send("\r");
     s.wait_for("the views narrowed", Duration::from_secs(10), |t| {
         t.contains("Event log of ") && t.contains("pwtparent (+children)")
