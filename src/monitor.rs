@@ -99,6 +99,8 @@ pub struct Monitor {
     pub stats: Arc<Stats>,
     /// Records of perfwatch itself that the pipeline hid (without `--show-self`).
     pub hidden_self: Arc<std::sync::atomic::AtomicU64>,
+    /// Records the ordering stage let out of time order (a reader fell behind its window).
+    pub late: Arc<std::sync::atomic::AtomicU64>,
     pub info: MonitorInfo,
     pub started: Instant,
     stop: Arc<AtomicBool>,
@@ -236,6 +238,7 @@ impl Monitor {
             pool,
             stats,
             hidden_self: Arc::default(),
+            late: Arc::default(),
             info: MonitorInfo {
                 event: opened
                     .events

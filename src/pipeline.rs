@@ -76,6 +76,8 @@ pub struct PipelineOptions {
     pub symbols: Option<crate::symbols::Config>,
     /// Hide the records of this process (perfwatch itself), counting them here.
     pub hide: Option<(u32, Arc<AtomicU64>)>,
+    /// Where the count of late events (see [`Pipeline::late`]) is kept for the summary.
+    pub late: Option<Arc<AtomicU64>>,
 }
 
 impl Default for PipelineOptions {
@@ -92,6 +94,7 @@ impl Default for PipelineOptions {
             pool: None,
             symbols: None,
             hide: None,
+            late: None,
         }
     }
 }
@@ -419,6 +422,9 @@ impl Pipeline {
     /// the `/proc` snapshot is in, chunks wait (within a bound), so that the model knows what
     /// existed before the stream says anything.
     fn publish(&mut self, mut chunk: Chunk) {
+        if let Some(late) = &self.opts.late {
+            late.store(self.order.late(), Ordering::Relaxed);
+        }
         if let Some((pid, hidden)) = &self.opts.hide {
             let before = chunk.events.len();
             chunk.events.retain(|e| !is_of(e, *pid));
@@ -654,6 +660,28 @@ mod tests {
         assert_eq!(c.events.len(), 2);
         assert_eq!(c.watermark, u64::MAX);
         assert!(p.all_ended());
+    }
+
+    #[test]
+    fn late_events_are_counted_where_the_summary_reads_them() {
+        let (tx, rx) = bounded(16);
+        let late = Arc::new(AtomicU64::new(0));
+        let opts = PipelineOptions {
+            late: Some(late.clone()),
+            ..quiet()
+        };
+        let mut p = Pipeline::new(rx, &[0, 1], opts);
+        tx.send(batch(1, 0, vec![], true)).unwrap();
+        tx.send(batch(0, 100 * MS, vec![sample(0, 1, 50 * MS, 1)], false))
+            .unwrap();
+        select! { recv(p.batches()) -> m => p.take(m) }
+        assert!(p.next_chunk().is_some());
+        // Older than what went out: passed on at once, and counted.
+        tx.send(batch(0, 110 * MS, vec![sample(0, 1, 40 * MS, 1)], false))
+            .unwrap();
+        select! { recv(p.batches()) -> m => p.take(m) }
+        assert_eq!(p.next_chunk().map(|c| c.events.len()), Some(1));
+        assert_eq!(late.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -173,6 +173,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         &mon.info.cpus,
         PipelineOptions {
             hide: (!cli.show_self).then(|| (std::process::id(), mon.hidden_self.clone())),
+            late: Some(mon.late.clone()),
             ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
         },
     );
@@ -416,6 +417,14 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         let _ = writeln!(
             err,
             "  hidden: {hidden} records of perfwatch itself (--show-self shows them)"
+        );
+    }
+    let late = mon.late.load(std::sync::atomic::Ordering::Relaxed);
+    if late > 0 {
+        let _ = writeln!(
+            err,
+            "  out of time order: {late} records came after newer ones had gone out (a CPU's \
+             reader fell behind the ordering window)"
         );
     }
     crate::output::stderr_bounded(&err);

@@ -851,9 +851,13 @@ struct Seen {
 
 /// Run perfwatch --json with `args`, take the names it gave every sample, and resolve each
 /// sample again here from the MMAP2 records it printed (a minimal process model: per pid,
-/// the latest mapping that holds the address), after everything has exited. Where this
-/// test can name a sample, perfwatch must have given it the same name.
-fn watch_and_resolve(args: &[&str]) -> Vec<Seen> {
+/// the latest mapping that holds the address), after everything has exited, with no
+/// deadline. Where this test can name a sample, perfwatch must have given it the same name
+/// or none: live, a binary's first read that outlasts its deadline, or a record that
+/// reaches the ordering window late, leaves a sample [unknown], which the loaded machines
+/// tests run on can cause for any process. For the processes named `workload` (the test's
+/// own, whose binaries are small), the names must be the same.
+fn watch_and_resolve(args: &[&str], workload: &str) -> Vec<Seen> {
     let out = Command::new(assert_cmd::cargo::cargo_bin("perfwatch"))
         .args(args)
         .stderr(Stdio::inherit())
@@ -932,14 +936,16 @@ fn watch_and_resolve(args: &[&str]) -> Vec<Seen> {
         })
         .collect();
     for x in seen.iter().filter(|x| x.ours.is_known()) {
+        if x.sym.is_none() && x.comm != workload {
+            continue;
+        }
         assert_eq!(
-            x.sym.as_deref(),
-            x.ours.name(),
+            (x.sym.as_deref(), x.dso.as_deref()),
+            (x.ours.name(), Some(x.ours.dso().name())),
             "perfwatch named a sample of {} ({}) otherwise",
             x.pid,
             x.comm
         );
-        assert_eq!(x.dso.as_deref(), Some(x.ours.dso().name()));
     }
     seen
 }
@@ -962,18 +968,21 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
         "for i in 1 2 3 4 5 6; do {} 6000 >/dev/null & done; wait",
         bin.display()
     );
-    let got = watch_and_resolve(&[
-        "--json",
-        "-a",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "4000",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let got = watch_and_resolve(
+        &[
+            "--json",
+            "-a",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "4000",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        "pwshortspin",
+    );
     // perfwatch's own names, for the user-space samples of the spin processes.
     let spin: Vec<&Seen> = got
         .iter()
@@ -1024,20 +1033,23 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
 #[test]
 fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
     require_perf!();
-    let got = watch_and_resolve(&[
-        "--json",
-        "-a",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "4000",
-        "--",
+    let got = watch_and_resolve(
+        &[
+            "--json",
+            "-a",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "4000",
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=1",
+            "count=400000",
+        ],
         "dd",
-        "if=/dev/zero",
-        "of=/dev/null",
-        "bs=1",
-        "count=400000",
-    ]);
+    );
     let kernel: Vec<&Seen> = got
         .iter()
         .filter(|x| x.comm == "dd" && x.ours.is_kernel())
