@@ -23,16 +23,15 @@ use std::fmt;
 use perf_event_open_sys::bindings as sys;
 
 use crate::symbols::Symbolized;
+use crate::text::push_c_hex;
 
-/// Entries at or above this are context markers, not addresses.
-pub const CONTEXT_MAX: u64 = sys::PERF_CONTEXT_MAX;
-pub const CONTEXT_HV: u64 = sys::PERF_CONTEXT_HV;
-pub const CONTEXT_KERNEL: u64 = sys::PERF_CONTEXT_KERNEL;
-pub const CONTEXT_USER: u64 = sys::PERF_CONTEXT_USER;
-pub const CONTEXT_USER_DEFERRED: u64 = sys::PERF_CONTEXT_USER_DEFERRED;
-pub const CONTEXT_GUEST: u64 = sys::PERF_CONTEXT_GUEST;
-pub const CONTEXT_GUEST_KERNEL: u64 = sys::PERF_CONTEXT_GUEST_KERNEL;
-pub const CONTEXT_GUEST_USER: u64 = sys::PERF_CONTEXT_GUEST_USER;
+/// The context markers; entries at or above `CONTEXT_MAX` are markers, not addresses.
+pub use sys::{
+    PERF_CONTEXT_GUEST as CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL as CONTEXT_GUEST_KERNEL,
+    PERF_CONTEXT_GUEST_USER as CONTEXT_GUEST_USER, PERF_CONTEXT_HV as CONTEXT_HV,
+    PERF_CONTEXT_KERNEL as CONTEXT_KERNEL, PERF_CONTEXT_MAX as CONTEXT_MAX,
+    PERF_CONTEXT_USER as CONTEXT_USER, PERF_CONTEXT_USER_DEFERRED as CONTEXT_USER_DEFERRED,
+};
 
 /// The kernel's default `perf_event_max_stack` (PERF_MAX_STACK_DEPTH), used when
 /// `/proc/sys/kernel/perf_event_max_stack` cannot be read.
@@ -268,19 +267,6 @@ impl FrameNames for NoNames {
     }
 }
 
-/// `0x...`, as `%#x` prints it (`0` for zero, as the rest of the `--plain` line).
-fn push_hex(out: &mut Vec<u8>, v: u64) {
-    if v == 0 {
-        out.push(b'0');
-        return;
-    }
-    out.extend_from_slice(b"0x");
-    let digits = 16 - (v.leading_zeros() as usize / 4);
-    for i in (0..digits).rev() {
-        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
-    }
-}
-
 /// Append `--plain`'s `callchain: a <- b <- c` (innermost first): each frame as its symbol
 /// (`hot_b+0x16`, `[unknown]`) when `names` knows it, else its address. Symbol names are
 /// escaped by the symbolizer already.
@@ -293,7 +279,7 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
                 use std::io::Write;
                 let _ = write!(out, "{s}");
             }
-            None => push_hex(out, f.ip),
+            None => push_c_hex(out, f.ip),
         }
     }
 }

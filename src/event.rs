@@ -227,15 +227,16 @@ impl BuildId {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
+
+    /// Lower-case hex, as in `/usr/lib/debug/.build-id/xx/yyyy.debug`.
+    pub fn to_hex(&self) -> String {
+        self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 impl fmt::Debug for BuildId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("BuildId(")?;
-        for b in self.as_bytes() {
-            write!(f, "{b:02x}")?;
-        }
-        f.write_str(")")
+        write!(f, "BuildId({})", self.to_hex())
     }
 }
 
@@ -442,16 +443,7 @@ impl Line<'_> {
     /// `%#x` as C prints it: `0` for zero, `0x...` otherwise.
     #[inline]
     fn alt_hex(&mut self, v: u64) -> &mut Self {
-        if v == 0 {
-            self.0.push(b'0');
-        } else {
-            self.0.extend_from_slice(b"0x");
-            let digits = 16 - (v.leading_zeros() as usize / 4);
-            for i in (0..digits).rev() {
-                self.0
-                    .push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
-            }
-        }
+        crate::text::push_c_hex(self.0, v);
         self
     }
     #[inline]

@@ -161,6 +161,22 @@ pub fn until_nul(bytes: &[u8]) -> &[u8] {
     }
 }
 
+/// Append `v` in lower-case hex digits, as many as it needs (one for zero), no prefix.
+pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
+    let digits = (16 - v.leading_zeros() as usize / 4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
+    }
+}
+
+/// Append `v` as C's `%#x` prints it: `0` for zero, `0x...` otherwise.
+pub fn push_c_hex(out: &mut Vec<u8>, v: u64) {
+    if v != 0 {
+        out.extend_from_slice(b"0x");
+    }
+    push_hex_digits(out, v);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

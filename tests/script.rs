@@ -3,14 +3,12 @@
 
 mod common;
 
-use common::{Run, run};
+use common::{Run, plain_script, run};
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-use assert_cmd::cargo::CommandCargoExt;
 
 const ASSETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scripts");
 
@@ -19,12 +17,6 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::write(&p, body).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     p
-}
-
-fn perfwatch() -> Command {
-    let mut c = Command::cargo_bin("perfwatch").unwrap();
-    c.stdin(Stdio::null());
-    c
 }
 
 /// The `type:` of each `--plain` line.
@@ -53,13 +45,11 @@ fn family_filter_limits_plain_to_one_child_family() {
     require_perf!();
     let d = tempfile::tempdir().unwrap();
     let child = family_child(d.path());
-    let r = run(perfwatch()
+    let r = run(plain_script(Path::new(&format!("{ASSETS}/family.py")), &[])
         .env("FAMILY_COMM", "pwfam_child")
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(format!("{ASSETS}/family.py"))
         .args(["--", "sh", "-c"])
         .arg(format!("true; {}; sleep 0.01; true", child.display())));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     // The family: pwfam_child's exec (comm), its 3 forks, 3 execs of true, 4 exits.
     assert_eq!(count(&r.stdout, "comm"), 4, "{}", r.stdout);
     assert_eq!(count(&r.stdout, "fork"), 3, "{}", r.stdout);
@@ -70,12 +60,8 @@ fn family_filter_limits_plain_to_one_child_family() {
         r.stdout
     );
     // The counters still count what the filter dropped (sh, sleep, the outer true).
-    assert!(r.stderr.contains("fork 5"), "{}", r.stderr);
-    assert!(
-        r.stderr.contains("[family.py] following 'pwfam_child'"),
-        "{}",
-        r.stderr
-    );
+    r.said(&["fork 5"]);
+    r.said(&["[family.py] following 'pwfam_child'"]);
 }
 
 #[test]
@@ -104,11 +90,8 @@ def on_event(event):
         assert event.ppid > 0 and event.time > 0 and event.ptid > 0
 "#,
     );
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s)
-        .args(["--", "sh", "-c", "/bin/true; true"]));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(plain_script(&s, &[]).args(["--", "sh", "-c", "/bin/true; true"]));
+    r.exited(0);
     assert!(!r.stderr.contains("Error"), "{}", r.stderr);
     let printed = r
         .stderr
@@ -123,7 +106,7 @@ def on_event(event):
         "{printed}\n{}",
         r.stdout
     );
-    assert!(r.stderr.contains("[ev.py] COMM true"), "{}", r.stderr);
+    r.said(&["[ev.py] COMM true"]);
     // print() never writes onto stdout.
     assert!(
         r.stdout.lines().all(|l| l.starts_with("cpu: ")),
@@ -141,25 +124,15 @@ fn on_tick_lines_go_to_stderr_or_the_output_file() {
         "tick.py",
         "n = 0\ndef on_tick():\n    global n\n    n += 1\n    return [f'tick {n}', 'second line']\n",
     );
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s)
-        .args(["--", "sleep", "1.3"]));
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("[tick.py] tick 1\n[tick.py] second line\n"),
-        "{}",
-        r.stderr
-    );
+    let r = run(plain_script(&s, &[]).args(["--", "sleep", "1.3"]));
+    r.exited(0)
+        .said(&["[tick.py] tick 1\n[tick.py] second line\n"]);
     let out = d.path().join("pane.txt");
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s)
+    let r = run(plain_script(&s, &[])
         .arg("--script-output")
         .arg(&out)
         .args(["--", "sleep", "1.3"]));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert!(!r.stderr.contains("tick 1"), "{}", r.stderr);
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("[tick.py] tick 1\n"), "{text}");
@@ -169,18 +142,15 @@ fn on_tick_lines_go_to_stderr_or_the_output_file() {
 fn syntax_error_stops_start_up_with_file_and_line() {
     let d = tempfile::tempdir().unwrap();
     let s = script(d.path(), "bad.py", "x = 1\ndef on_tick(:\n    pass\n");
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 1);
+    let r = run(&mut plain_script(&s, &[]));
+    r.exited(1);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
-    assert!(
-        r.stderr.contains("script '") && r.stderr.contains("bad.py' failed to load"),
-        "{}",
-        r.stderr
-    );
-    assert!(r.stderr.contains("bad.py\", line 2"), "{}", r.stderr);
-    assert!(r.stderr.contains("SyntaxError"), "{}", r.stderr);
+    r.said(&[
+        "script '",
+        "bad.py' failed to load",
+        "bad.py\", line 2",
+        "SyntaxError",
+    ]);
 }
 
 #[test]
@@ -191,43 +161,24 @@ fn import_error_and_empty_script_stop_start_up() {
         "imp.py",
         "import os\nimport no_such_module_pw\ndef on_tick(): pass\n",
     );
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("imp.py\", line 2, in <module>"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr
-            .contains("ModuleNotFoundError: No module named 'no_such_module_pw'"),
-        "{}",
-        r.stderr
-    );
+    let r = run(&mut plain_script(&s, &[]));
+    r.exited(1).said(&[
+        "imp.py\", line 2, in <module>",
+        "ModuleNotFoundError: No module named 'no_such_module_pw'",
+    ]);
     let s = script(d.path(), "none.py", "x = 1\n");
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("none.py' defines none of trace_begin(), trace_end(), filter(event), on_event(event), on_tick()"), "{}", r.stderr);
+    let r = run(&mut plain_script(&s, &[]));
+    r.exited(1).said(&["none.py' defines none of trace_begin(), trace_end(), filter(event), on_event(event), on_tick()"]);
     let s = script(
         d.path(),
         "begin.py",
         "def trace_begin():\n    raise RuntimeError('no')\n",
     );
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stderr
-            .contains("trace_begin() of script 'begin.py' failed")
-            && r.stderr.contains("RuntimeError: no"),
-        "{}",
-        r.stderr
-    );
+    let r = run(&mut plain_script(&s, &[]));
+    r.exited(1).said(&[
+        "trace_begin() of script 'begin.py' failed",
+        "RuntimeError: no",
+    ]);
 }
 
 #[test]
@@ -239,37 +190,24 @@ fn handler_exception_passes_events_and_is_switched_off() {
         "exc.py",
         "def filter(event):\n    return 1 // 0\n",
     );
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s)
-        .args(["--", "sh", "-c", "for i in 1 2 3 4 5 6; do /bin/true; done"]));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(plain_script(&s, &[]).args([
+        "--",
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5 6; do /bin/true; done",
+    ]));
+    r.exited(0);
     // Unfiltered: the 6 forks of the loop are all there.
     assert!(count(&r.stdout, "fork") >= 6, "{}", r.stdout);
-    assert!(
-        r.stderr
-            .contains("[exc.py] filter() raised an exception; the event passes unfiltered"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr.contains("exc.py\", line 2, in filter"),
-        "{}",
-        r.stderr
-    );
-    assert!(r.stderr.contains("ZeroDivisionError"), "{}", r.stderr);
+    r.said(&["[exc.py] filter() raised an exception; the event passes unfiltered"]);
+    r.said(&["exc.py\", line 2, in filter", "ZeroDivisionError"]);
     assert_eq!(
         r.stderr.matches("ZeroDivisionError").count(),
         10,
         "{}",
         r.stderr
     );
-    assert!(
-        r.stderr
-            .contains("filter() failed 10 times; perfwatch has switched it off"),
-        "{}",
-        r.stderr
-    );
+    r.said(&["filter() failed 10 times; perfwatch has switched it off"]);
 }
 
 /// Start perfwatch system-wide with `script`, make some events, send SIGINT; returns how
@@ -277,9 +215,7 @@ fn handler_exception_passes_events_and_is_switched_off() {
 fn interrupt_after(script: &Path, wait: Duration) -> (Duration, Run) {
     let d = tempfile::tempdir().unwrap();
     let (out, err) = (d.path().join("out"), d.path().join("err"));
-    let mut child = perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(script)
+    let mut child = plain_script(script, &[])
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
@@ -323,26 +259,17 @@ fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
         "def on_event(event):\n    while True:\n        pass\n",
     );
     let (took, r) = interrupt_after(&s, Duration::from_millis(1500));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert!(
         took < Duration::from_millis(1500),
         "took {took:?}\n{}",
         r.stderr
     );
-    assert!(
-        r.stderr
-            .contains("[spin.py] on_event() interrupted: perfwatch is stopping"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr.contains("spin.py\", line 2, in on_event"),
-        "{}",
-        r.stderr
-    );
+    r.said(&["[spin.py] on_event() interrupted: perfwatch is stopping"]);
+    r.said(&["spin.py\", line 2, in on_event"]);
     // The stream kept flowing past the stuck script, and what it did not see is counted.
     assert!(count(&r.stdout, "fork") > 0, "{}", r.stdout);
-    assert!(r.stderr.contains("the scripts did not see"), "{}", r.stderr);
+    r.said(&["the scripts did not see"]);
 
     // Stuck where no interrupt reaches (a sleep in C): perfwatch does not wait for it.
     let s = script(
@@ -351,17 +278,13 @@ fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
         "import time\ndef on_event(event):\n    time.sleep(1000)\n",
     );
     let (took, r) = interrupt_after(&s, Duration::from_millis(1500));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert!(
         took < Duration::from_millis(2000),
         "took {took:?}\n{}",
         r.stderr
     );
-    assert!(
-        r.stderr.contains("perfwatch did not wait for it"),
-        "{}",
-        r.stderr
-    );
+    r.said(&["perfwatch did not wait for it"]);
 }
 
 #[test]
@@ -370,50 +293,23 @@ fn foreign_or_writable_script_is_refused_as_root() {
     let d = tempfile::tempdir().unwrap();
     let s = script(d.path(), "foreign.py", "def on_tick():\n    return 'x'\n");
     std::os::unix::fs::chown(&s, Some(65534), Some(65534)).unwrap();
-    let r = run(perfwatch()
-        .env_remove("SUDO_UID")
-        .args(["--plain", "-e", "dummy", "-d", "0.2", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("refusing to run script")
-            && r.stderr.contains("owned by uid 65534, not by root"),
-        "{}",
-        r.stderr
-    );
-    assert!(r.stderr.contains("--force-script"), "{}", r.stderr);
+    let r = run(plain_script(&s, &["-d", "0.2"]).env_remove("SUDO_UID"));
+    r.exited(1).said(&[
+        "refusing to run script",
+        "owned by uid 65534, not by root",
+        "--force-script",
+    ]);
     // The sudo user's own script is fine.
-    let r = run(perfwatch()
-        .env("SUDO_UID", "65534")
-        .args(["--plain", "-e", "dummy", "-d", "0.2", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let r = run(perfwatch()
-        .env_remove("SUDO_UID")
-        .args([
-            "--plain",
-            "-e",
-            "dummy",
-            "-d",
-            "0.2",
-            "--force-script",
-            "--script",
-        ])
-        .arg(&s));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(plain_script(&s, &["-d", "0.2"]).env("SUDO_UID", "65534"));
+    r.exited(0);
+    let r = run(plain_script(&s, &["-d", "0.2", "--force-script"]).env_remove("SUDO_UID"));
+    r.exited(0);
 
     let w = script(d.path(), "writable.py", "def on_tick():\n    return 'x'\n");
     std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "0.2", "--script"])
-        .arg(&w));
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stderr
-            .contains("writable by group and others (mode 0666)"),
-        "{}",
-        r.stderr
-    );
+    let r = run(&mut plain_script(&w, &["-d", "0.2"]));
+    r.exited(1)
+        .said(&["writable by group and others (mode 0666)"]);
 }
 
 #[test]
@@ -423,9 +319,7 @@ fn example_scripts_summarise_a_known_workload() {
     let child = family_child(d.path());
     let workload = format!("{}; sleep 0.01", child.display());
     let go = |name: &str| {
-        let r = run(perfwatch()
-            .args(["--plain", "-e", "dummy", "--script"])
-            .arg(format!("{ASSETS}/{name}"))
+        let r = run(plain_script(Path::new(&format!("{ASSETS}/{name}")), &[])
             .args(["--", "sh", "-c", &workload]));
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
         assert!(!r.stderr.contains("Traceback"), "{name}: {}", r.stderr);
@@ -465,12 +359,8 @@ fn runs_in_a_clean_environment_like_sudos() {
         "env.py",
         "import sys, json\ndef trace_begin():\n    print('PY', sys.version_info[:2], json.dumps([1]))\n",
     );
-    let r = run(perfwatch()
-        .env_clear()
-        .args(["--plain", "-e", "dummy", "-d", "0.2", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("[env.py] PY (3, "), "{}", r.stderr);
+    let r = run(plain_script(&s, &["-d", "0.2"]).env_clear());
+    r.exited(0).said(&["[env.py] PY (3, "]);
 }
 
 /// As root, `--script-output` does not follow a symlink nor write through a hard link (the
@@ -490,30 +380,22 @@ fn script_output_as_root_is_not_turned_against_the_system() {
     let hard = d.path().join("hard.txt");
     std::fs::hard_link(&victim, &hard).unwrap();
     for (path, why) in [(&link, "symbolic link"), (&hard, "hard links")] {
-        let r = run(perfwatch()
-            .args(["--plain", "-e", "dummy", "--script"])
-            .arg(&s)
+        let r = run(plain_script(&s, &[])
             .arg("--script-output")
             .arg(path)
             .args(["--", "true"]));
-        assert_eq!(r.code, 1, "{}", r.stderr);
+        r.exited(1);
         assert!(r.stderr.contains(why), "{}", r.stderr);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }
     let out = d.path().join("mine.txt");
-    let r = run(perfwatch()
+    let r = run(plain_script(&s, &["--force-script"])
         .env("SUDO_UID", "65534")
         .env("SUDO_GID", "65534")
-        .args(["--plain", "-e", "dummy", "--force-script", "--script"])
-        .arg(&s)
         .arg("--script-output")
         .arg(&out)
         .args(["--", "true"]));
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("owned by the invoking user (uid 65534)"),
-        "{}",
-        r.stderr
-    );
+    r.exited(0)
+        .said(&["owned by the invoking user (uid 65534)"]);
     assert_eq!(std::fs::metadata(&out).unwrap().uid(), 65534);
 }

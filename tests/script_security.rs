@@ -6,21 +6,27 @@
 
 mod common;
 
-use common::run;
+use common::{plain_script, run};
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
-
 /// The unprivileged user the hostile side runs as.
 const NOBODY: u32 = 65534;
 
+/// The binary as root with no sudo user behind it.
 fn perfwatch() -> Command {
-    let mut c = Command::cargo_bin("perfwatch").unwrap();
-    c.stdin(Stdio::null()).env_remove("SUDO_UID");
+    let mut c = common::perfwatch();
+    c.env_remove("SUDO_UID");
+    c
+}
+
+/// `perfwatch --plain -e dummy --script SCRIPT ARGS` as root with no sudo user behind it.
+fn as_root(script: &Path, args: &[&str]) -> Command {
+    let mut c = plain_script(script, args);
+    c.env_remove("SUDO_UID");
     c
 }
 
@@ -88,14 +94,12 @@ fn planted_modules_beside_a_root_script_are_never_imported() {
         std::fs::metadata(shared.join("json.py")).unwrap().uid(),
         NOBODY
     );
-    let r = run(perfwatch()
+    let r = run(as_root(&script, &["-d", "1.5"])
         .env("PYTHONPATH", shared.join("pp"))
         .env("PYTHONHOME", "/nonexistent")
         .env("PYTHONSTARTUP", shared.join("json.py"))
-        .args(["--plain", "-e", "dummy", "-d", "1.5", "--script"])
-        .arg(&script)
         .stdout(Stdio::null()));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert!(
         !marker.exists(),
         "a planted module ran as root: {}",
@@ -108,25 +112,18 @@ fn planted_modules_beside_a_root_script_are_never_imported() {
         .find_map(|l| l.strip_prefix("[root.py] JSON "))
         .unwrap_or_else(|| panic!("{}", r.stderr));
     assert!(!json.starts_with(shared.to_str().unwrap()), "{json}");
-    assert!(
-        r.stderr
-            .contains("ValueError: a traceback, formatted by perfwatch"),
-        "{}",
-        r.stderr
-    );
+    r.said(&["ValueError: a traceback, formatted by perfwatch"]);
     let path = r
         .stderr
         .lines()
         .find_map(|l| l.strip_prefix("[root.py] PATH "))
         .unwrap_or_else(|| panic!("{}", r.stderr));
     assert!(!path.contains(shared.to_str().unwrap()), "{path}");
-    assert!(
-        r.stderr.contains("the directory of script '",)
-            && r.stderr.contains("is not on Python's import path")
-            && r.stderr.contains("anyone could add a module to it"),
-        "{}",
-        r.stderr
-    );
+    r.said(&[
+        "the directory of script '",
+        "is not on Python's import path",
+        "anyone could add a module to it",
+    ]);
 }
 
 /// Every sys.path entry is the interpreter's own, plus the script's directory when nobody
@@ -147,17 +144,10 @@ fn a_private_script_directory_stays_importable_and_nothing_else_is_added() {
          \x20   for p in sys.path: print('ENTRY', p)\n",
         0o644,
     );
-    let r = run(perfwatch()
+    let r = run(as_root(&s, &["-d", "0.2"])
         .env("PYTHONPATH", "/nonexistent-pp")
-        .args(["--plain", "-e", "dummy", "-d", "0.2", "--script"])
-        .arg(&s)
         .stdout(Stdio::null()));
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("[uses_helper.py] HELPER 42"),
-        "{}",
-        r.stderr
-    );
+    r.exited(0).said(&["[uses_helper.py] HELPER 42"]);
     let prefix = r
         .stderr
         .lines()
@@ -224,10 +214,7 @@ fn a_symlink_swapped_while_perfwatch_starts_never_runs_the_other_file() {
         }
         let mut refused = 0;
         for _ in 0..30 {
-            let r = run(perfwatch()
-                .args(["--plain", "-e", "dummy", "-d", "0.05", "--script"])
-                .arg(&link)
-                .stdout(Stdio::null()));
+            let r = run(as_root(&link, &["-d", "0.05"]).stdout(Stdio::null()));
             assert!(!marker.exists(), "the other user's file ran as root");
             if r.code == 1 && r.stderr.contains("refusing to run script") {
                 refused += 1;
@@ -257,44 +244,19 @@ fn the_directories_above_a_script_are_checked_too() {
     let open = dir_with_mode(base.path(), "open", 0o777);
     let s = open.join("s.py");
     write(&s, "def trace_begin():\n    print('RAN')\n", 0o644);
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "0.05", "--script"])
-        .arg(&s));
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stderr
-            .contains("is writable by group and others (mode 0777) and not sticky"),
-        "{}",
-        r.stderr
-    );
+    let r = run(&mut as_root(&s, &["-d", "0.05"]));
+    r.exited(1)
+        .said(&["is writable by group and others (mode 0777) and not sticky"]);
     let owned = base.path().join("owned");
     std::fs::create_dir(&owned).unwrap();
     std::os::unix::fs::chown(&owned, Some(NOBODY), Some(NOBODY)).unwrap();
     let s2 = owned.join("s.py");
     write(&s2, "def trace_begin():\n    print('RAN')\n", 0o644);
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "0.05", "--script"])
-        .arg(&s2));
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("the directory '") && r.stderr.contains("owned by uid 65534"),
-        "{}",
-        r.stderr
-    );
-    let r = run(perfwatch()
-        .args([
-            "--plain",
-            "-e",
-            "dummy",
-            "-d",
-            "0.05",
-            "--force-script",
-            "--script",
-        ])
-        .arg(&s2)
-        .stdout(Stdio::null()));
-    assert!(r.stderr.contains("warning: --force-script"), "{}", r.stderr);
-    assert!(r.stderr.contains("[s.py] RAN"), "{}", r.stderr);
+    let r = run(&mut as_root(&s2, &["-d", "0.05"]));
+    r.exited(1).said(&["the directory '", "owned by uid 65534"]);
+    let r = run(as_root(&s2, &["-d", "0.05", "--force-script"]).stdout(Stdio::null()));
+    r.said(&["warning: --force-script"]);
+    r.said(&["[s.py] RAN"]);
 }
 
 /// `os.fork()`, `os._exit()` and their `posix` twins raise in a handler; subprocess works;
@@ -337,7 +299,7 @@ fn fork_and_exit_in_handlers_raise_and_perfwatch_carries_on() {
             "for i in 1 2 3 4; do /bin/true; sleep 0.4; done; sleep 2",
         ]));
     assert!(t0.elapsed() < Duration::from_secs(15));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert!(!r.stderr.contains("NOT CONTAINED"), "{}", r.stderr);
     assert_eq!(
         r.stderr.matches("[escape.py] REFUSED").count(),
@@ -345,25 +307,10 @@ fn fork_and_exit_in_handlers_raise_and_perfwatch_carries_on() {
         "{}",
         r.stderr
     );
-    assert!(
-        r.stderr
-            .contains("os.fork() is not available inside perfwatch: a copy of perfwatch"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr.contains("[escape.py] SUB child ok"),
-        "{}",
-        r.stderr
-    );
+    r.said(&["os.fork() is not available inside perfwatch: a copy of perfwatch"]);
+    r.said(&["[escape.py] SUB child ok"]);
     // _exit raised instead of ending perfwatch: the summary is there.
-    assert!(
-        r.stderr
-            .contains("os._exit() is not available inside perfwatch"),
-        "{}",
-        r.stderr
-    );
-    assert!(r.stderr.contains("records in"), "{}", r.stderr);
+    r.said(&["os._exit() is not available inside perfwatch", "records in"]);
     assert!(r.stdout.lines().count() > 0);
 }
 
@@ -386,13 +333,11 @@ fn an_endless_on_tick_is_cut_and_said() {
         0o644,
     );
     let out = d.path().join("pane.txt");
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "2.5", "--script"])
-        .arg(&s)
+    let r = run(as_root(&s, &["-d", "2.5"])
         .arg("--script-output")
         .arg(&out)
         .stdout(Stdio::null()));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("[endless.py] line 999\n"), "{}", &text[..200]);
     assert!(!text.contains("[endless.py] line 1000\n"));
@@ -440,13 +385,11 @@ fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
         0o644,
     );
     let out = mnt.join("out.txt");
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "2.5", "--script"])
-        .arg(&s)
+    let r = run(as_root(&s, &["-d", "2.5"])
         .arg("--script-output")
         .arg(&out)
         .stdout(Stdio::null()));
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.exited(1);
     let said = format!(
         "cannot write to --script-output '{}' (No space left on device",
         out.display()
@@ -457,13 +400,10 @@ fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
         "said once: {}",
         r.stderr
     );
-    assert!(
-        r.stderr
-            .contains("script output messages were not written to --script-output"),
-        "{}",
-        r.stderr
-    );
-    assert!(r.stderr.contains("records in"), "{}", r.stderr);
+    r.said(&[
+        "script output messages were not written to --script-output",
+        "records in",
+    ]);
 }
 
 /// As root, `--script-output` never writes into a file another user created, never follows
@@ -491,24 +431,20 @@ fn script_output_as_root_is_private_and_never_another_users_file() {
         (theirs.clone(), "it belongs to uid 65534"),
         (link.join("out.txt"), "the symbolic link"),
     ] {
-        let r = run(perfwatch()
-            .args(["--plain", "-e", "dummy", "-d", "0.05", "--script"])
-            .arg(&s)
+        let r = run(as_root(&s, &["-d", "0.05"])
             .arg("--script-output")
             .arg(&path));
-        assert_eq!(r.code, 1, "{}", r.stderr);
+        r.exited(1);
         assert!(r.stderr.contains(why), "{why}: {}", r.stderr);
     }
     assert_eq!(std::fs::read(&theirs).unwrap(), b"");
     assert!(!base.path().join("out.txt").exists());
     let mine = sticky.join("mine.txt");
-    let r = run(perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "0.05", "--script"])
-        .arg(&s)
+    let r = run(as_root(&s, &["-d", "0.05"])
         .arg("--script-output")
         .arg(&mine)
         .stdout(Stdio::null()));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert_eq!(std::fs::metadata(&mine).unwrap().mode() & 0o777, 0o600);
 }
 
@@ -518,11 +454,7 @@ fn a_start_up_traceback_is_escaped() {
     let d = tempfile::tempdir().unwrap();
     let s = d.path().join("hostile.py");
     std::fs::write(&s, b"x = 1\ny = '\x1b[2J\x1b]0;owned\x07' +\n").unwrap();
-    let r = perfwatch()
-        .args(["--plain", "-e", "dummy", "--script"])
-        .arg(&s)
-        .output()
-        .unwrap();
+    let r = as_root(&s, &[]).output().unwrap();
     assert_eq!(r.status.code(), Some(1));
     assert!(
         !r.stderr.contains(&0x1b),
@@ -570,7 +502,7 @@ fn ld_library_path_cannot_swap_libpython() {
     let r = run(perfwatch()
         .env("LD_LIBRARY_PATH", d.path())
         .arg("--version"));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.exited(0);
     assert!(r.stdout.starts_with("perfwatch "), "{}", r.stdout);
 }
 
@@ -625,9 +557,7 @@ fn a_busy_filter_stopped_by_sigint_never_drops_more_than_it_recorded() {
         0o644,
     );
     for _ in 0..3 {
-        let child = perfwatch()
-            .args(["--plain", "-e", "dummy", "--script"])
-            .arg(&s)
+        let child = as_root(&s, &[])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

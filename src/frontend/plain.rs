@@ -73,10 +73,7 @@ impl std::fmt::Display for Address {
 /// Append `v` as a JSON address: `"0x..."`, lower-case hex, `"0x0"` for zero.
 pub fn push_address(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b"\"0x");
-    let digits = (16 - v.leading_zeros() as usize / 4).max(1);
-    for i in (0..digits).rev() {
-        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
-    }
+    crate::text::push_hex_digits(out, v);
     out.push(b'"');
 }
 

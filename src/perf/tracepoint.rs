@@ -427,7 +427,7 @@ impl<'a> Value<'a> {
         match *self {
             Value::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
             Value::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
-            Value::Hex(v) => write_hex(out, v),
+            Value::Hex(v) => crate::text::push_c_hex(out, v),
             Value::Str(s) => crate::text::escape_to(s, out),
             Value::Array { .. } => {
                 out.push(b'[');
@@ -441,19 +441,6 @@ impl<'a> Value<'a> {
             }
             Value::Missing => out.push(b'?'),
         }
-    }
-}
-
-/// `%#x` as C prints it.
-pub fn write_hex(out: &mut Vec<u8>, v: u64) {
-    if v == 0 {
-        out.push(b'0');
-        return;
-    }
-    out.extend_from_slice(b"0x");
-    let digits = 16 - (v.leading_zeros() as usize / 4);
-    for i in (0..digits).rev() {
-        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
     }
 }
 

@@ -10,27 +10,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::event::{BuildId, MmapRecord};
+use crate::event::MmapRecord;
+use crate::symbols::FileIdentity;
 
 /// Mappings one address space keeps at most.
 pub const MAX_MAPPINGS: usize = 8192;
-
-/// How a mapping identified its file, so that another file found later at the same path is
-/// not taken for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FileId {
-    /// Nothing to check (MMAP without the MMAP2 fields, anonymous memory).
-    Unknown,
-    /// Device and inode (MMAP2, `/proc/PID/maps`); `generation` is 0 when not known.
-    Inode {
-        maj: u32,
-        min: u32,
-        ino: u64,
-        generation: u64,
-    },
-    /// MMAP2 with `PERF_RECORD_MISC_MMAP_BUILD_ID`.
-    BuildId(BuildId),
-}
 
 /// The file behind a mapping, as the record named it (untrusted bytes, maybe with the
 /// kernel's ` (deleted)` suffix; `//anon` for anonymous executable memory). Shared by the
@@ -38,29 +22,25 @@ pub enum FileId {
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct MappedFile {
     pub path: Box<[u8]>,
-    pub id: FileId,
+    pub id: FileIdentity,
     /// The same file as the symbolizer knows it (built once per record: a sample's request
     /// then costs a reference count).
     pub sym: Arc<crate::symbols::MappedFile>,
 }
 
 impl MappedFile {
-    pub fn new(path: Box<[u8]>, id: FileId) -> MappedFile {
-        use crate::symbols::FileIdentity;
+    pub fn new(path: Box<[u8]>, id: FileIdentity) -> MappedFile {
+        // The generation is left out of the symbolizer's identity: `/proc/PID/maps` does not
+        // give it while MMAP2 does, and the same file must be one binary (one symbol key) for
+        // both.
         let identity = match id {
-            FileId::Unknown => FileIdentity::Unknown,
-            FileId::BuildId(b) => match crate::symbols::BuildId::new(b.as_bytes()) {
-                Some(b) => FileIdentity::BuildId(b),
-                None => FileIdentity::Unknown,
-            },
-            // The generation is left out: `/proc/PID/maps` does not give it while MMAP2 does,
-            // and the same file must be one binary (one symbol key) for both.
-            FileId::Inode { maj, min, ino, .. } => FileIdentity::Inode {
+            FileIdentity::Inode { maj, min, ino, .. } => FileIdentity::Inode {
                 maj,
                 min,
                 ino,
                 generation: 0,
             },
+            other => other,
         };
         let sym = crate::symbols::MappedFile::new(&path, identity);
         MappedFile { path, id, sym }
@@ -94,17 +74,11 @@ impl Mapping {
     /// A mapping as an MMAP/MMAP2 record at `time` describes it.
     pub fn from_record(m: &MmapRecord, time: u64) -> Mapping {
         let (id, prot, flags) = match &m.mmap2 {
-            None => (FileId::Unknown, 0, 0),
+            None => (FileIdentity::Unknown, 0, 0),
             Some(x) => {
                 let id = match x.build_id {
-                    Some(b) => FileId::BuildId(b),
-                    None if x.maj == 0 && x.min == 0 && x.ino == 0 => FileId::Unknown,
-                    None => FileId::Inode {
-                        maj: x.maj,
-                        min: x.min,
-                        ino: x.ino,
-                        generation: x.ino_generation,
-                    },
+                    Some(b) => FileIdentity::BuildId(b),
+                    None => FileIdentity::from_mmap2(x.maj, x.min, x.ino, x.ino_generation),
                 };
                 (id, x.prot, x.flags)
             }
@@ -238,7 +212,10 @@ mod tests {
             pgoff,
             prot: 5,
             flags: 2,
-            file: Arc::new(MappedFile::new(path.as_bytes().into(), FileId::Unknown)),
+            file: Arc::new(MappedFile::new(
+                path.as_bytes().into(),
+                FileIdentity::Unknown,
+            )),
             time,
         }
     }

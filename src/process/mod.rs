@@ -34,7 +34,7 @@ use rustc_hash::FxHashMap;
 
 use crate::event::{Event, EventKind, TaskRecord};
 use crate::order::Chunk;
-pub use maps::{AddressSpace, FileId, MappedFile, Mapping};
+pub use maps::{AddressSpace, MappedFile, Mapping};
 
 /// How long an exited task is kept, in stream time.
 pub const EXITED_KEEP_NS: u64 = 10_000_000_000;

@@ -11,7 +11,8 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::maps::{FileId, MappedFile, Mapping};
+use super::maps::{MappedFile, Mapping};
+use crate::symbols::FileIdentity;
 
 /// Bytes of a command line kept at most.
 pub const MAX_ARGV: usize = 4096;
@@ -221,9 +222,9 @@ pub fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
         if p.is_empty() { &b"//anon"[..] } else { p }
     };
     let id = if maj == 0 && min == 0 && ino == 0 {
-        FileId::Unknown
+        FileIdentity::Unknown
     } else {
-        FileId::Inode {
+        FileIdentity::Inode {
             maj,
             min,
             ino,
@@ -287,7 +288,7 @@ mod tests {
         assert_eq!(&*m.file.path, b"/usr/lib/x86_64-linux-gnu/libc.so.6");
         assert_eq!(
             m.file.id,
-            FileId::Inode {
+            FileIdentity::Inode {
                 maj: 0xfd,
                 min: 1,
                 ino: 1183077,
@@ -297,7 +298,7 @@ mod tests {
         assert_eq!(m.prot, (libc::PROT_READ | libc::PROT_EXEC) as u32);
         let anon = parse_maps_line(b"7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ").unwrap();
         assert_eq!(&*anon.file.path, b"//anon");
-        assert_eq!(anon.file.id, FileId::Unknown);
+        assert_eq!(anon.file.id, FileIdentity::Unknown);
         let spaced =
             parse_maps_line(b"1000-2000 r-xs 00000000 08:01 5   /tmp/a b (deleted)").unwrap();
         assert_eq!(&*spaced.file.path, b"/tmp/a b (deleted)");

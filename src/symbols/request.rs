@@ -9,48 +9,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// A GNU build id (the `NT_GNU_BUILD_ID` note; MMAP2 records carry one, up to 20 bytes, when
-/// the event asked for build ids).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BuildId {
-    len: u8,
-    bytes: [u8; 20],
-}
-
-impl BuildId {
-    /// The longest build id an MMAP2 record carries; longer notes are compared on their
-    /// first 20 bytes, as the kernel truncates them.
-    pub const MAX: usize = 20;
-
-    /// A build id from its bytes; `None` when empty. Longer ids keep their first 20 bytes.
-    pub fn new(bytes: &[u8]) -> Option<BuildId> {
-        if bytes.is_empty() {
-            return None;
-        }
-        let len = bytes.len().min(Self::MAX);
-        let mut b = [0u8; Self::MAX];
-        b[..len].copy_from_slice(&bytes[..len]);
-        Some(BuildId {
-            len: len as u8,
-            bytes: b,
-        })
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len as usize]
-    }
-
-    /// Lower-case hex, as in `/usr/lib/debug/.build-id/xx/yyyy.debug`.
-    pub fn to_hex(&self) -> String {
-        self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-impl fmt::Debug for BuildId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BuildId({})", self.to_hex())
-    }
-}
+pub use crate::event::BuildId;
 
 /// How a mapping identified its file, so that a different file found later at the same path
 /// is never read in its place.

@@ -255,6 +255,28 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl Run {
+    /// Asserts that the run exited with `code`; shows its stderr if not.
+    #[track_caller]
+    pub fn exited(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "exit status; stderr:\n{}", self.stderr);
+        self
+    }
+
+    /// Asserts that stderr says each of `said`; shows what is missing and stderr if not.
+    #[track_caller]
+    pub fn said(&self, said: &[&str]) -> &Self {
+        for s in said {
+            assert!(
+                self.stderr.contains(s),
+                "stderr does not say {s:?}:\n{}",
+                self.stderr
+            );
+        }
+        self
+    }
+}
+
 /// Run `c` to its end.
 pub fn run(c: &mut std::process::Command) -> Run {
     let o = c.output().unwrap();
@@ -263,4 +285,20 @@ pub fn run(c: &mut std::process::Command) -> Run {
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
+}
+
+/// The binary under test, its stdin from /dev/null (a test never waits on a terminal).
+pub fn perfwatch() -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("perfwatch"));
+    c.stdin(std::process::Stdio::null());
+    c
+}
+
+/// `perfwatch --plain -e dummy --script SCRIPT`, then `args`.
+pub fn plain_script(script: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = perfwatch();
+    c.args(["--plain", "-e", "dummy", "--script"])
+        .arg(script)
+        .args(args);
+    c
 }
