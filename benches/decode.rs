@@ -21,13 +21,13 @@ use std::hint::black_box;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use perfwatch::event::{Event, EventDesc};
+use perfwatch::event::Event;
 use perfwatch::perf::record::{
     DEFAULT_SAMPLE_TYPE, EventDecoder, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW, SampleLayout,
     decode,
 };
 use perfwatch::perf::ring::drain;
-use perfwatch::perf::tracepoint::{Format as TpFormat, Value};
+use perfwatch::perf::tracepoint::Value;
 use perfwatch::plain::{Format, write_event};
 use perfwatch::testkit::records::{self as craft, Ids};
 use perfwatch::testkit::tracepoints as tp;
@@ -176,27 +176,16 @@ fn bench(c: &mut Criterion) {
 /// A ring image of tracepoint samples (`exec` every 8th record, `sched_switch` otherwise),
 /// decodable by the returned decoder.
 fn tracepoint_image() -> (Image, EventDecoder) {
-    let switch = TpFormat::parse("sched:sched_switch", tp::SCHED_SWITCH).unwrap();
-    let exec = TpFormat::parse("sched:sched_process_exec", tp::SCHED_PROCESS_EXEC).unwrap();
-    let desc = |index, name, format| {
-        EventDesc {
-            index,
-            name,
-            type_: 2,
-            config: 0,
-            format: Some(format),
-            show_name: true,
-            show_common: false,
-        }
-        .intern()
-    };
     let l = SampleLayout::new(DEFAULT_SAMPLE_TYPE & !SAMPLE_PERIOD | SAMPLE_RAW, true)
         .unwrap()
         .with_fixed_period(1);
     let decoder = EventDecoder::new(
         vec![
-            (l, desc(0, "sched:sched_switch", switch)),
-            (l, desc(1, "sched:sched_process_exec", exec)),
+            (l, tp::desc(0, "sched:sched_switch", tp::SCHED_SWITCH)),
+            (
+                l,
+                tp::desc(1, "sched:sched_process_exec", tp::SCHED_PROCESS_EXEC),
+            ),
         ],
         vec![(11, 0), (12, 1)],
     )

@@ -686,29 +686,11 @@ mod tests {
     }
 
     fn switch(prev: &[u8], prev_pid: i32, next: &[u8], next_pid: i32) -> Event {
-        use crate::event::EventDesc;
-        use crate::perf::tracepoint::Format;
         use crate::testkit::tracepoints as craft;
-        let desc = EventDesc {
-            index: 0,
-            name: "sched:sched_switch",
-            type_: 2,
-            config: 372,
-            format: Some(Format::parse("sched:sched_switch", craft::SCHED_SWITCH).unwrap()),
-            show_name: true,
-            show_common: false,
-        }
-        .intern();
+        let desc = craft::desc(0, "sched:sched_switch", craft::SCHED_SWITCH);
+        let raw = craft::sched_switch(prev, prev_pid, 1, next, next_pid);
         Event {
-            kind: EventKind::Sample {
-                ip: 1,
-                period: 1,
-                misc: 0,
-                event: desc,
-                raw: Some(craft::sched_switch(prev, prev_pid, 1, next, next_pid).into()),
-                callchain: None,
-                sym: None,
-            },
+            kind: craft::sample(desc, 1, 0, raw),
             ..sample(0, 1)
         }
     }

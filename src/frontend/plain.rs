@@ -576,19 +576,8 @@ mod tests {
 
     #[test]
     fn json_tracepoint_fields_are_typed() {
-        use crate::event::EventDesc;
-        use crate::perf::tracepoint::Format;
         use crate::testkit::tracepoints as craft;
-        let desc = EventDesc {
-            index: 1,
-            name: "sched:sched_switch",
-            type_: 2,
-            config: 372,
-            format: Some(Format::parse("sched:sched_switch", craft::SCHED_SWITCH).unwrap()),
-            show_name: true,
-            show_common: false,
-        }
-        .intern();
+        let desc = craft::desc(1, "sched:sched_switch", craft::SCHED_SWITCH);
         let raw = craft::sched_switch(b"ba\"sh\x1b", -3, 2, b"swapper/1", 0);
         let e = Event {
             cpu: 1,
@@ -596,15 +585,7 @@ mod tests {
             tid: 5,
             time: 1,
             id: 9,
-            kind: EventKind::Sample {
-                ip: 0xffff,
-                period: 1,
-                misc: 1,
-                event: desc,
-                raw: Some(raw.into()),
-                callchain: None,
-                sym: None,
-            },
+            kind: craft::sample(desc, 0xffff, 1, raw),
         };
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
         assert_eq!(v["event"], "sched:sched_switch");
@@ -751,46 +732,24 @@ mod tests {
     /// A tracepoint sample whose format declares a pointer (`const void * ptr`, as
     /// kmem:kmalloc does) and a size.
     fn pointer_tracepoint_sample(ptr: u64) -> EventKind {
-        use crate::event::EventDesc;
-        use crate::perf::tracepoint::Format;
-        use crate::testkit::tracepoints as craft;
-        const KMALLOC: &str = "name: kmalloc
-ID: 500
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
+        use crate::testkit::tracepoints::{self as craft, format_file};
+        const KMALLOC: &str = format_file!(
+            "kmalloc",
+            "500",
+            "
 \tfield:const void * ptr;\toffset:8;\tsize:8;\tsigned:0;
 \tfield:size_t bytes_alloc;\toffset:16;\tsize:8;\tsigned:0;
 
 print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
-";
-        let desc = EventDesc {
-            index: 1,
-            name: "kmem:kmalloc",
-            type_: 2,
-            config: 500,
-            format: Some(Format::parse("kmem:kmalloc", KMALLOC).unwrap()),
-            show_name: true,
-            show_common: false,
-        }
-        .intern();
+"
+        );
+        let desc = craft::desc(1, "kmem:kmalloc", KMALLOC);
         let mut raw = Vec::new();
         craft::common(&mut raw, 500, 2);
         raw.extend_from_slice(&ptr.to_ne_bytes());
         raw.extend_from_slice(&64u64.to_ne_bytes());
         raw.extend_from_slice(&[0; 4]);
-        EventKind::Sample {
-            ip: ptr,
-            period: 1,
-            misc: 1,
-            event: desc,
-            raw: Some(raw.into()),
-            callchain: None,
-            sym: None,
-        }
+        craft::sample(desc, ptr, 1, raw)
     }
 
     /// The address fields of each record type (`ptr`: the pointer of the tracepoint sample);

@@ -778,18 +778,8 @@ mod tests {
     }
 
     fn tp_desc(index: u16) -> &'static EventDesc {
-        use crate::perf::tracepoint::Format;
-        use crate::testkit::tracepoints::SCHED_SWITCH;
-        EventDesc {
-            index,
-            name: "sched:sched_switch",
-            type_: sys::PERF_TYPE_TRACEPOINT,
-            config: 372,
-            format: Some(Format::parse("sched:sched_switch", SCHED_SWITCH).unwrap()),
-            show_name: true,
-            show_common: false,
-        }
-        .intern()
+        use crate::testkit::tracepoints::{SCHED_SWITCH, desc};
+        desc(index, "sched:sched_switch", SCHED_SWITCH)
     }
 
     #[test]

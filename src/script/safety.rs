@@ -190,16 +190,22 @@ fn judge_chain(steps: &[Step], who: Invoker) -> Result<(), Unsafe> {
                 }
             }
         }
-        if !who.trusts(s.entry.uid) {
-            return Err(Unsafe::ForeignOwner {
-                what: s.entry.kind.noun(),
-                path: s.entry.path.clone(),
-                owner: s.entry.uid,
-                trusted: who.trusted_owners(),
-            });
-        }
+        trusted(&s.entry, who)?;
     }
     Ok(())
+}
+
+/// `node` must belong to someone `who` trusts.
+fn trusted(node: &Node, who: Invoker) -> Result<(), Unsafe> {
+    if who.trusts(node.uid) {
+        return Ok(());
+    }
+    Err(Unsafe::ForeignOwner {
+        what: node.kind.noun(),
+        path: node.path.clone(),
+        owner: node.uid,
+        trusted: who.trusted_owners(),
+    })
 }
 
 /// May a script found by this walk run with `who`'s privileges? `steps` ends with the
@@ -244,17 +250,10 @@ pub fn judge_import_dir(steps: &[Step], dir: &Node, who: Invoker) -> Result<(), 
 /// The symbolic links a walk followed must belong to someone trusted: a link another user
 /// owns could point anywhere the next time (for `--script-output`).
 pub fn judge_links(steps: &[Step], who: Invoker) -> Result<(), Unsafe> {
-    for s in steps {
-        if s.entry.kind == Kind::Symlink && !who.trusts(s.entry.uid) {
-            return Err(Unsafe::ForeignOwner {
-                what: s.entry.kind.noun(),
-                path: s.entry.path.clone(),
-                owner: s.entry.uid,
-                trusted: who.trusted_owners(),
-            });
-        }
-    }
-    Ok(())
+    steps
+        .iter()
+        .filter(|s| s.entry.kind == Kind::Symlink)
+        .try_for_each(|s| trusted(&s.entry, who))
 }
 
 /// Symbolic links followed at most, as the kernel's own limit.
@@ -636,46 +635,48 @@ mod tests {
         steps
     }
 
+    /// [`chain`] from a root directory owned by root, mode 0755.
+    fn rooted(nodes: &[Node]) -> Vec<Step> {
+        chain(&[&[dir("/", 0, 0o755)], nodes].concat())
+    }
+
     fn file(path: &str, uid: u32, mode: u32) -> Node {
         node(path, Kind::File, uid, mode)
     }
 
+    /// Asserts that the script at the end of `steps` may not run as `who`, for a reason
+    /// that says `says`.
+    #[track_caller]
+    fn refused(steps: &[Step], who: Invoker, says: impl AsRef<str>) {
+        let e = judge_script(steps, who).unwrap_err().to_string();
+        assert!(e.contains(says.as_ref()), "{e}");
+    }
+
     #[test]
     fn a_root_owned_script_in_root_owned_directories_passes() {
-        let s = chain(&[
-            dir("/", 0, 0o755),
-            dir("/usr", 0, 0o755),
-            file("/usr/x.py", 0, 0o644),
-        ]);
+        let s = rooted(&[dir("/usr", 0, 0o755), file("/usr/x.py", 0, 0o644)]);
         assert_eq!(judge_script(&s, ROOT), Ok(()));
         assert_eq!(judge_import_dir(&s, &dir("/usr", 0, 0o755), ROOT), Ok(()));
     }
 
     #[test]
     fn the_sudo_users_own_files_and_directories_pass() {
-        let s = chain(&[
-            dir("/", 0, 0o755),
+        let s = rooted(&[
             dir("/home", 0, 0o755),
             dir("/home/al", 1000, 0o700),
             file("/home/al/x.py", 1000, 0o600),
         ]);
         assert_eq!(judge_script(&s, SUDO), Ok(()));
-        let e = judge_script(&s, ROOT).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("the directory '/home/al' is owned by uid 1000, not by root;"),
-            "{e}"
+        refused(
+            &s,
+            ROOT,
+            "the directory '/home/al' is owned by uid 1000, not by root;",
         );
         let other = Invoker {
             euid: 0,
             sudo_uid: Some(1001),
         };
-        let e = judge_script(&s, other).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("not by root or the invoking user (uid 1001)"),
-            "{e}"
-        );
+        refused(&s, other, "not by root or the invoking user (uid 1001)");
     }
 
     #[test]
@@ -685,30 +686,23 @@ mod tests {
             (0o664, "its group"),
             (0o666, "group and others"),
         ] {
-            let s = chain(&[dir("/", 0, 0o755), file("/x.py", 0, mode)]);
-            let e = judge_script(&s, ROOT).unwrap_err();
-            assert!(
-                e.to_string()
-                    .contains(&format!("'/x.py' is writable by {who} (mode {mode:04o})")),
-                "{e}"
+            let s = rooted(&[file("/x.py", 0, mode)]);
+            refused(
+                &s,
+                ROOT,
+                format!("'/x.py' is writable by {who} (mode {mode:04o})"),
             );
         }
     }
 
     #[test]
     fn a_directory_others_can_write_is_refused_unless_sticky() {
-        let open = chain(&[
-            dir("/", 0, 0o755),
-            dir("/srv", 0, 0o777),
-            file("/srv/x.py", 0, 0o644),
-        ]);
-        let e = judge_script(&open, ROOT).unwrap_err();
-        assert!(
-            e.to_string().contains(
-                "the directory '/srv' is writable by group and others (mode 0777) and not sticky; \
-                 someone else could replace '/srv/x.py'"
-            ),
-            "{e}"
+        let open = rooted(&[dir("/srv", 0, 0o777), file("/srv/x.py", 0, 0o644)]);
+        refused(
+            &open,
+            ROOT,
+            "the directory '/srv' is writable by group and others (mode 0777) and not sticky; \
+                 someone else could replace '/srv/x.py'",
         );
         // Group-writable counts too, as for OpenSSH.
         let group = chain(&[
@@ -718,23 +712,14 @@ mod tests {
         ]);
         assert!(judge_script(&group, ROOT).is_err());
         // Sticky /tmp with an entry owned right is fine for the script...
-        let tmp = chain(&[
-            dir("/", 0, 0o755),
-            dir("/tmp", 0, 0o1777),
-            file("/tmp/x.py", 0, 0o644),
-        ]);
+        let tmp = rooted(&[dir("/tmp", 0, 0o1777), file("/tmp/x.py", 0, 0o644)]);
         assert_eq!(judge_script(&tmp, ROOT), Ok(()));
         // ...but not as an import directory: anyone can add json.py beside it.
         let e = judge_import_dir(&tmp, &dir("/tmp", 0, 0o1777), ROOT).unwrap_err();
-        assert!(
-            e.to_string().contains(
-                "'/tmp' is writable by group and others (mode 1777); anyone could add a module"
-            ),
-            "{e}"
-        );
+        let says = "'/tmp' is writable by group and others (mode 1777); anyone could add a module";
+        assert!(e.to_string().contains(says), "{e}");
         // Another user's entry in a sticky directory is theirs to replace.
-        let theirs = chain(&[
-            dir("/", 0, 0o755),
+        let theirs = rooted(&[
             dir("/tmp", 0, 0o1777),
             dir("/tmp/d", 65534, 0o755),
             file("/tmp/d/x.py", 0, 0o644),
@@ -745,8 +730,7 @@ mod tests {
     #[test]
     fn symbolic_links_must_belong_to_someone_trusted() {
         let via = |owner| {
-            chain(&[
-                dir("/", 0, 0o755),
+            rooted(&[
                 dir("/tmp", 0, 0o1777),
                 node("/tmp/link.py", Kind::Symlink, owner, 0o777),
                 dir("/", 0, 0o755),
@@ -769,7 +753,7 @@ mod tests {
 
     #[test]
     fn only_regular_files_run() {
-        let s = chain(&[dir("/", 0, 0o755), node("/dev/null", Kind::Other, 0, 0o644)]);
+        let s = rooted(&[node("/dev/null", Kind::Other, 0, 0o644)]);
         assert!(matches!(
             judge_script(&s, ROOT),
             Err(Unsafe::NotAFile { .. })
@@ -782,8 +766,7 @@ mod tests {
             euid: 1000,
             sudo_uid: None,
         };
-        let s = chain(&[
-            dir("/", 0, 0o755),
+        let s = rooted(&[
             dir("/home/me", 1000, 0o755),
             file("/home/me/x.py", 1000, 0o644),
         ]);
@@ -793,7 +776,7 @@ mod tests {
             euid: 1000,
             sudo_uid: Some(65534),
         };
-        let s = chain(&[dir("/", 0, 0o755), file("/x.py", 65534, 0o644)]);
+        let s = rooted(&[file("/x.py", 65534, 0o644)]);
         assert!(judge_script(&s, spoof).is_err());
     }
 

@@ -1,5 +1,37 @@
 //! Builders of tracepoint RAW records and formats, for tests, benchmarks and the fuzz target.
 
+use crate::event::{EventDesc, EventKind};
+use crate::perf::tracepoint::Format;
+
+/// The descriptor of event `index` of a list: tracepoint `name` (`SYS:NAME`) with the
+/// `format` file text (interned; its `ID:` is the config).
+pub fn desc(index: u16, name: &'static str, format: &str) -> &'static EventDesc {
+    let format = Format::parse(name, format).expect("a valid format");
+    EventDesc {
+        index,
+        name,
+        type_: perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT,
+        config: format.id,
+        format: Some(format),
+        show_name: true,
+        show_common: false,
+    }
+    .intern()
+}
+
+/// A sample of tracepoint `event` at `ip` with its `raw` record (period 1).
+pub fn sample(event: &'static EventDesc, ip: u64, misc: u16, raw: Vec<u8>) -> EventKind {
+    EventKind::Sample {
+        ip,
+        period: 1,
+        misc,
+        event,
+        raw: Some(raw.into()),
+        callchain: None,
+        sym: None,
+    }
+}
+
 /// The common fields every tracepoint record starts with.
 pub fn common(out: &mut Vec<u8>, ty: u16, pid: i32) {
     out.extend_from_slice(&ty.to_ne_bytes());
@@ -15,15 +47,32 @@ fn comm16(out: &mut Vec<u8>, name: &[u8]) {
     out.extend_from_slice(&c);
 }
 
-/// A `sched:sched_switch` format, as Linux 6.x writes it.
-pub const SCHED_SWITCH: &str = "name: sched_switch
-ID: 372
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+/// The `format` file of tracepoint `$name` (`ID: $id`): the four common fields every
+/// record starts with, then `$rest` (its own fields and `print fmt`), as Linux 6.x writes it.
+macro_rules! format_file {
+    ($name:literal, $id:literal, $rest:literal) => {
+        concat!(
+            "name: ",
+            $name,
+            "\nID: ",
+            $id,
+            "\nformat:\n",
+            "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n",
+            "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n",
+            "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n",
+            "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n",
+            $rest
+        )
+    };
+}
+#[allow(unused_imports)] // used by the crate's own tests only
+pub(crate) use format_file;
 
+/// A `sched:sched_switch` format, as Linux 6.x writes it.
+pub const SCHED_SWITCH: &str = format_file!(
+    "sched_switch",
+    "372",
+    "
 \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
 \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
 \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
@@ -33,23 +82,21 @@ format:
 \tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
 
 print fmt: \"prev_comm=%s prev_pid=%d\", REC->prev_comm, REC->prev_pid
-";
+"
+);
 
 /// A `sched:sched_process_exec` format, as Linux 6.x writes it.
-pub const SCHED_PROCESS_EXEC: &str = "name: sched_process_exec
-ID: 365
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
+pub const SCHED_PROCESS_EXEC: &str = format_file!(
+    "sched_process_exec",
+    "365",
+    "
 \tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;
 \tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;
 \tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;
 
 print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC->old_pid
-";
+"
+);
 
 /// RAW bytes of a sched_switch record (as the kernel pads them: a multiple of 8 bytes
 /// less the 4-byte size word).
