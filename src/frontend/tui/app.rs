@@ -252,11 +252,7 @@ impl TaskRow {
         let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
         match self.argv.as_deref() {
             Some([]) => format!("{name} [gone]"),
-            Some(argv) => argv
-                .split(|&b| b == 0)
-                .map(escape)
-                .collect::<Vec<_>>()
-                .join(" "),
+            Some(argv) => crate::text::argv_line(argv),
             None => name,
         }
     }
@@ -602,7 +598,8 @@ impl App {
     pub fn set_filter(&mut self, filter: Filter) {
         self.log_scroll = 0;
         let model = self.model.clone();
-        self.log.set_filter(filter, &model.read());
+        let narrow = self.narrow.as_ref().map(|n| &n.pids);
+        self.log.set_filter(filter, &model.read(), narrow);
     }
 
     pub fn filter(&self) -> &Filter {
@@ -675,9 +672,8 @@ impl App {
             f.observe(&ev, tasks);
         }
         if let (Some(n), EventKind::Fork(t)) = (self.narrow.as_mut(), &ev.kind) {
-            if t.pid != t.ppid && n.pids.contains(&t.ppid) && n.pids.insert(t.pid) {
-                self.log.narrow_add(t.pid);
-                self.symbols.narrow_pids.insert(t.pid);
+            if t.pid != t.ppid && n.pids.contains(&t.ppid) {
+                n.pids.insert(t.pid);
             }
         }
         let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
@@ -761,7 +757,8 @@ impl App {
 
     fn push_log(&mut self, ev: Event, tasks: &ProcessModel) {
         // A view scrolled back stays on the same entries.
-        if self.log.push(ev, tasks) && self.log_scroll > 0 {
+        let narrow = self.narrow.as_ref().map(|n| &n.pids);
+        if self.log.push(ev, tasks, narrow) && self.log_scroll > 0 {
             self.log_scroll += 1;
         }
         self.log_scroll = self.log_scroll.min(self.log_len().saturating_sub(1));
@@ -1000,8 +997,8 @@ impl App {
             Action::Expand if !self.symbols.callchains => {
                 self.message = Some("callers need call chains: run with -g".into());
             }
-            Action::Expand => self.symbols.expand(),
-            Action::Collapse => self.symbols.collapse(),
+            Action::Expand => self.symbols.expand(self.narrow.as_ref().map(|n| &n.pids)),
+            Action::Collapse => self.symbols.collapse(self.narrow.as_ref().map(|n| &n.pids)),
             Action::Span => self.symbols.toggle_span(),
             Action::Samples => {
                 let shown = self.log.toggle_samples();
@@ -1049,7 +1046,8 @@ impl App {
                     .get(self.symbols.selected)
                     .map(|(p, _)| *p),
                 Zoom::None => {
-                    self.symbols.zoom_selected();
+                    self.symbols
+                        .zoom_selected(self.narrow.as_ref().map(|n| &n.pids));
                     self.symbols.selected = 0;
                     return;
                 }
@@ -1075,15 +1073,18 @@ impl App {
             pid,
             pids: super::tree::descendants(&tasks, pid),
         });
-        self.log
-            .set_narrow(narrow.as_ref().map(|n| n.pids.clone()), &tasks);
+        self.log.refilter(&tasks, narrow.as_ref().map(|n| &n.pids));
         self.log_scroll = 0;
         self.top_scroll = 0;
-        self.symbols.narrow = pid;
-        self.symbols.narrow_pids = narrow.as_ref().map(|n| n.pids.clone()).unwrap_or_default();
         self.symbols.zoom = super::top_symbols::Zoom::None;
         self.symbols.selected = 0;
         self.narrow = narrow;
+    }
+
+    /// The processes the views are narrowed to (it and its children, growing as they
+    /// fork): the one set the log, Top tasks and Top symbols all select by.
+    pub fn narrowed(&self) -> super::log::Narrowed<'_> {
+        self.narrow.as_ref().map(|n| &n.pids)
     }
 
     /// The selected row of `rows` (the tree as shown now): the selected process's, while it
@@ -1104,7 +1105,7 @@ impl App {
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
     /// when narrowed, in the chosen order.
     pub fn top_rows(&self) -> Vec<(u32, u64)> {
-        let keep = |pid: &u32| self.narrow.as_ref().is_none_or(|n| n.pids.contains(pid));
+        let keep = |pid: &u32| self.narrowed().is_none_or(|n| n.contains(pid));
         let mut rows: Vec<(u32, u64)> = if self.per_thread {
             self.top_threads
                 .iter()
@@ -1233,7 +1234,7 @@ impl App {
             Pane::Symbols => {
                 let len = match &self.symbols.zoom {
                     super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
-                    super::top_symbols::Zoom::None => self.symbols.rows().0.len(),
+                    super::top_symbols::Zoom::None => self.symbols.rows(self.narrowed()).0.len(),
                 };
                 let start = self.symbols.selected.saturating_sub(visible - 1);
                 if start + row < len {
@@ -1358,7 +1359,7 @@ impl App {
             Pane::Symbols => {
                 let len = match &self.symbols.zoom {
                     super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
-                    super::top_symbols::Zoom::None => self.symbols.rows().0.len(),
+                    super::top_symbols::Zoom::None => self.symbols.rows(self.narrowed()).0.len(),
                 };
                 self.symbols.selected = down(self.symbols.selected, delta, len);
             }
@@ -1816,7 +1817,6 @@ pub(crate) mod tests {
             app.top_rows().iter().map(|r| r.0).collect::<Vec<_>>(),
             [100, 200]
         );
-        assert_eq!(app.symbols.narrow, Some(100));
         // A child forked by make joins, and its records show.
         app.on_events([
             fork(0, T0 + 3 * NS, 201, 200),
@@ -1824,9 +1824,12 @@ pub(crate) mod tests {
             fork(0, T0 + 3 * NS + 2, 301, 300),
         ]);
         assert_eq!(pids(&app), [200, 100, 201, 201]);
-        assert!(app.symbols.narrow_pids.contains(&201));
+        assert!(
+            app.narrowed()
+                .is_some_and(|n| n.contains(&201) && !n.contains(&301))
+        );
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-        assert!(app.narrow.is_none() && app.symbols.narrow.is_none());
+        assert!(app.narrow.is_none() && app.narrowed().is_none());
         assert_eq!(app.log_len(), 6, "all again");
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("nothing to go back from"));

@@ -68,7 +68,7 @@ impl Ring {
         }
     }
 
-    fn refilter(&mut self, sel: &Selection, tasks: &ProcessModel, line: &mut String) {
+    fn refilter(&mut self, sel: Selection, tasks: &ProcessModel, line: &mut String) {
         self.matching = (!sel.all()).then(|| {
             self.q
                 .iter()
@@ -88,15 +88,18 @@ impl Ring {
     }
 }
 
+/// The processes the views are narrowed to (Enter on a task: it and its children), as the
+/// app keeps them; `None`: all.
+pub type Narrowed<'a> = Option<&'a FxHashSet<u32>>;
+
 /// Which entries the view keeps: the filter's, of the narrowed-to processes.
-#[derive(Clone, Debug, Default)]
-struct Selection {
-    filter: Filter,
-    /// Enter on a task: only the records about these processes (it and its children).
-    narrow: Option<FxHashSet<u32>>,
+#[derive(Clone, Copy)]
+struct Selection<'a> {
+    filter: &'a Filter,
+    narrow: Narrowed<'a>,
 }
 
-impl Selection {
+impl Selection<'_> {
     fn all(&self) -> bool {
         self.filter.is_empty() && self.narrow.is_none()
     }
@@ -118,7 +121,7 @@ pub struct Log {
     cap: usize,
     /// The next arrival number.
     next: u64,
-    sel: Selection,
+    filter: Filter,
     /// `S`: periodic samples are shown.
     show_samples: bool,
     line: String,
@@ -132,17 +135,21 @@ impl Log {
             samples: Ring::default(),
             cap: cap.max(1),
             next: 0,
-            sel: Selection::default(),
+            filter: Filter::default(),
             show_samples: false,
             line: String::new(),
         }
     }
 
     /// Keep `ev`; true when it is in the view (so a scrolled view can stay put).
-    pub fn push(&mut self, ev: Event, tasks: &ProcessModel) -> bool {
+    pub fn push(&mut self, ev: Event, tasks: &ProcessModel, narrow: Narrowed) -> bool {
         let periodic = is_periodic_sample(&ev);
         let shown = !periodic || self.samples_shown();
-        let matches = self.sel.all() || self.sel.keeps(&ev, tasks, &mut self.line);
+        let sel = Selection {
+            filter: &self.filter,
+            narrow,
+        };
+        let matches = sel.all() || sel.keeps(&ev, tasks, &mut self.line);
         let n = self.next;
         self.next += 1;
         let ring = if periodic {
@@ -156,7 +163,7 @@ impl Log {
 
     /// Are periodic samples in the view: asked for with `S`, or named by the filter?
     pub fn samples_shown(&self) -> bool {
-        self.show_samples || self.sel.filter.names_samples()
+        self.show_samples || self.filter.names_samples()
     }
 
     /// Was `S` pressed to show periodic samples (whatever the filter says)?
@@ -171,31 +178,23 @@ impl Log {
     }
 
     pub fn filter(&self) -> &Filter {
-        &self.sel.filter
+        &self.filter
     }
 
     /// Put `filter` in force over the whole history.
-    pub fn set_filter(&mut self, filter: Filter, tasks: &ProcessModel) {
-        self.sel.filter = filter;
-        self.refilter(tasks);
+    pub fn set_filter(&mut self, filter: Filter, tasks: &ProcessModel, narrow: Narrowed) {
+        self.filter = filter;
+        self.refilter(tasks, narrow);
     }
 
-    /// Show only the records about `pids` (None: all), over the whole history.
-    pub fn set_narrow(&mut self, pids: Option<FxHashSet<u32>>, tasks: &ProcessModel) {
-        self.sel.narrow = pids;
-        self.refilter(tasks);
-    }
-
-    /// A process joins the narrowed set (a child forked by one in it).
-    pub fn narrow_add(&mut self, pid: u32) {
-        if let Some(n) = self.sel.narrow.as_mut() {
-            n.insert(pid);
-        }
-    }
-
-    fn refilter(&mut self, tasks: &ProcessModel) {
-        self.events.refilter(&self.sel, tasks, &mut self.line);
-        self.samples.refilter(&self.sel, tasks, &mut self.line);
+    /// Select the view over the whole history again: after the narrowing changed.
+    pub fn refilter(&mut self, tasks: &ProcessModel, narrow: Narrowed) {
+        let sel = Selection {
+            filter: &self.filter,
+            narrow,
+        };
+        self.events.refilter(sel, tasks, &mut self.line);
+        self.samples.refilter(sel, tasks, &mut self.line);
     }
 
     fn samples_in_view(&self) -> usize {
@@ -318,9 +317,9 @@ mod tests {
     fn samples_cannot_push_out_a_fork() {
         let m = ProcessModel::new();
         let mut log = Log::new(10);
-        assert!(log.push(fork(7, 1), &m));
+        assert!(log.push(fork(7, 1), &m, None));
         for t in 0..1000 {
-            assert!(!log.push(sample(3, 2 + t), &m), "hidden by default");
+            assert!(!log.push(sample(3, 2 + t), &m, None), "hidden by default");
         }
         assert_eq!(log.len(), 1);
         assert_eq!(subject(log.range(0, 5)), [7]);
@@ -343,7 +342,7 @@ mod tests {
         if let EventKind::Sample { event, .. } = &mut ev.kind {
             *event = tracepoint();
         }
-        assert!(log.push(ev, &m));
+        assert!(log.push(ev, &m, None));
         assert_eq!(log.len(), 1);
     }
 
@@ -356,11 +355,11 @@ mod tests {
         let mut n = 0u32;
         for round in 0..40u32 {
             for _ in 0..(round % 5) {
-                log.push(sample(n, n as u64), &m);
+                log.push(sample(n, n as u64), &m, None);
                 n += 1;
             }
             for _ in 0..(round % 3) {
-                log.push(fork(n, n as u64), &m);
+                log.push(fork(n, n as u64), &m, None);
                 n += 1;
             }
         }
@@ -381,7 +380,7 @@ mod tests {
             .map(|p| format!("pid:{p}"))
             .collect();
         let f = Filter::parse(&odd.join("|")).unwrap();
-        log.set_filter(f, &m);
+        log.set_filter(f, &m, None);
         let want: Vec<u32> = (0..n).filter(|p| p % 2 == 1).collect();
         assert_eq!(subject(log.range(0, log.len())), want);
         for (i, pid) in want.iter().enumerate() {
@@ -394,18 +393,18 @@ mod tests {
         let m = ProcessModel::new();
         let mut log = Log::new(3);
         for t in 0..10 {
-            log.push(sample(t as u32, t), &m);
+            log.push(sample(t as u32, t), &m, None);
         }
-        log.push(fork(99, 10), &m);
+        log.push(fork(99, 10), &m, None);
         assert_eq!(log.len(), 1);
-        log.set_filter(Filter::parse("type:sample").unwrap(), &m);
+        log.set_filter(Filter::parse("type:sample").unwrap(), &m, None);
         assert!(log.samples_shown());
         assert_eq!(
             subject(log.range(0, 10)),
             [7, 8, 9],
             "the newest 3 samples kept"
         );
-        log.push(sample(10, 11), &m);
+        log.push(sample(10, 11), &m, None);
         assert_eq!(subject(log.range(0, 10)), [8, 9, 10]);
         log.clear();
         assert!(log.is_empty());

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::log::Narrowed;
 use crate::callgraph::{CallGraph, Span};
 use crate::event::Event;
 use crate::symbols::{Symbol, SymbolKey};
@@ -94,10 +95,6 @@ pub struct TopSymbols {
     pub callchains: bool,
     pub span: Span,
     pub sort: SortBy,
-    /// Only the samples of this process and its children (Enter on a task; Esc clears):
-    /// the process, for the title, and the set.
-    pub narrow: Option<u32>,
-    pub narrow_pids: rustc_hash::FxHashSet<u32>,
     pub zoom: Zoom,
     /// The selected row.
     pub selected: usize,
@@ -133,8 +130,6 @@ impl TopSymbols {
             callchains: false,
             span: Span::Recent,
             sort: SortBy::Samples,
-            narrow: None,
-            narrow_pids: Default::default(),
             zoom: Zoom::None,
             selected: 0,
             expanded: HashSet::new(),
@@ -185,15 +180,11 @@ impl TopSymbols {
         }
     }
 
-    /// The rows to draw, and the samples over the span (after narrowing).
-    pub fn rows(&self) -> (Vec<SymRow>, u64) {
-        let pids = &self.narrow_pids;
-        let keep = move |tag: u32| pids.contains(&tag);
-        let only: crate::callgraph::TagFilter = if self.narrow.is_some() {
-            Some(&keep)
-        } else {
-            None
-        };
+    /// The rows to draw, and the samples over the span, of the processes the views are
+    /// narrowed to.
+    pub fn rows(&self, narrow: Narrowed) -> (Vec<SymRow>, u64) {
+        let keep = |tag: u32| narrow.is_some_and(|pids| pids.contains(&tag));
+        let only: crate::callgraph::TagFilter = if narrow.is_some() { Some(&keep) } else { None };
         let (mut top, total) = self.graph.top(self.span, only);
         let pct = |n: u64| {
             if total > 0 {
@@ -278,8 +269,8 @@ impl TopSymbols {
     }
 
     /// `+`: show the callers of the selected row.
-    pub fn expand(&mut self) {
-        if let Some(r) = self.rows().0.get(self.selected) {
+    pub fn expand(&mut self, narrow: Narrowed) {
+        if let Some(r) = self.rows(narrow).0.get(self.selected) {
             if self.callchains {
                 self.expanded.insert(r.path.clone());
             }
@@ -287,14 +278,14 @@ impl TopSymbols {
     }
 
     /// `-`: hide them again (on a caller line, its own callers).
-    pub fn collapse(&mut self) {
-        if let Some(r) = self.rows().0.get(self.selected) {
+    pub fn collapse(&mut self, narrow: Narrowed) {
+        if let Some(r) = self.rows(narrow).0.get(self.selected) {
             let path = r.path.clone();
             if !self.expanded.remove(&path) && path.len() > 1 {
                 // On a line that is not open: close its parent and select it.
                 let parent = path[..path.len() - 1].to_vec();
                 self.expanded.remove(&parent);
-                let rows = self.rows().0;
+                let rows = self.rows(narrow).0;
                 if let Some(i) = rows.iter().position(|x| x.path == parent) {
                     self.selected = i;
                 }
@@ -303,8 +294,8 @@ impl TopSymbols {
     }
 
     /// Enter on a symbol row: the tasks that run it.
-    pub fn zoom_selected(&mut self) {
-        if let Some(r) = self.rows().0.get(self.selected) {
+    pub fn zoom_selected(&mut self, narrow: Narrowed) {
+        if let Some(r) = self.rows(narrow).0.get(self.selected) {
             self.zoom = Zoom::Tasks(r.key);
         }
     }
@@ -322,8 +313,6 @@ impl TopSymbols {
     pub fn take_view_of(&mut self, other: &TopSymbols) {
         self.span = other.span;
         self.sort = other.sort;
-        self.narrow = other.narrow;
-        self.narrow_pids = other.narrow_pids.clone();
         self.zoom = other.zoom.clone();
         self.selected = other.selected;
         self.expanded = other.expanded.clone();
@@ -334,19 +323,9 @@ impl TopSymbols {
         self.sort = self.sort.next();
     }
 
-    /// Esc: back from a zoom, else from a narrowing. True when something changed.
+    /// Esc: back from a zoom. True when there was one.
     pub fn back(&mut self) -> bool {
-        if self.zoom != Zoom::None {
-            self.zoom = Zoom::None;
-            true
-        } else if self.narrow.is_some() {
-            self.narrow = None;
-            self.narrow_pids.clear();
-            self.selected = 0;
-            true
-        } else {
-            false
-        }
+        std::mem::replace(&mut self.zoom, Zoom::None) != Zoom::None
     }
 }
 
@@ -418,8 +397,8 @@ mod tests {
         }
     }
 
-    fn shown(t: &TopSymbols) -> Vec<(usize, String, u64, u64)> {
-        t.rows()
+    fn shown(t: &TopSymbols, narrow: Narrowed) -> Vec<(usize, String, u64, u64)> {
+        t.rows(narrow)
             .0
             .into_iter()
             .map(|r| (r.depth, r.name().to_string(), r.samples, r.self_samples))
@@ -438,25 +417,26 @@ mod tests {
         t.add(&n.sample(11, 100 * NS, &["hot"], false));
         assert!(t.has_samples() && !t.callchains);
         assert_eq!(
-            shown(&t),
+            shown(&t, None),
             [(0, "hot".into(), 7, 7), (0, "k_read".into(), 1, 1)]
         );
-        let (rows, total) = t.rows();
+        let (rows, total) = t.rows(None);
         assert_eq!(total, 8);
         assert!((rows[0].share - 87.5).abs() < 1e-9);
         assert!(rows[1].kernel && !rows[0].kernel);
         assert_eq!(rows[0].dso(), "/usr/local/bin/spin");
         // Narrowed to pid 11: its two samples only (equal counts: by key).
-        t.narrow = Some(11);
-        t.narrow_pids.insert(11);
+        let only: rustc_hash::FxHashSet<u32> = [11].into_iter().collect();
         assert_eq!(
-            shown(&t),
+            shown(&t, Some(&only)),
             [(0, "k_read".into(), 1, 1), (0, "hot".into(), 1, 1)]
         );
         // The tasks running hot, most first.
-        let hot = t.rows().0[1].key;
+        let hot = t.rows(Some(&only)).0[1].key;
         assert_eq!(t.tasks_of(&hot), [(10, 6), (11, 1)]);
-        assert!(t.back() && t.narrow.is_none() && !t.back());
+        t.zoom_selected(Some(&only));
+        assert_eq!(t.zoom, Zoom::Tasks(t.rows(Some(&only)).0[0].key));
+        assert!(t.back() && t.zoom == Zoom::None && !t.back());
     }
 
     #[test]
@@ -465,9 +445,9 @@ mod tests {
         let mut t = TopSymbols::new(10);
         t.add(&n.sample(1, 100 * NS, &["early"], false));
         t.add(&n.sample(1, 120 * NS, &["late"], false));
-        assert_eq!(shown(&t), [(0, "late".into(), 1, 1)]);
+        assert_eq!(shown(&t, None), [(0, "late".into(), 1, 1)]);
         t.toggle_span();
-        assert_eq!(shown(&t).len(), 2);
+        assert_eq!(shown(&t, None).len(), 2);
     }
 
     #[test]
@@ -480,7 +460,7 @@ mod tests {
         t.add(&n.sample(1, NS, &["cold", "main"], true));
         assert!(t.callchains);
         assert_eq!(
-            shown(&t),
+            shown(&t, None),
             [
                 (0, "main".into(), 4, 0),
                 (0, "hot".into(), 3, 3),
@@ -491,11 +471,11 @@ mod tests {
         // Sorted by self, select hot (first), open its callers, then middle's.
         t.next_sort();
         t.selected = 0;
-        t.expand();
+        t.expand(None);
         t.selected = 1;
-        t.expand();
+        t.expand(None);
         assert_eq!(
-            shown(&t)[..4],
+            shown(&t, None)[..4],
             [
                 (0, "hot".into(), 3, 3),
                 (1, "middle".into(), 3, 0),
@@ -503,20 +483,20 @@ mod tests {
                 (0, "cold".into(), 1, 1),
             ]
         );
-        assert!(t.rows().0[0].expanded && t.rows().0[1].expanded);
+        assert!(t.rows(None).0[0].expanded && t.rows(None).0[1].expanded);
         // `-` on main (not open): closes middle and selects it; again: closes hot.
         t.selected = 2;
-        t.collapse();
+        t.collapse(None);
         assert_eq!(t.selected, 1);
-        assert_eq!(shown(&t)[1], (1, "middle".into(), 3, 0));
-        assert_eq!(shown(&t)[2].0, 0);
+        assert_eq!(shown(&t, None)[1], (1, "middle".into(), 3, 0));
+        assert_eq!(shown(&t, None)[2].0, 0);
         t.selected = 0;
-        t.collapse();
-        assert_eq!(shown(&t)[1].0, 0);
+        t.collapse(None);
+        assert_eq!(shown(&t, None)[1].0, 0);
         // Sorting by binary: the kernel's [..] before paths, then names.
         t.next_sort();
         assert_eq!(t.sort, SortBy::Dso);
-        assert_eq!(shown(&t)[0].1, "cold");
+        assert_eq!(shown(&t, None)[0].1, "cold");
     }
 
     #[test]

@@ -8,7 +8,6 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::process::{Process, ProcessModel};
-use crate::text::escape;
 
 /// How long a process that started or exited stays marked, in ns.
 pub const RECENT_NS: u64 = 5_000_000_000;
@@ -46,11 +45,7 @@ fn shown_name(model: &ProcessModel, p: &Process) -> String {
         .comm(p.pid)
         .map_or_else(|| "?".to_string(), |c| c.display());
     match p.argv.as_deref() {
-        Some(argv) if !argv.is_empty() => argv
-            .split(|&b| b == 0)
-            .map(escape)
-            .collect::<Vec<_>>()
-            .join(" "),
+        Some(argv) if !argv.is_empty() => crate::text::argv_line(argv),
         _ => comm,
     }
 }

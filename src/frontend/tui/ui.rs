@@ -749,9 +749,10 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
     };
     let tasks = app.tasks();
     let comm = |pid: u32| app.task_name(&tasks, pid);
-    let narrow = t
+    let narrow = app
         .narrow
-        .map(|p| format!(" of {p} {}", comm(p)))
+        .as_ref()
+        .map(|n| format!(" of {} {}", n.pid, comm(n.pid)))
         .unwrap_or_default();
     let mark = |i: usize, cells: Vec<Span<'static>>| {
         if focused && i == t.selected {
@@ -784,7 +785,7 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
         draw_grid(f, block, area, TASK_WIDTHS, TASK_HEADER, cells);
         return;
     }
-    let (rows, total) = t.rows();
+    let (rows, total) = t.rows(app.narrowed());
     let block = pane_block(
         format!(
             "Top symbols{narrow} ({over}, by {}, {total} samples)",
