@@ -345,17 +345,19 @@ mod tests {
         Callchain::new(e.to_vec())
     }
 
+    /// A chain of two kernel frames and two user frames, with their context markers.
+    const KCHAIN: [u64; 6] = [
+        CONTEXT_KERNEL,
+        0xffff_ffff_8100_0010,
+        0xffff_ffff_8100_0020,
+        CONTEXT_USER,
+        0x40_1136,
+        0x40_1156,
+    ];
+
     #[test]
     fn markers_set_the_context_and_are_not_frames() {
-        let c = chain(&[
-            CONTEXT_KERNEL,
-            0xffff_ffff_8100_0010,
-            0xffff_ffff_8100_0020,
-            CONTEXT_USER,
-            0x40_1136,
-            0x40_1156,
-            0x7f00_0000_1234,
-        ]);
+        let c = chain(&[&KCHAIN[..], &[0x7f00_0000_1234]].concat());
         let f: Vec<Frame> = c.frames().collect();
         assert_eq!(c.len(), 5);
         assert_eq!(f.len(), 5);
@@ -497,7 +499,7 @@ mod tests {
     }
 
     mod decode {
-        use super::super::*;
+        use super::KCHAIN;
         use crate::event::EventKind;
         use crate::perf::record::{
             DEFAULT_SAMPLE_TYPE, DecodeError, SAMPLE_CALLCHAIN, SAMPLE_RAW, SampleLayout, decode,
@@ -506,23 +508,8 @@ mod tests {
         use crate::testkit::records::sample_chain as sample;
 
         fn ids() -> Ids {
-            Ids {
-                pid: 100,
-                tid: 101,
-                time: 5_000,
-                id: 42,
-                cpu: 1,
-            }
+            Ids::EXAMPLE
         }
-
-        const KCHAIN: [u64; 6] = [
-            CONTEXT_KERNEL,
-            0xffff_ffff_8100_0010,
-            0xffff_ffff_8100_0020,
-            CONTEXT_USER,
-            0x40_1136,
-            0x40_1156,
-        ];
 
         #[test]
         fn a_chain_is_decoded_with_its_markers_after_the_fixed_fields() {

@@ -642,13 +642,7 @@ mod tests {
             0,
             13783,
             13783,
-            EventKind::Fork(TaskRecord {
-                pid: 13790,
-                ppid: 13783,
-                tid: 13790,
-                ptid: 13783,
-                time: 7162303959197,
-            }),
+            EventKind::Fork(crate::testkit::events::task(13790, 13783, 7162303959197)),
         );
         assert_eq!(
             e.to_string(),

@@ -46,6 +46,21 @@ const NAMES: [&str; 5] = [
     "local_fn",
 ];
 
+/// [`SPIN_C`] built as `dir/name` with `flags`.
+fn spin(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    cc(dir, name, SPIN_C, flags)
+}
+
+/// Asserts that the symbolizer has said `count` things, the first of them each of `says`.
+#[track_caller]
+fn noted(s: &mut Symbolizer, count: usize, says: &[&str]) {
+    let notes = s.take_notes();
+    assert_eq!(notes.len(), count, "{notes:?}");
+    for w in says {
+        assert!(notes[0].message.contains(w), "{w:?}: {}", notes[0]);
+    }
+}
+
 fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
@@ -74,11 +89,12 @@ struct Running {
 
 impl Running {
     fn start(path: &Path, args: &[&str]) -> Running {
-        let mut child = Command::new(path)
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        Running::spawn(Command::new(path).args(args))
+    }
+
+    /// Start `c`, and read the addresses it prints on its first line.
+    fn spawn(c: &mut Command) -> Running {
+        let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap())
             .read_line(&mut line)
@@ -98,6 +114,12 @@ impl Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A process of ours that only waits (built in `dir`), running until dropped.
+fn sleeper(dir: &Path) -> Running {
+    let src = "#include <stdio.h>\n#include <unistd.h>\nint main(void){puts(\"0\");fflush(stdout);pause();}\n";
+    Running::start(&cc(dir, "sleeper", src, &[]), &[])
 }
 
 impl Drop for Running {
@@ -189,7 +211,7 @@ fn functions_of_a_c_program_resolve_from_path_and_file_offset_and_after_it_exits
         ("spin_nofp", &["-O2", "-fomit-frame-pointer"][..]),
         ("spin_nopie", &["-O1", "-no-pie"][..]),
     ] {
-        let bin = cc(dir.path(), name, SPIN_C, flags);
+        let bin = spin(dir.path(), name, flags);
         let r = Running::start(&bin, &[]);
         let maps: Vec<Mapping> = r.addrs.iter().map(|&a| mapping_of(r.pid(), a)).collect();
         let reqs = requests(&r, &maps, 4);
@@ -208,7 +230,7 @@ fn functions_of_a_c_program_resolve_from_path_and_file_offset_and_after_it_exits
 #[test]
 fn a_stripped_copy_is_unknown_with_its_binary_named() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2"]);
+    let bin = spin(dir.path(), "spin", &["-O2"]);
     run(Command::new("strip").arg(&bin));
     let r = Running::start(&bin, &[]);
     let maps: Vec<Mapping> = r.addrs.iter().map(|&a| mapping_of(r.pid(), a)).collect();
@@ -218,15 +240,13 @@ fn a_stripped_copy_is_unknown_with_its_binary_named() {
         assert_eq!(a.to_string(), "[unknown]");
         assert_eq!(a.dso().name(), bin.to_str().unwrap());
     }
-    let notes = s.take_notes();
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(notes[0].message.contains("no symbols"), "{}", notes[0]);
+    noted(&mut s, 1, &["no symbols"]);
 }
 
 #[test]
 fn a_separate_debug_file_is_found_by_build_id_and_by_debuglink_and_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2", "-g", "-Wl,--build-id"]);
+    let bin = spin(dir.path(), "spin", &["-O2", "-g", "-Wl,--build-id"]);
     let debug = dir.path().join("spin.debug");
     run(Command::new("objcopy")
         .arg("--only-keep-debug")
@@ -300,7 +320,7 @@ fn a_separate_debug_file_is_found_by_build_id_and_by_debuglink_and_checked() {
 fn a_replaced_binary_is_never_misread() {
     require_root!("map_files, chroot and chown");
     let dir = tempfile::tempdir().unwrap();
-    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2"]);
+    let bin = spin(dir.path(), "spin", &["-O2"]);
     // Another program whose functions lie elsewhere.
     let other = cc(
         dir.path(),
@@ -326,13 +346,7 @@ fn a_replaced_binary_is_never_misread() {
         assert_eq!(a.to_string(), "[unknown]", "a wrong name from the new file");
         assert_eq!(a.dso().name(), bin.to_str().unwrap());
     }
-    let notes = s.take_notes();
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(
-        notes[0].message.contains("not the one that was mapped"),
-        "{}",
-        notes[0]
-    );
+    noted(&mut s, 1, &["not the one that was mapped"]);
 
     // Deleted and gone: unknown, named.
     std::fs::remove_file(&bin).unwrap();
@@ -344,7 +358,7 @@ fn a_replaced_binary_is_never_misread() {
 fn a_deleted_binary_of_a_live_process_resolves_through_map_files() {
     require_root!("map_files, chroot and chown");
     let dir = tempfile::tempdir().unwrap();
-    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2"]);
+    let bin = spin(dir.path(), "spin", &["-O2"]);
     let r = Running::start(&bin, &[]);
     std::fs::remove_file(&bin).unwrap();
     // /proc/PID/maps now says "(deleted)", as an MMAP2 record written after the unlink would.
@@ -362,29 +376,12 @@ fn a_binary_in_a_chroot_resolves_through_the_process_root() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("bin")).unwrap();
-    let built = cc(dir.path(), "spin", SPIN_C, &["-O2", "-static"]);
+    let built = spin(dir.path(), "spin", &["-O2", "-static"]);
     std::fs::copy(&built, root.join("bin/spin")).unwrap();
     // An absolute symlink inside the root that would lead out of it from the host's view.
     std::os::unix::fs::symlink(&built, root.join("bin/escape")).unwrap();
-    let mut child = Command::new("chroot")
-        .arg(&root)
-        .arg("/bin/spin")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let a = u64::from_str_radix(
-        line.split_whitespace()
-            .next()
-            .unwrap()
-            .trim_start_matches("0x"),
-        16,
-    )
-    .unwrap();
-    let pid = child.id();
+    let r = Running::spawn(Command::new("chroot").arg(&root).arg("/bin/spin"));
+    let (pid, a) = (r.pid(), r.addrs[0]);
     let host = mapping_of(pid, a);
     // As the process's own MMAP2 record names it: the path inside its root. And a length
     // that is not the mapping's, so that /proc/PID/map_files cannot be used: only the root is.
@@ -406,8 +403,7 @@ fn a_binary_in_a_chroot_resolves_through_the_process_root() {
     let got = symbolizer().resolve_one(&Request::user(pid, a, &escape));
     assert_eq!(got.to_string(), "[unknown]");
     assert_eq!(got.dso().name(), "/bin/escape");
-    let _ = child.kill();
-    let _ = child.wait();
+    r.stop();
 }
 
 #[test]
@@ -468,13 +464,7 @@ int main(void) {
     };
     let mut s = symbolizer();
     check(&resolve(&mut s, &reqs));
-    let notes = s.take_notes();
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(
-        notes[0].message.contains("1 of its 3 lines"),
-        "{}",
-        notes[0]
-    );
+    noted(&mut s, 1, &["1 of its 3 lines"]);
     r.stop();
     // The map outlives the process.
     check(&resolve(&mut symbolizer(), &reqs));
@@ -506,13 +496,7 @@ int main(void) {
 fn a_growing_perf_map_is_reread() {
     let dir = tempfile::tempdir().unwrap();
     // Any live process of ours will do as the JIT: the map is what matters.
-    let sleeper = cc(
-        dir.path(),
-        "sleeper",
-        "#include <stdio.h>\n#include <unistd.h>\nint main(void){puts(\"0\");fflush(stdout);pause();}\n",
-        &[],
-    );
-    let r = Running::start(&sleeper, &[]);
+    let r = sleeper(dir.path());
     let pid = r.pid();
     let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
     std::fs::write(&path, "10000 10 first\n").unwrap();
@@ -602,22 +586,13 @@ fn kallsyms_full_of_zeros_says_so_once_and_keeps_addresses() {
         assert_eq!(got.to_string(), "[unknown]");
         assert_eq!(got.dso().name(), "[kernel.kallsyms]");
     }
-    let notes = s.take_notes();
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(notes[0].message.contains("hidden"), "{}", notes[0]);
-    assert!(notes[0].message.contains("kptr_restrict"), "{}", notes[0]);
+    noted(&mut s, 1, &["hidden", "kptr_restrict"]);
 }
 
 #[test]
 fn the_vdso_resolves_from_perfwatchs_own_copy_while_it_can_be_compared() {
     let dir = tempfile::tempdir().unwrap();
-    let sleeper = cc(
-        dir.path(),
-        "sleeper",
-        "#include <stdio.h>\n#include <unistd.h>\nint main(void){puts(\"0\");fflush(stdout);pause();}\n",
-        &[],
-    );
-    let r = Running::start(&sleeper, &[]);
+    let r = sleeper(dir.path());
     let pid = r.pid();
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let Some(line) = maps.lines().find(|l| l.ends_with("[vdso]")) else {
@@ -654,7 +629,7 @@ fn the_vdso_resolves_from_perfwatchs_own_copy_while_it_can_be_compared() {
 #[test]
 fn corrupt_truncated_and_odd_files_in_a_mapping_are_unknown_once_and_never_hang() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2"]);
+    let bin = spin(dir.path(), "spin", &["-O2"]);
     let good = std::fs::read(&bin).unwrap();
     let fifo = dir.path().join("fifo");
     let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
@@ -736,7 +711,7 @@ fn corrupt_truncated_and_odd_files_in_a_mapping_are_unknown_once_and_never_hang(
 fn each_unique_address_is_resolved_once_and_the_table_budget_holds() {
     let dir = tempfile::tempdir().unwrap();
     let bins: Vec<PathBuf> = (0..4)
-        .map(|i| cc(dir.path(), &format!("spin{i}"), SPIN_C, &["-O2", "-g"]))
+        .map(|i| spin(dir.path(), &format!("spin{i}"), &["-O2", "-g"]))
         .collect();
     let running: Vec<Running> = bins.iter().map(|b| Running::start(b, &[])).collect();
     let reqs: Vec<Request> = running
@@ -782,9 +757,7 @@ fn each_unique_address_is_resolved_once_and_the_table_budget_holds() {
     });
     let answers = resolve(&mut s, &reqs);
     assert!(answers.iter().all(|a| !a.is_known()));
-    let notes = s.take_notes();
-    assert_eq!(notes.len(), 4, "{notes:?}");
-    assert!(notes[0].message.contains("too large"), "{}", notes[0]);
+    noted(&mut s, 4, &["too large"]);
 }
 
 #[test]
@@ -800,7 +773,7 @@ fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
         })
         .collect();
     std::fs::write(&k, text).unwrap();
-    let bin = cc(dir.path(), "spin", SPIN_C, &["-O2", "-g"]);
+    let bin = spin(dir.path(), "spin", &["-O2", "-g"]);
     let r = Running::start(&bin, &[]);
     let m = mapping_of(r.pid(), r.addrs[0]);
     let s = Symbolizer::new(Config {
@@ -849,17 +822,25 @@ struct Seen {
     ours: Symbolized,
 }
 
-/// Run perfwatch --json with `args`, take the names it gave every sample, and resolve each
-/// sample again here from the MMAP2 records it printed (a minimal process model: per pid,
-/// the latest mapping that holds the address), after everything has exited, with no
-/// deadline. Where this test can name a sample, perfwatch must have given it the same name
-/// or none: live, a binary's first read that outlasts its deadline, or a record that
-/// reaches the ordering window late, leaves a sample [unknown], which the loaded machines
-/// tests run on can cause for any process. For the processes named `workload` (the test's
-/// own, whose binaries are small), the names must be the same.
-fn watch_and_resolve(args: &[&str], workload: &str) -> Vec<Seen> {
+/// Run `perfwatch --json -a -e cpu-clock -F FREQ -- COMMAND...`, take the names it gave
+/// every sample, and resolve each sample again here from the MMAP2 records it printed (a
+/// minimal process model: per pid, the latest mapping that holds the address), after
+/// everything has exited, with no deadline. Where this test can name a sample, perfwatch
+/// must have given it the same name or none: live, a binary's first read that outlasts its
+/// deadline, or a record that reaches the ordering window late, leaves a sample [unknown],
+/// which the loaded machines tests run on can cause for any process. For the processes
+/// named `workload` (the test's own, whose binaries are small), the names must be the same.
+///
+/// Two of these run at once, system-wide, each sampling the other: a long workload is
+/// watched at 1 kHz, not more.
+fn watch_and_resolve(freq: &str, command: &[&str], workload: &str) -> Vec<Seen> {
+    let args = [
+        &["--json", "-a", "-e", "cpu-clock", "-F", freq, "--"],
+        command,
+    ]
+    .concat();
     let out = Command::new(assert_cmd::cargo::cargo_bin("perfwatch"))
-        .args(args)
+        .args(&args)
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -954,13 +935,12 @@ fn watch_and_resolve(args: &[&str], workload: &str) -> Vec<Seen> {
 fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
-    let bin = cc(
+    let bin = spin(
         dir.path(),
         // A name of its own: other tests in this binary run programs called spin at the same
         // time, and their temporary directories (binaries included) are gone when this one
         // resolves what it saw system-wide.
         "pwshortspin",
-        SPIN_C,
         &["-O2", "-fno-omit-frame-pointer"],
     );
     // Six processes of about 50 ms each, watched system-wide.
@@ -968,21 +948,7 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
         "for i in 1 2 3 4 5 6; do {} 6000 >/dev/null & done; wait",
         bin.display()
     );
-    let got = watch_and_resolve(
-        &[
-            "--json",
-            "-a",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "4000",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        "pwshortspin",
-    );
+    let got = watch_and_resolve("4000", &["sh", "-c", &script], "pwshortspin");
     // perfwatch's own names, for the user-space samples of the spin processes.
     let spin: Vec<&Seen> = got
         .iter()
@@ -1034,20 +1000,8 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
 fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
     require_perf!();
     let got = watch_and_resolve(
-        &[
-            "--json",
-            "-a",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "4000",
-            "--",
-            "dd",
-            "if=/dev/zero",
-            "of=/dev/null",
-            "bs=1",
-            "count=400000",
-        ],
+        "1000",
+        &["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400000"],
         "dd",
     );
     let kernel: Vec<&Seen> = got
@@ -1121,19 +1075,9 @@ int main(void) {
 }
 "#;
     let dir = tempfile::tempdir().unwrap();
-    let fp = cc(
-        dir.path(),
-        "pwsym_fp",
-        SPIN_C,
-        &["-O2", "-fno-omit-frame-pointer"],
-    );
-    let nofp = cc(
-        dir.path(),
-        "pwsym_nofp",
-        SPIN_C,
-        &["-O2", "-fomit-frame-pointer"],
-    );
-    let stripped = cc(dir.path(), "pwsym_strip", SPIN_C, &["-O2"]);
+    let fp = spin(dir.path(), "pwsym_fp", &["-O2", "-fno-omit-frame-pointer"]);
+    let nofp = spin(dir.path(), "pwsym_nofp", &["-O2", "-fomit-frame-pointer"]);
+    let stripped = spin(dir.path(), "pwsym_strip", &["-O2"]);
     run(Command::new("strip").arg(&stripped));
     let jit = cc(dir.path(), "pwjit", JIT_C, &["-O1"]);
     let script = format!(

@@ -544,7 +544,7 @@ const OUT_BUFFER: usize = 1 << 16;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Mmap2Extra, MmapRecord, TaskRecord};
+    use crate::event::{MmapRecord, TaskRecord};
 
     fn json(ev: &Event) -> String {
         let mut v = Vec::new();
@@ -554,19 +554,11 @@ mod tests {
 
     #[test]
     fn json_fork_has_perf_field_names() {
+        use crate::testkit::events as tk;
+        let fork = EventKind::Fork(tk::task(13790, 13783, 7162303959197));
         let e = Event {
-            cpu: 0,
-            pid: 13783,
-            tid: 13783,
-            time: 99,
             id: 5,
-            kind: EventKind::Fork(TaskRecord {
-                pid: 13790,
-                ppid: 13783,
-                tid: 13790,
-                ptid: 13783,
-                time: 7162303959197,
-            }),
+            ..tk::event(0, 13783, 13783, 99, fork)
         };
         assert_eq!(
             json(&e),
@@ -612,15 +604,7 @@ mod tests {
                 len: 2,
                 pgoff: 3,
                 filename: (*b"/tmp/\"quoted\"\\\x1b[2J\n\xff").into(),
-                mmap2: Some(Mmap2Extra {
-                    maj: 8,
-                    min: 1,
-                    ino: 4,
-                    ino_generation: 0,
-                    prot: 5,
-                    flags: 2,
-                    build_id: None,
-                }),
+                mmap2: Some(crate::testkit::events::mmap2_extra(4, 5, 2)),
             })),
         };
         let line = json(&e);
@@ -666,15 +650,7 @@ mod tests {
                 exec: true,
             },
             mmap(None),
-            mmap(Some(Mmap2Extra {
-                maj: 8,
-                min: 1,
-                ino: 4,
-                ino_generation: 0,
-                prot: 5,
-                flags: 2,
-                build_id: None,
-            })),
+            mmap(Some(crate::testkit::events::mmap2_extra(4, 5, 2))),
             EventKind::Lost { id: 7, lost: 3 },
             EventKind::LostSamples { lost: 3 },
             EventKind::Throttle {

@@ -512,13 +512,7 @@ mod tests {
     use crate::testkit::records::*;
 
     fn ids() -> Ids {
-        Ids {
-            pid: 100,
-            tid: 101,
-            time: 5_000,
-            id: 42,
-            cpu: 1,
-        }
+        Ids::EXAMPLE
     }
 
     #[test]

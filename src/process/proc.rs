@@ -221,16 +221,8 @@ pub fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
             .map_or(&[][..], |i| &path[i..]);
         if p.is_empty() { &b"//anon"[..] } else { p }
     };
-    let id = if maj == 0 && min == 0 && ino == 0 {
-        FileIdentity::Unknown
-    } else {
-        FileIdentity::Inode {
-            maj,
-            min,
-            ino,
-            generation: 0,
-        }
-    };
+    // `/proc/PID/maps` gives no inode generation.
+    let id = FileIdentity::from_mmap2(maj, min, ino, 0);
     Some(Mapping {
         start,
         len: end - start,

@@ -343,7 +343,14 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
         let weak = bind == elf::STB_WEAK;
         let global = bind == elf::STB_GLOBAL || bind == elf::STB_GNU_UNIQUE;
         builder
-            .push(start, size, bound, rank(size > 0, weak, global, name), name)
+            .push(
+                start,
+                size,
+                bound,
+                rank(size > 0, weak, global, name),
+                name,
+                0,
+            )
             .map_err(|TooLarge| ElfError::TooLarge { limit: max_section })?;
         n += 1;
     }

@@ -196,7 +196,7 @@ pub fn parse(
             (n, Some(e)) => n.min(e),
         }
         .min(l.addr.saturating_add(MAX_EXTENT));
-        builder.push_tagged(
+        builder.push(
             l.addr,
             end - l.addr,
             u64::MAX,

@@ -31,7 +31,7 @@ pub enum FileIdentity {
 }
 
 impl FileIdentity {
-    /// The identity an MMAP2 record gives: a build id when the record has one, else the
+    /// The identity an MMAP2 record (without build id) or a `/proc/PID/maps` line gives: the
     /// device and inode (all zero means none, as for anonymous memory).
     pub fn from_mmap2(maj: u32, min: u32, ino: u64, generation: u64) -> FileIdentity {
         if maj == 0 && min == 0 && ino == 0 {

@@ -47,20 +47,9 @@ impl TableBuilder {
         self.raw.len() * ENTRY_BYTES + self.strings.len()
     }
 
-    /// Add a symbol. `Err` once the table would exceed its byte limit.
+    /// Add a symbol, with an owner tag the table keeps per symbol (0: none). `Err` once the
+    /// table would exceed its byte limit.
     pub(crate) fn push(
-        &mut self,
-        start: u64,
-        size: u64,
-        bound: u64,
-        rank: u64,
-        name: &[u8],
-    ) -> Result<(), TooLarge> {
-        self.push_tagged(start, size, bound, rank, name, 0)
-    }
-
-    /// [`push`](Self::push) with an owner tag, which the table keeps per symbol.
-    pub(crate) fn push_tagged(
         &mut self,
         start: u64,
         size: u64,
@@ -235,6 +224,7 @@ mod tests {
                 u64::MAX,
                 rank(z > 0, false, true, n.as_bytes()),
                 n.as_bytes(),
+                0,
             )
             .unwrap();
         }
@@ -280,6 +270,7 @@ mod tests {
                     u64::MAX,
                     rank(true, *weak, *global, n.as_bytes()),
                     n.as_bytes(),
+                    0,
                 )
                 .unwrap();
             }
@@ -314,9 +305,9 @@ mod tests {
     #[test]
     fn the_byte_limit_is_enforced() {
         let mut b = TableBuilder::new(ENTRY_BYTES * 2 + 2);
-        assert!(b.push(1, 1, u64::MAX, 0, b"a").is_ok());
-        assert!(b.push(2, 1, u64::MAX, 0, b"b").is_ok());
-        assert_eq!(b.push(3, 1, u64::MAX, 0, b"c"), Err(TooLarge));
+        assert!(b.push(1, 1, u64::MAX, 0, b"a", 0).is_ok());
+        assert!(b.push(2, 1, u64::MAX, 0, b"b", 0).is_ok());
+        assert_eq!(b.push(3, 1, u64::MAX, 0, b"c", 0), Err(TooLarge));
         let t = b.build(true);
         assert!(t.bytes() <= ENTRY_BYTES * 2 + 2);
     }

@@ -145,17 +145,26 @@ pub fn mmap2(
             len,
             pgoff,
             filename: file.into(),
-            mmap2: Some(Mmap2Extra {
-                maj: 8,
-                min: 1,
+            mmap2: Some(mmap2_extra(
                 ino,
-                ino_generation: 0,
-                prot: libc::PROT_READ as u32 | libc::PROT_EXEC as u32,
-                flags: libc::MAP_PRIVATE as u32,
-                build_id: None,
-            }),
+                libc::PROT_READ as u32 | libc::PROT_EXEC as u32,
+                libc::MAP_PRIVATE as u32,
+            )),
         },
     )
+}
+
+/// The MMAP2 part of a mapping of inode `ino` on device 8:1, without build id.
+pub fn mmap2_extra(ino: u64, prot: u32, flags: u32) -> Mmap2Extra {
+    Mmap2Extra {
+        maj: 8,
+        min: 1,
+        ino,
+        ino_generation: 0,
+        prot,
+        flags,
+        build_id: None,
+    }
 }
 
 /// An MMAP or MMAP2 record as given.

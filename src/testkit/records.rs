@@ -19,6 +19,17 @@ pub struct Ids {
     pub cpu: u32,
 }
 
+impl Ids {
+    /// Task 100 (thread 101) on CPU 1 at 5 µs, event id 42: what unit tests use.
+    pub const EXAMPLE: Ids = Ids {
+        pid: 100,
+        tid: 101,
+        time: 5_000,
+        id: 42,
+        cpu: 1,
+    };
+}
+
 impl RecordBuilder {
     pub fn new(ty: u32, misc: u16) -> Self {
         RecordBuilder {
@@ -44,6 +55,20 @@ impl RecordBuilder {
         }
         self
     }
+    /// ID, STREAM_ID and CPU, those of them `st` has, in the order both a sample and the
+    /// sample_id trailer lay them out.
+    fn id_stream_cpu(mut self, st: u64, ids: Ids) -> Self {
+        if st & SAMPLE_ID != 0 {
+            self = self.u64(ids.id);
+        }
+        if st & SAMPLE_STREAM_ID != 0 {
+            self = self.u64(ids.id);
+        }
+        if st & SAMPLE_CPU != 0 {
+            self = self.u32(ids.cpu).u32(0);
+        }
+        self
+    }
     /// Finish with the sample_id trailer laid out for `layout`.
     pub fn finish(mut self, layout: &SampleLayout, ids: Ids) -> Vec<u8> {
         if layout.sample_id_all() {
@@ -54,15 +79,7 @@ impl RecordBuilder {
             if st & SAMPLE_TIME != 0 {
                 self = self.u64(ids.time);
             }
-            if st & SAMPLE_ID != 0 {
-                self = self.u64(ids.id);
-            }
-            if st & SAMPLE_STREAM_ID != 0 {
-                self = self.u64(ids.id);
-            }
-            if st & SAMPLE_CPU != 0 {
-                self = self.u32(ids.cpu).u32(0);
-            }
+            self = self.id_stream_cpu(st, ids);
             if st & SAMPLE_IDENTIFIER != 0 {
                 self = self.u64(ids.id);
             }
@@ -177,15 +194,7 @@ pub fn sample(layout: &SampleLayout, ids: Ids, ip: u64, period: u64) -> Vec<u8> 
     if st & SAMPLE_ADDR != 0 {
         b = b.u64(0);
     }
-    if st & SAMPLE_ID != 0 {
-        b = b.u64(ids.id);
-    }
-    if st & SAMPLE_STREAM_ID != 0 {
-        b = b.u64(ids.id);
-    }
-    if st & SAMPLE_CPU != 0 {
-        b = b.u32(ids.cpu).u32(0);
-    }
+    b = b.id_stream_cpu(st, ids);
     if st & SAMPLE_PERIOD != 0 {
         b = b.u64(period);
     }
