@@ -40,10 +40,9 @@ pub struct CpuStats {
     pub failure: std::sync::OnceLock<String>,
 }
 
-/// A plain copy of one CPU's counters.
+/// A plain copy of counters: one CPU's, or all CPUs' summed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CpuSnapshot {
-    pub cpu: u32,
+pub struct Counts {
     pub records: [u64; RecordType::COUNT],
     pub lost: u64,
     pub lost_samples: u64,
@@ -51,13 +50,49 @@ pub struct CpuSnapshot {
     pub malformed: u64,
     pub skipped_bytes: u64,
     pub dropped: u64,
+}
+
+impl Counts {
+    pub fn total_records(&self) -> u64 {
+        self.records.iter().sum()
+    }
+
+    pub fn count(&self, t: RecordType) -> u64 {
+        self.records[t.index()]
+    }
+
+    fn add(&mut self, o: &Counts) {
+        for (t, n) in self.records.iter_mut().zip(o.records) {
+            *t += n;
+        }
+        self.lost += o.lost;
+        self.lost_samples += o.lost_samples;
+        self.unknown += o.unknown;
+        self.malformed += o.malformed;
+        self.skipped_bytes += o.skipped_bytes;
+        self.dropped += o.dropped;
+    }
+}
+
+/// A plain copy of one CPU's counters (its [`Counts`] are reached through it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSnapshot {
+    pub cpu: u32,
+    pub counts: Counts,
     pub ended: bool,
     pub offline: bool,
 }
 
-impl CpuSnapshot {
-    pub fn total_records(&self) -> u64 {
-        self.records.iter().sum()
+impl std::ops::Deref for CpuSnapshot {
+    type Target = Counts;
+    fn deref(&self) -> &Counts {
+        &self.counts
+    }
+}
+
+impl std::ops::DerefMut for CpuSnapshot {
+    fn deref_mut(&mut self) -> &mut Counts {
+        &mut self.counts
     }
 }
 
@@ -72,15 +107,17 @@ impl CpuStats {
     pub fn snapshot(&self) -> CpuSnapshot {
         CpuSnapshot {
             cpu: self.cpu,
-            records: std::array::from_fn(|i| self.records[i].load(Relaxed)),
-            // Whichever source knows more: LOST records lag, read counts may not cover
-            // inherited events.
-            lost: self.lost.load(Relaxed).max(self.lost_by_read.load(Relaxed)),
-            lost_samples: self.lost_samples.load(Relaxed),
-            unknown: self.unknown.load(Relaxed),
-            malformed: self.malformed.load(Relaxed),
-            skipped_bytes: self.skipped_bytes.load(Relaxed),
-            dropped: self.dropped.load(Relaxed),
+            counts: Counts {
+                records: std::array::from_fn(|i| self.records[i].load(Relaxed)),
+                // Whichever source knows more: LOST records lag, read counts may not cover
+                // inherited events.
+                lost: self.lost.load(Relaxed).max(self.lost_by_read.load(Relaxed)),
+                lost_samples: self.lost_samples.load(Relaxed),
+                unknown: self.unknown.load(Relaxed),
+                malformed: self.malformed.load(Relaxed),
+                skipped_bytes: self.skipped_bytes.load(Relaxed),
+                dropped: self.dropped.load(Relaxed),
+            },
             ended: self.ended.load(Relaxed),
             offline: self.offline.load(Relaxed),
         }
@@ -124,46 +161,39 @@ impl Stats {
     }
 
     pub fn snapshot(&self) -> Totals {
-        let per_cpu: Vec<CpuSnapshot> = self.cpus.iter().map(CpuStats::snapshot).collect();
-        let mut t = Totals {
-            per_cpu,
-            ..Default::default()
-        };
-        for c in &t.per_cpu {
-            for i in 0..RecordType::COUNT {
-                t.records[i] += c.records[i];
-            }
-            t.lost += c.lost;
-            t.lost_samples += c.lost_samples;
-            t.unknown += c.unknown;
-            t.malformed += c.malformed;
-            t.skipped_bytes += c.skipped_bytes;
-            t.dropped += c.dropped;
-        }
-        t
+        Totals::of(self.cpus.iter().map(CpuStats::snapshot).collect())
     }
 }
 
 /// Totals over all CPUs, with the per-CPU figures they were made from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
-    pub records: [u64; RecordType::COUNT],
-    pub lost: u64,
-    pub lost_samples: u64,
-    pub unknown: u64,
-    pub malformed: u64,
-    pub skipped_bytes: u64,
-    pub dropped: u64,
+    /// The sums (reached through the totals).
+    pub counts: Counts,
     pub per_cpu: Vec<CpuSnapshot>,
 }
 
-impl Totals {
-    pub fn total_records(&self) -> u64 {
-        self.records.iter().sum()
+impl std::ops::Deref for Totals {
+    type Target = Counts;
+    fn deref(&self) -> &Counts {
+        &self.counts
     }
+}
 
-    pub fn count(&self, t: RecordType) -> u64 {
-        self.records[t.index()]
+impl std::ops::DerefMut for Totals {
+    fn deref_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+}
+
+impl Totals {
+    /// The totals of `per_cpu`.
+    pub fn of(per_cpu: Vec<CpuSnapshot>) -> Totals {
+        let mut counts = Counts::default();
+        for c in &per_cpu {
+            counts.add(c);
+        }
+        Totals { counts, per_cpu }
     }
 
     /// The end-of-run summary printed on stderr.

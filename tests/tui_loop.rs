@@ -98,6 +98,17 @@ fn drive(
     run_loop(term, app, inputs, || {}).unwrap()
 }
 
+/// [`drive`] with no keys pressed and no script panes.
+fn drive_unattended(
+    term: &mut Terminal<TestBackend>,
+    app: &mut App,
+    pipe: &mut Pipeline,
+    mon: &mut FakeMonitor,
+    stop: &StopRule,
+) -> StopReason {
+    drive(term, app, pipe, mon, stop, never(), never())
+}
+
 fn press(keys: &Sender<TermEvent>, code: KeyCode) {
     keys.send(TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
         .unwrap();
@@ -216,15 +227,7 @@ fn the_run_ends_when_every_reader_has_ended_with_everything_shown() {
     let mut mon = FakeMonitor::default();
     readers(tx, clock(), 5, true, mon.stop_requested.clone());
     let stop = StopRule::new(|| None, Some(Duration::from_secs(30)));
-    let reason = drive(
-        &mut term,
-        &mut app,
-        &mut pipe,
-        &mut mon,
-        &stop,
-        never(),
-        never(),
-    );
+    let reason = drive_unattended(&mut term, &mut app, &mut pipe, &mut mon, &stop);
     assert_eq!(reason, StopReason::TargetsGone);
     // 5 rounds of one sample per CPU, a fork, a comm and the exit: all of it, in order.
     assert_eq!(app.log_entries(), 13);
@@ -248,15 +251,7 @@ fn a_command_that_exits_stops_the_loop_with_its_status() {
     };
     let stop = StopRule::new(|| None, None);
     let started = Instant::now();
-    let reason = drive(
-        &mut term,
-        &mut app,
-        &mut pipe,
-        &mut mon,
-        &stop,
-        never(),
-        never(),
-    );
+    let reason = drive_unattended(&mut term, &mut app, &mut pipe, &mut mon, &stop);
     assert_eq!(reason, StopReason::CommandExited(3));
     assert!(
         started.elapsed() < Duration::from_secs(2),

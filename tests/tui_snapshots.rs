@@ -2,9 +2,10 @@
 //! hand-made event sequence (no kernel, no terminal, no clock).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use perfwatch::event::{Event, EventKind, RecordType, TaskRecord};
+use perfwatch::event::{Event, EventKind, RecordType};
 use perfwatch::pane::PaneMsg;
 use perfwatch::stats::{CpuSnapshot, Totals};
+use perfwatch::testkit::events as tk;
 use perfwatch::tui::app::{App, AppConfig, RateUnit};
 use perfwatch::tui::ui;
 use ratatui::Terminal;
@@ -14,38 +15,12 @@ const NS: u64 = 1_000_000_000;
 const T0: u64 = 1_000 * NS;
 
 fn ev(cpu: u32, pid: u32, time: u64, kind: EventKind) -> Event {
-    Event {
-        cpu,
-        pid,
-        tid: pid,
-        time,
-        id: 0,
-        kind,
-    }
+    tk::event(cpu, pid, pid, time, kind)
 }
 
-fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
-    TaskRecord {
-        pid,
-        ppid,
-        tid: pid,
-        ptid: ppid,
-        time,
-    }
-}
-
+/// `pid` runs `name` (an exec).
 fn comm(pid: u32, time: u64, name: &[u8]) -> Event {
-    ev(
-        0,
-        pid,
-        time,
-        EventKind::Comm {
-            pid,
-            tid: pid,
-            comm: name.into(),
-            exec: true,
-        },
-    )
+    tk::comm(0, time, pid, name, true)
 }
 
 /// Three seconds of a shell starting `make`, which runs `cc` (with a hostile name) and
@@ -75,36 +50,16 @@ fn app() -> App {
             let pid1 = if ms % 4 == 0 { 700 } else { 0 };
             evs.push(ev(1, pid1, t + 500, s0));
             if s == 1 && ms == 100 {
-                evs.push(ev(
-                    1,
-                    500,
-                    t + 600,
-                    EventKind::Fork(task(700, 500, t + 600)),
-                ));
+                evs.push(tk::fork(1, t + 600, 700, 500));
                 evs.push(comm(700, t + 700, b"make"));
             }
             if s == 1 && ms == 200 {
-                evs.push(ev(
-                    1,
-                    700,
-                    t + 600,
-                    EventKind::Fork(task(701, 700, t + 600)),
-                ));
+                evs.push(tk::fork(1, t + 600, 701, 700));
                 evs.push(comm(701, t + 700, b"cc\x1b[31m\nevil"));
             }
             if s == 2 && ms == 900 {
-                evs.push(ev(
-                    1,
-                    701,
-                    t + 600,
-                    EventKind::Exit(task(701, 700, t + 600)),
-                ));
-                evs.push(ev(
-                    1,
-                    700,
-                    t + 800,
-                    EventKind::Exit(task(700, 500, t + 800)),
-                ));
+                evs.push(tk::exit(1, t + 600, 701, 700));
+                evs.push(tk::exit(1, t + 800, 700, 500));
             }
         }
     }
@@ -125,16 +80,8 @@ fn app() -> App {
     per[1].records[RecordType::Fork.index()] = 2;
     per[1].records[RecordType::Exit.index()] = 2;
     per[0].records[RecordType::Comm.index()] = 2;
-    let mut totals = Totals {
-        per_cpu: per,
-        lost: 12,
-        ..Default::default()
-    };
-    for c in &totals.per_cpu.clone() {
-        for i in 0..RecordType::COUNT {
-            totals.records[i] += c.records[i];
-        }
-    }
+    let mut totals = Totals::of(per);
+    totals.lost = 12;
     app.set_totals(totals);
     app
 }
@@ -347,7 +294,7 @@ fn resizing_relays_out() {
 #[test]
 fn several_events_with_ipc() {
     use perf_event_open_sys::bindings as sys;
-    let d = perfwatch::testkit::events::desc;
+    let d = tk::desc;
     let cycles = d(0, "cycles", sys::PERF_TYPE_HARDWARE, 0);
     let instructions = d(1, "instructions", sys::PERF_TYPE_HARDWARE, 1);
     let switch = d(2, "sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 372);
@@ -361,22 +308,7 @@ fn several_events_with_ipc() {
         start_ns: T0,
         events: vec![cycles, instructions, switch],
     });
-    let sample = |e, cpu, t, period| {
-        ev(
-            cpu,
-            600,
-            t,
-            EventKind::Sample {
-                ip: 0x4011d6,
-                period,
-                misc: 2,
-                event: e,
-                raw: None,
-                callchain: None,
-                sym: None,
-            },
-        )
-    };
+    let sample = |e, cpu, t, period| tk::sample_of(e, cpu, 600, t, period);
     let mut evs = Vec::new();
     for s in 0..3u64 {
         for ms in 0..100u64 {

@@ -41,6 +41,16 @@ pub fn sample_at(cpu: u32, pid: u32, time: u64, ip: u64, period: u64) -> Event {
     event(cpu, pid, pid, time, EventKind::sample(ip, period, 2))
 }
 
+/// A sample of `event` (one of a list of several) in `pid`, at the same address as
+/// [`sample`].
+pub fn sample_of(event: &'static EventDesc, cpu: u32, pid: u32, time: u64, period: u64) -> Event {
+    let mut e = sample(cpu, pid, time, period);
+    if let EventKind::Sample { event: ev, .. } = &mut e.kind {
+        *ev = event;
+    }
+    e
+}
+
 /// The body of a fork or exit record of the main thread `pid`, child of `ppid`.
 pub fn task(pid: u32, ppid: u32, time: u64) -> TaskRecord {
     TaskRecord {

@@ -1473,20 +1473,7 @@ pub(crate) mod tests {
     use crate::testkit::events::desc;
 
     fn sample_of(d: &'static EventDesc, cpu: u32, time: u64, period: u64) -> Event {
-        ev(
-            cpu,
-            5,
-            time,
-            EventKind::Sample {
-                ip: 1,
-                period,
-                misc: 0,
-                event: d,
-                raw: None,
-                callchain: None,
-                sym: None,
-            },
-        )
+        crate::testkit::events::sample_of(d, cpu, 5, time, period)
     }
 
     #[test]
