@@ -253,19 +253,24 @@ mod tests {
 
     #[test]
     fn kinds_follow_perfs_rules_for_anonymous_memory() {
-        let k = |p: &[u8]| MappedFile::new(p, FileIdentity::Unknown).kind();
-        assert_eq!(k(b"/usr/lib/libc.so.6"), MappingKind::File);
-        assert_eq!(k(b"/usr/bin/spin (deleted)"), MappingKind::File);
-        assert_eq!(k(b"//anon"), MappingKind::Anon);
-        assert_eq!(k(b"[anon:v8]"), MappingKind::Anon);
-        assert_eq!(k(b"/memfd:jit (deleted)"), MappingKind::Anon);
-        assert_eq!(k(b"/dev/zero (deleted)"), MappingKind::Anon);
-        assert_eq!(k(b"[vdso]"), MappingKind::Vdso);
-        assert_eq!(k(b"[stack]"), MappingKind::Special);
-        assert_eq!(k(b"[vsyscall]"), MappingKind::Special);
-        assert_eq!(k(b"/dev/dri/card0"), MappingKind::Special);
-        assert_eq!(k(b"relative/lib.so"), MappingKind::Special);
-        assert_eq!(k(b""), MappingKind::Special);
+        use MappingKind::*;
+        for (path, kind) in [
+            ("/usr/lib/libc.so.6", File),
+            ("/usr/bin/spin (deleted)", File),
+            ("//anon", Anon),
+            ("[anon:v8]", Anon),
+            ("/memfd:jit (deleted)", Anon),
+            ("/dev/zero (deleted)", Anon),
+            ("[vdso]", Vdso),
+            ("[stack]", Special),
+            ("[vsyscall]", Special),
+            ("/dev/dri/card0", Special),
+            ("relative/lib.so", Special),
+            ("", Special),
+        ] {
+            let got = MappedFile::new(path.as_bytes(), FileIdentity::Unknown).kind();
+            assert_eq!(got, kind, "{path}");
+        }
     }
 
     #[test]

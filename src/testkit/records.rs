@@ -98,8 +98,9 @@ impl RecordBuilder {
     }
 }
 
-pub fn fork(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
-    RecordBuilder::new(RECORD_FORK, 0)
+/// A FORK or EXIT record of the main thread `pid`, child of `ppid`.
+fn task(ty: u32, layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
+    RecordBuilder::new(ty, 0)
         .u32(pid)
         .u32(ppid)
         .u32(pid)
@@ -108,14 +109,12 @@ pub fn fork(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> 
         .finish(layout, ids)
 }
 
+pub fn fork(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
+    task(RECORD_FORK, layout, ids, pid, ppid, time)
+}
+
 pub fn exit(layout: &SampleLayout, ids: Ids, pid: u32, ppid: u32, time: u64) -> Vec<u8> {
-    RecordBuilder::new(RECORD_EXIT, 0)
-        .u32(pid)
-        .u32(ppid)
-        .u32(pid)
-        .u32(ppid)
-        .u64(time)
-        .finish(layout, ids)
+    task(RECORD_EXIT, layout, ids, pid, ppid, time)
 }
 
 pub fn comm(layout: &SampleLayout, ids: Ids, pid: u32, name: &[u8], exec: bool) -> Vec<u8> {
