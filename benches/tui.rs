@@ -11,10 +11,11 @@
 
 use std::time::{Duration, Instant};
 
-use perfwatch::event::{Event, EventKind, MmapRecord, TaskRecord};
+use perfwatch::event::{Event, EventKind, MmapRecord};
 use perfwatch::filter::Filter;
 use perfwatch::order::Batch;
 use perfwatch::pipeline::{Pipeline, PipelineOptions};
+use perfwatch::testkit::events::task;
 use perfwatch::tui::app::{App, AppConfig, RateUnit};
 use perfwatch::tui::ui;
 use ratatui::backend::CrosstermBackend;
@@ -38,17 +39,12 @@ fn thread_cpu_ns() -> u64 {
 /// Record `i` of the synthetic stream on `cpu` at `time`.
 fn record(i: u64, cpu: u32, time: u64) -> Event {
     let pid = 1000 + (i % 37) as u32;
+    let child = 50_000 + (i / 100 % 5000) as u32;
     let kind = match i % 100 {
-        0 => EventKind::Fork(TaskRecord {
-            pid: 50_000 + (i / 100 % 5000) as u32,
-            ppid: pid,
-            tid: 50_000 + (i / 100 % 5000) as u32,
-            ptid: pid,
-            time,
-        }),
+        0 => EventKind::Fork(task(child, pid, time)),
         1 => EventKind::Comm {
-            pid: 50_000 + (i / 100 % 5000) as u32,
-            tid: 50_000 + (i / 100 % 5000) as u32,
+            pid: child,
+            tid: child,
             comm: (*b"worker").into(),
             exec: true,
         },
@@ -61,13 +57,7 @@ fn record(i: u64, cpu: u32, time: u64) -> Event {
             filename: (*b"/usr/lib/x86_64-linux-gnu/libc.so.6").into(),
             mmap2: None,
         })),
-        3 => EventKind::Exit(TaskRecord {
-            pid: 50_000 + (i / 100 % 5000) as u32,
-            ppid: pid,
-            tid: 50_000 + (i / 100 % 5000) as u32,
-            ptid: pid,
-            time,
-        }),
+        3 => EventKind::Exit(task(child, pid, time)),
         _ => EventKind::sample(0x5555_0000 + i * 16, 1_000_000, 2),
     };
     Event {

@@ -171,6 +171,7 @@ pub fn argv_line(argv: &[u8]) -> String {
 }
 
 /// Append `v` in lower-case hex digits, as many as it needs (one for zero), no prefix.
+#[inline]
 pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
     let digits = (16 - v.leading_zeros() as usize / 4).max(1);
     for i in (0..digits).rev() {
@@ -179,6 +180,7 @@ pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
 }
 
 /// Append `v` as C's `%#x` prints it: `0` for zero, `0x...` otherwise.
+#[inline]
 pub fn push_c_hex(out: &mut Vec<u8>, v: u64) {
     if v != 0 {
         out.extend_from_slice(b"0x");

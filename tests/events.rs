@@ -58,6 +58,14 @@ fn perfwatch(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Run perfwatch with `args` (a `--json` run) to a successful end: its lines, and its stderr.
+fn json_run(args: &[&str]) -> (Vec<Value>, String) {
+    let out = perfwatch(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (json_lines(&out.stdout), stderr)
+}
+
 fn samples_of<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
     lines
         .iter()
@@ -71,10 +79,7 @@ fn an_exec_gives_the_file_it_executed() {
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pw-exec-target", "int main(void) { return 0; }");
     let exe_s = exe.to_str().unwrap();
-    let out = perfwatch(&["--json", "-e", "sched:sched_process_exec", "--", exe_s]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
+    let (lines, stderr) = json_run(&["--json", "-e", "sched:sched_process_exec", "--", exe_s]);
     let execs = samples_of(&lines, "sched:sched_process_exec");
     assert_eq!(execs.len(), 1, "{stderr}");
     let e = execs[0];
@@ -131,16 +136,13 @@ fn sched_switch_gives_prev_and_next_mixed_with_cpu_clock() {
     let _t = require_tracefs!();
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pwsleeper", SLEEPER);
-    let out = perfwatch(&[
+    let (lines, stderr) = json_run(&[
         "--json",
         "-e",
         "cpu-clock/freq=1000/,sched:sched_switch",
         "--",
         exe.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
     let pid = lines
         .iter()
         .find(|v| v["type"] == "comm" && v["exec"] == true && v["comm"] == "pwsleeper")
@@ -264,7 +266,7 @@ fn user_only_samples_have_no_kernel_addresses() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pwspin", SLEEPER);
-    let out = perfwatch(&[
+    let (lines, stderr) = json_run(&[
         "--json",
         "-e",
         "cpu-clock:u",
@@ -273,9 +275,6 @@ fn user_only_samples_have_no_kernel_addresses() {
         "--",
         exe.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
     let ips: Vec<u64> = lines
         .iter()
         .filter(|v| v["type"] == "sample")
@@ -545,7 +544,7 @@ fn a_cgroup_target_sees_only_its_tasks() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let out = perfwatch(&[
+    let (lines, stderr) = json_run(&[
         "--json",
         "-G",
         &name,
@@ -556,9 +555,6 @@ fn a_cgroup_target_sees_only_its_tasks() {
         "-d",
         "1",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
     let pids: std::collections::BTreeSet<i64> = lines
         .iter()
         .filter(|v| v["type"] == "sample")
@@ -591,7 +587,7 @@ int main(void) {
 }
 "#,
     );
-    let out = perfwatch(&[
+    let (lines, stderr) = json_run(&[
         "--json",
         "-e",
         "page-faults",
@@ -600,9 +596,6 @@ int main(void) {
         "--",
         exe.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
     let samples: Vec<_> = lines.iter().filter(|v| v["type"] == "sample").collect();
     assert!(
         (40..=120).contains(&samples.len()),

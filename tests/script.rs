@@ -210,9 +210,11 @@ fn handler_exception_passes_events_and_is_switched_off() {
     r.said(&["filter() failed 10 times; perfwatch has switched it off"]);
 }
 
-/// Start perfwatch system-wide with `script`, make some events, send SIGINT; returns how
-/// long it took to exit after the signal, and its output.
-fn interrupt_after(script: &Path, wait: Duration) -> (Duration, Run) {
+/// Start perfwatch with the script `name` (`body`, written in `dir`), make events for 1.5 s,
+/// send SIGINT; it must exit with 0 within `within`. Returns its output.
+fn interrupted(dir: &Path, name: &str, body: &str, within: Duration) -> Run {
+    let script = &script(dir, name, body);
+    let wait = Duration::from_millis(1500);
     let d = tempfile::tempdir().unwrap();
     let (out, err) = (d.path().join("out"), d.path().join("err"));
     let mut child = plain_script(script, &[])
@@ -239,50 +241,40 @@ fn interrupt_after(script: &Path, wait: Duration) -> (Duration, Run) {
         std::thread::sleep(Duration::from_millis(10));
     };
     let took = sent.elapsed();
-    (
-        took,
-        Run {
-            code: status.code().unwrap_or(-1),
-            stdout: std::fs::read_to_string(out).unwrap(),
-            stderr: std::fs::read_to_string(err).unwrap(),
-        },
-    )
+    let r = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: std::fs::read_to_string(out).unwrap(),
+        stderr: std::fs::read_to_string(err).unwrap(),
+    };
+    r.exited(0);
+    assert!(took < within, "took {took:?}\n{}", r.stderr);
+    r
 }
 
 #[test]
 fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
     require_perf!();
     let d = tempfile::tempdir().unwrap();
-    let s = script(
+    let r = interrupted(
         d.path(),
         "spin.py",
         "def on_event(event):\n    while True:\n        pass\n",
+        Duration::from_millis(1500),
     );
-    let (took, r) = interrupt_after(&s, Duration::from_millis(1500));
-    r.exited(0);
-    assert!(
-        took < Duration::from_millis(1500),
-        "took {took:?}\n{}",
-        r.stderr
-    );
-    r.said(&["[spin.py] on_event() interrupted: perfwatch is stopping"]);
-    r.said(&["spin.py\", line 2, in on_event"]);
     // The stream kept flowing past the stuck script, and what it did not see is counted.
+    r.said(&[
+        "[spin.py] on_event() interrupted: perfwatch is stopping",
+        "spin.py\", line 2, in on_event",
+        "the scripts did not see",
+    ]);
     assert!(count(&r.stdout, "fork") > 0, "{}", r.stdout);
-    r.said(&["the scripts did not see"]);
 
     // Stuck where no interrupt reaches (a sleep in C): perfwatch does not wait for it.
-    let s = script(
+    let r = interrupted(
         d.path(),
         "sleepy.py",
         "import time\ndef on_event(event):\n    time.sleep(1000)\n",
-    );
-    let (took, r) = interrupt_after(&s, Duration::from_millis(1500));
-    r.exited(0);
-    assert!(
-        took < Duration::from_millis(2000),
-        "took {took:?}\n{}",
-        r.stderr
+        Duration::from_millis(2000),
     );
     r.said(&["perfwatch did not wait for it"]);
 }

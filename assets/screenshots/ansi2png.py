@@ -51,18 +51,12 @@ def parse(text):
                         rev = True
                     elif c == 27:
                         rev = False
-                    elif 30 <= c <= 37:
-                        fg = BASE[c - 30]
-                    elif 90 <= c <= 97:
-                        fg = BASE[c - 90 + 8]
-                    elif c == 39:
-                        fg = None
-                    elif 40 <= c <= 47:
-                        bg = BASE[c - 40]
-                    elif 100 <= c <= 107:
-                        bg = BASE[c - 100 + 8]
-                    elif c == 49:
-                        bg = None
+                    elif c in (39, 49):
+                        fg, bg = (None, bg) if c == 39 else (fg, None)
+                    elif c // 10 in (3, 4, 9, 10) and c % 10 <= 7:
+                        # 30-37/40-47: the 8 colours; 90-97/100-107: their bright twins.
+                        col = BASE[c % 10 + (8 if c >= 90 else 0)]
+                        fg, bg = (col, bg) if c // 10 in (3, 9) else (fg, col)
                     elif c in (38, 48) and i + 2 < len(codes) and codes[i + 1] == 5:
                         col = xterm256(codes[i + 2])
                         fg, bg = (col, bg) if c == 38 else (fg, col)
