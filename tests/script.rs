@@ -138,47 +138,58 @@ fn on_tick_lines_go_to_stderr_or_the_output_file() {
     assert!(text.contains("[tick.py] tick 1\n"), "{text}");
 }
 
+/// The script `name` (`body`) stops perfwatch at start-up (exit 1, nothing on stdout),
+/// and stderr says each of `says`.
+fn stops_start_up(dir: &Path, name: &str, body: &str, says: &[&str]) {
+    let r = run(&mut plain_script(&script(dir, name, body), &[]));
+    r.exited(1).said(says);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
 #[test]
 fn syntax_error_stops_start_up_with_file_and_line() {
     let d = tempfile::tempdir().unwrap();
-    let s = script(d.path(), "bad.py", "x = 1\ndef on_tick(:\n    pass\n");
-    let r = run(&mut plain_script(&s, &[]));
-    r.exited(1);
-    assert!(r.stdout.is_empty(), "{}", r.stdout);
-    r.said(&[
+    let bad = "x = 1\ndef on_tick(:\n    pass\n";
+    let says = &[
         "script '",
         "bad.py' failed to load",
         "bad.py\", line 2",
         "SyntaxError",
-    ]);
+    ];
+    stops_start_up(d.path(), "bad.py", bad, says);
 }
 
 #[test]
 fn import_error_and_empty_script_stop_start_up() {
     let d = tempfile::tempdir().unwrap();
-    let s = script(
-        d.path(),
-        "imp.py",
-        "import os\nimport no_such_module_pw\ndef on_tick(): pass\n",
-    );
-    let r = run(&mut plain_script(&s, &[]));
-    r.exited(1).said(&[
-        "imp.py\", line 2, in <module>",
-        "ModuleNotFoundError: No module named 'no_such_module_pw'",
-    ]);
-    let s = script(d.path(), "none.py", "x = 1\n");
-    let r = run(&mut plain_script(&s, &[]));
-    r.exited(1).said(&["none.py' defines none of trace_begin(), trace_end(), filter(event), on_event(event), on_tick()"]);
-    let s = script(
-        d.path(),
-        "begin.py",
-        "def trace_begin():\n    raise RuntimeError('no')\n",
-    );
-    let r = run(&mut plain_script(&s, &[]));
-    r.exited(1).said(&[
-        "trace_begin() of script 'begin.py' failed",
-        "RuntimeError: no",
-    ]);
+    for (name, body, says) in [
+        (
+            "imp.py",
+            "import os\nimport no_such_module_pw\ndef on_tick(): pass\n",
+            &[
+                "imp.py\", line 2, in <module>",
+                "ModuleNotFoundError: No module named 'no_such_module_pw'",
+            ][..],
+        ),
+        (
+            "none.py",
+            "x = 1\n",
+            &[
+                "none.py' defines none of trace_begin(), trace_end(), filter(event), \
+               on_event(event), on_tick()",
+            ],
+        ),
+        (
+            "begin.py",
+            "def trace_begin():\n    raise RuntimeError('no')\n",
+            &[
+                "trace_begin() of script 'begin.py' failed",
+                "RuntimeError: no",
+            ],
+        ),
+    ] {
+        stops_start_up(d.path(), name, body, says);
+    }
 }
 
 #[test]

@@ -57,6 +57,20 @@ impl Screen {
         assert!(exit_status(self, "q").success());
     }
 
+    /// `q`: a clean exit, and the terminal as it was (`what` names the case).
+    fn quit_restored(&mut self, what: &str) {
+        self.quit_ok();
+        assert_restored(self, what);
+    }
+
+    /// Read the screen for `d`, whatever comes.
+    fn idle(&mut self, d: Duration) {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            self.pump(Duration::from_millis(50));
+        }
+    }
+
     fn spawn_cmd(cmd: CommandBuilder) -> Screen {
         Screen::spawn_sized(cmd, ROWS, COLS)
     }
@@ -209,19 +223,7 @@ fn tui_shows_children_filters_and_quits_cleanly() {
     });
 
     s.send("q");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        s.pump(Duration::from_millis(50));
-        if let Some(st) = s.child.try_wait().expect("try_wait") {
-            break st;
-        }
-        assert!(Instant::now() < deadline, "perfwatch did not exit after q");
-    };
-    // Read what is left (the summary) until the pty closes.
-    let end = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < end {
-        s.pump(Duration::from_millis(50));
-    }
+    let status = exit_status(&mut s, "after q");
     assert!(status.success(), "exit status {status:?}");
     assert!(
         !s.parser.screen().alternate_screen(),
@@ -273,10 +275,7 @@ fn stop_signals_restore_the_terminal() {
                 "perfwatch did not exit on signal {sig}"
             );
         };
-        let end = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < end {
-            s.pump(Duration::from_millis(50));
-        }
+        s.idle(Duration::from_secs(1));
         assert_eq!(status.exit_code(), code, "128 + signal {sig}");
         assert!(!s.parser.screen().alternate_screen(), "signal {sig}");
         assert!(String::from_utf8_lossy(&s.raw).contains("records in"));
@@ -293,10 +292,7 @@ fn exit_status(s: &mut Screen, what: &str) -> portable_pty::ExitStatus {
         }
         assert!(Instant::now() < deadline, "perfwatch did not exit: {what}");
     };
-    let end = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < end {
-        s.pump(Duration::from_millis(50));
-    }
+    s.idle(Duration::from_secs(1));
     status
 }
 
@@ -397,10 +393,7 @@ fn hostile_names_never_reach_the_terminal_raw() {
             "raw {bad:?} reached the terminal"
         );
     }
-    s.send("q");
-    let status = exit_status(&mut s, "q");
-    assert!(status.success());
-    assert_restored(&s, "hostile");
+    s.quit_restored("hostile");
 }
 
 /// A real script's `on_tick()` lines fill a pane titled with its name, and its `print()`
@@ -430,10 +423,7 @@ fn script_on_tick_lines_fill_their_pane() {
             && t.contains("hello-from-ticker")
             && t.contains("printed-by-script")
     });
-    s.send("q");
-    let status = exit_status(&mut s, "q");
-    assert!(status.success());
-    assert_restored(&s, "script pane");
+    s.quit_restored("script pane");
 }
 
 impl Screen {
@@ -647,16 +637,10 @@ fn ctrl_z_without_a_shell_to_continue_does_nothing() {
         t.contains("Event log")
     });
     s.send("\x1a");
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_millis(700) {
-        s.pump(Duration::from_millis(50));
-    }
+    s.idle(Duration::from_millis(700));
     assert_ne!(proc_state(s.pid()), Some('T'));
     assert!(s.parser.screen().alternate_screen());
-    s.send("q");
-    let status = exit_status(&mut s, "q");
-    assert!(status.success());
-    assert_restored(&s, "q after Ctrl-Z");
+    s.quit_restored("q after Ctrl-Z");
 }
 
 /// TERM=dumb, or no TERM at all: no full-screen view, --plain lines with a note.
@@ -714,10 +698,7 @@ fn script_output_after_the_tui_quits_is_not_lost() {
     s.wait_for("the pane", Duration::from_secs(20), |t| {
         t.contains("tick-line 2")
     });
-    s.send("q");
-    let status = exit_status(&mut s, "q");
-    assert!(status.success());
-    assert_restored(&s, "script");
+    s.quit_restored("script");
     let raw = String::from_utf8_lossy(&s.raw);
     let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
     assert!(after.contains("[final.py] FINAL TABLE"), "{after}");
@@ -859,20 +840,12 @@ fn with_call_chains_top_symbols_has_children_and_self_and_expands_callers() {
     // Sort by self: pwhot_spin first; expand it: its callers, down the chain.
     s.send("\x1b[Z\x1b[Zs+");
     s.wait_for("the callers of pwhot_spin", Duration::from_secs(5), |t| {
-        let lines: Vec<&str> = t.lines().collect();
-        lines
-            .iter()
-            .position(|l| l.contains("- pwhot_spin"))
-            .is_some_and(|i| lines.get(i + 1).is_some_and(|l| l.contains("pwhot_outer")))
+        right_under(t, "- pwhot_spin", "pwhot_outer")
     });
     // Down to the caller, expand it too: main below it.
     s.send("j+");
     s.wait_for("main under pwhot_outer", Duration::from_secs(5), |t| {
-        let lines: Vec<&str> = t.lines().collect();
-        lines
-            .iter()
-            .position(|l| l.contains("- pwhot_outer"))
-            .is_some_and(|i| lines.get(i + 1).is_some_and(|l| l.contains("main")))
+        right_under(t, "- pwhot_outer", "main")
     });
     // `-` closes it again.
     s.send("-");
@@ -880,6 +853,15 @@ fn with_call_chains_top_symbols_has_children_and_self_and_expands_callers() {
         t.contains("+ pwhot_outer")
     });
     s.quit_ok();
+}
+
+/// Does the first line of `screen` that holds `above` have a line holding `below` under it?
+fn right_under(screen: &str, above: &str, below: &str) -> bool {
+    let lines: Vec<&str> = screen.lines().collect();
+    lines
+        .iter()
+        .position(|l| l.contains(above))
+        .is_some_and(|i| lines.get(i + 1).is_some_and(|l| l.contains(below)))
 }
 
 /// The panes of a screen: all but the status bar (its counters and clock go on while paused).
@@ -908,10 +890,7 @@ fn pause_holds_every_pane_through_a_fork_storm_and_home_shows_a_page() {
     let held = panes(&s.text());
     let status = |t: &str| t.lines().nth(1).unwrap_or_default().to_string();
     let counted = status(&s.text());
-    let end = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < end {
-        s.pump(Duration::from_millis(50));
-    }
+    s.idle(Duration::from_secs(2));
     let now = s.text();
     assert_eq!(panes(&now), held, "the panes moved while paused");
     assert_ne!(status(&now), counted, "the status bar's counters go on");
@@ -967,10 +946,7 @@ fn side_band_history_outlives_samples_and_the_log_shows_samples_on_s() {
         t.lines().any(|l| l.contains("exec") && l.contains("pwhot"))
     });
     // Five seconds of samples: at 4 kHz, 100 times the history.
-    let end = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < end {
-        s.pump(Duration::from_millis(100));
-    }
+    s.idle(Duration::from_secs(5));
     let t = s.text();
     assert!(
         t.contains("samples hidden: S"),
