@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Run, plain_script, run};
+use common::{Run, plain_script, run, script, temp_script};
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,13 +11,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const ASSETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scripts");
-
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-    p
-}
 
 /// The `type:` of each `--plain` line.
 fn types(stdout: &str) -> Vec<String> {
@@ -67,9 +60,7 @@ fn family_filter_limits_plain_to_one_child_family() {
 #[test]
 fn event_object_reads_like_perfs_binding() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
-    let s = script(
-        d.path(),
+    let (_d, s) = temp_script(
         "ev.py",
         r#"
 import perfwatch
@@ -118,9 +109,7 @@ def on_event(event):
 #[test]
 fn on_tick_lines_go_to_stderr_or_the_output_file() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
-    let s = script(
-        d.path(),
+    let (d, s) = temp_script(
         "tick.py",
         "n = 0\ndef on_tick():\n    global n\n    n += 1\n    return [f'tick {n}', 'second line']\n",
     );
@@ -195,12 +184,7 @@ fn import_error_and_empty_script_stop_start_up() {
 #[test]
 fn handler_exception_passes_events_and_is_switched_off() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
-    let s = script(
-        d.path(),
-        "exc.py",
-        "def filter(event):\n    return 1 // 0\n",
-    );
+    let (_d, s) = temp_script("exc.py", "def filter(event):\n    return 1 // 0\n");
     let r = run(plain_script(&s, &[]).args([
         "--",
         "sh",
@@ -293,8 +277,7 @@ fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
 #[test]
 fn foreign_or_writable_script_is_refused_as_root() {
     require_root!("the ownership check applies to root only");
-    let d = tempfile::tempdir().unwrap();
-    let s = script(d.path(), "foreign.py", "def on_tick():\n    return 'x'\n");
+    let (d, s) = temp_script("foreign.py", "def on_tick():\n    return 'x'\n");
     std::os::unix::fs::chown(&s, Some(65534), Some(65534)).unwrap();
     let r = run(plain_script(&s, &["-d", "0.2"]).env_remove("SUDO_UID"));
     r.exited(1).said(&[
@@ -356,9 +339,7 @@ fn runs_in_a_clean_environment_like_sudos() {
     require_perf!();
     // sudo clears LD_LIBRARY_PATH and most of the environment: the binary must still find
     // the libpython it was built against (build.rs gives it an rpath) and its stdlib.
-    let d = tempfile::tempdir().unwrap();
-    let s = script(
-        d.path(),
+    let (_d, s) = temp_script(
         "env.py",
         "import sys, json\ndef trace_begin():\n    print('PY', sys.version_info[:2], json.dumps([1]))\n",
     );
@@ -374,8 +355,7 @@ fn script_output_as_root_is_not_turned_against_the_system() {
     require_perf!();
     require_root!("the checks apply to root only");
     use std::os::unix::fs::MetadataExt;
-    let d = tempfile::tempdir().unwrap();
-    let s = script(d.path(), "tick.py", "def on_tick():\n    return 'x'\n");
+    let (d, s) = temp_script("tick.py", "def on_tick():\n    return 'x'\n");
     let victim = d.path().join("victim");
     std::fs::write(&victim, "precious").unwrap();
     let link = d.path().join("link.txt");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{plain_script, run};
+use common::{plain_script, run, temp_script};
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -50,6 +50,13 @@ fn as_nobody(script: &str) -> Command {
     c
 }
 
+/// A fresh temporary directory, mode 0755 (root's, as the rules under test want).
+fn private_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
 /// A directory under a fresh private temporary directory, with `mode` (root-owned).
 fn dir_with_mode(parent: &Path, name: &str, mode: u32) -> PathBuf {
     let d = parent.join(name);
@@ -64,8 +71,7 @@ fn dir_with_mode(parent: &Path, name: &str, mode: u32) -> PathBuf {
 #[test]
 fn planted_modules_beside_a_root_script_are_never_imported() {
     require_root!("the rules under test are root's");
-    let base = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = private_dir();
     let shared = dir_with_mode(base.path(), "shared", 0o1777);
     let marker = base.path().join("PWNED");
     let script = shared.join("root.py");
@@ -131,8 +137,7 @@ fn planted_modules_beside_a_root_script_are_never_imported() {
 #[test]
 fn a_private_script_directory_stays_importable_and_nothing_else_is_added() {
     require_root!("the rules under test are root's");
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = private_dir();
     write(&d.path().join("helper.py"), "VALUE = 42\n", 0o644);
     let s = d.path().join("uses_helper.py");
     write(
@@ -180,8 +185,7 @@ fn a_private_script_directory_stays_importable_and_nothing_else_is_added() {
 #[test]
 fn a_symlink_swapped_while_perfwatch_starts_never_runs_the_other_file() {
     require_root!("the rules under test are root's");
-    let base = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = private_dir();
     let marker = base.path().join("PWNED");
     let good = base.path().join("good.py");
     write(&good, "def trace_begin():\n    print('GOOD')\n", 0o644);
@@ -239,8 +243,7 @@ fn a_symlink_swapped_while_perfwatch_starts_never_runs_the_other_file() {
 #[test]
 fn the_directories_above_a_script_are_checked_too() {
     require_root!("the rules under test are root's");
-    let base = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = private_dir();
     let open = dir_with_mode(base.path(), "open", 0o777);
     let s = open.join("s.py");
     write(&s, "def trace_begin():\n    print('RAN')\n", 0o644);
@@ -264,10 +267,8 @@ fn the_directories_above_a_script_are_checked_too() {
 #[test]
 fn fork_and_exit_in_handlers_raise_and_perfwatch_carries_on() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
-    let s = d.path().join("escape.py");
-    write(
-        &s,
+    let (_d, s) = temp_script(
+        "escape.py",
         "import os, posix, subprocess, perfwatch\n\
          tried = False\n\
          def on_event(event):\n\
@@ -283,7 +284,6 @@ fn fork_and_exit_in_handlers_raise_and_perfwatch_carries_on() {
          \x20   print('SUB', subprocess.run(['echo', 'child ok'], capture_output=True, text=True).stdout.strip())\n\
          def on_tick():\n\
          \x20   os._exit(0)\n",
-        0o644,
     );
     // stdout into a pipe read to its end: a forked copy holding it would keep it open.
     let t0 = Instant::now();
@@ -319,10 +319,8 @@ fn fork_and_exit_in_handlers_raise_and_perfwatch_carries_on() {
 #[test]
 fn an_endless_on_tick_is_cut_and_said() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
-    let s = d.path().join("endless.py");
-    write(
-        &s,
+    let (d, s) = temp_script(
+        "endless.py",
         "import itertools\n\
          n = 0\n\
          def on_tick():\n\
@@ -330,7 +328,6 @@ fn an_endless_on_tick_is_cut_and_said() {
          \x20   n += 1\n\
          \x20   if n % 2: return (f'line {i}' for i in itertools.count())\n\
          \x20   return 'y' * 50_000_000\n",
-        0o644,
     );
     let out = d.path().join("pane.txt");
     let r = run(as_root(&s, &["-d", "2.5"])
@@ -411,8 +408,7 @@ fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
 #[test]
 fn script_output_as_root_is_private_and_never_another_users_file() {
     require_root!("the rules under test are root's");
-    let base = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = private_dir();
     let sticky = dir_with_mode(base.path(), "sticky", 0o1777);
     let s = base.path().join("t.py");
     write(&s, "def on_tick():\n    return 'secret'\n", 0o644);
@@ -549,12 +545,9 @@ fn counts(stderr: &str) -> (Vec<(u64, u64)>, u64, u64) {
 #[test]
 fn a_busy_filter_stopped_by_sigint_never_drops_more_than_it_recorded() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
-    let s = d.path().join("busy.py");
-    write(
-        &s,
+    let (_d, s) = temp_script(
+        "busy.py",
         "def filter(event):\n    while True:\n        pass\n",
-        0o644,
     );
     for _ in 0..3 {
         let child = as_root(&s, &[])

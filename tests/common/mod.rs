@@ -302,3 +302,20 @@ pub fn plain_script(script: &std::path::Path, args: &[&str]) -> std::process::Co
         .args(args);
     c
 }
+
+/// The script `dir/name` with `body`, mode 0644.
+pub fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+/// The script `name` with `body`, in a temporary directory of its own (kept while the
+/// returned guard lives).
+pub fn temp_script(name: &str, body: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let s = script(d.path(), name, body);
+    (d, s)
+}
