@@ -671,19 +671,14 @@ mod tests {
 
     #[test]
     fn mmap_line_matches_perf_python_binding() {
-        let e = ev(
+        let e = crate::testkit::events::mmap(
             1,
+            0,
             13790,
-            13790,
-            EventKind::Mmap(Box::new(MmapRecord {
-                pid: 13790,
-                tid: 13790,
-                start: 0x7ff18040b000,
-                len: 0x156000,
-                pgoff: 0x26000,
-                filename: (*b"/usr/lib/x86_64-linux-gnu/libc.so.6").into(),
-                mmap2: None,
-            })),
+            0x7ff18040b000,
+            0x156000,
+            0x26000,
+            b"/usr/lib/x86_64-linux-gnu/libc.so.6",
         );
         assert_eq!(
             e.to_string(),
@@ -693,20 +688,7 @@ mod tests {
 
     #[test]
     fn zero_offset_prints_as_c_does() {
-        let e = ev(
-            1,
-            2137,
-            2137,
-            EventKind::Mmap(Box::new(MmapRecord {
-                pid: 2137,
-                tid: 2137,
-                start: 0x7f118073e000,
-                len: 0x2000,
-                pgoff: 0,
-                filename: (*b"[vdso]").into(),
-                mmap2: None,
-            })),
-        );
+        let e = crate::testkit::events::mmap(1, 0, 2137, 0x7f118073e000, 0x2000, 0, b"[vdso]");
         assert_eq!(
             e.to_string(),
             "cpu: 1, pid: 2137, tid: 2137 { type: mmap, pid: 2137, tid: 2137, start: 0x7f118073e000, length: 0x2000, offset: 0, filename: [vdso] }"

@@ -83,18 +83,26 @@ pub struct CpuSnapshot {
     pub offline: bool,
 }
 
-impl std::ops::Deref for CpuSnapshot {
-    type Target = Counts;
-    fn deref(&self) -> &Counts {
-        &self.counts
-    }
+/// `$t`'s counters are reached through it (`snapshot.lost`, `totals.records`).
+macro_rules! counts_of {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = Counts;
+            fn deref(&self) -> &Counts {
+                &self.counts
+            }
+        }
+
+        impl std::ops::DerefMut for $t {
+            fn deref_mut(&mut self) -> &mut Counts {
+                &mut self.counts
+            }
+        }
+    };
 }
 
-impl std::ops::DerefMut for CpuSnapshot {
-    fn deref_mut(&mut self) -> &mut Counts {
-        &mut self.counts
-    }
-}
+counts_of!(CpuSnapshot);
+counts_of!(Totals);
 
 impl CpuStats {
     pub fn new(cpu: u32) -> CpuStats {
@@ -171,19 +179,6 @@ pub struct Totals {
     /// The sums (reached through the totals).
     pub counts: Counts,
     pub per_cpu: Vec<CpuSnapshot>,
-}
-
-impl std::ops::Deref for Totals {
-    type Target = Counts;
-    fn deref(&self) -> &Counts {
-        &self.counts
-    }
-}
-
-impl std::ops::DerefMut for Totals {
-    fn deref_mut(&mut self) -> &mut Counts {
-        &mut self.counts
-    }
 }
 
 impl Totals {

@@ -133,6 +133,23 @@ pub fn comm_of(cpu: u32, time: u64, pid: u32, tid: u32, name: &[u8], exec: bool)
     )
 }
 
+/// An MMAP record (no MMAP2 fields): `pid` maps `file` at `start`, from `pgoff` on.
+pub fn mmap(cpu: u32, time: u64, pid: u32, start: u64, len: u64, pgoff: u64, file: &[u8]) -> Event {
+    mmap_record(
+        cpu,
+        time,
+        MmapRecord {
+            pid,
+            tid: pid,
+            start,
+            len,
+            pgoff,
+            filename: file.into(),
+            mmap2: None,
+        },
+    )
+}
+
 /// An MMAP2 record: `pid` maps `file` (inode `ino` on device 8:1) at `start`.
 #[allow(clippy::too_many_arguments)]
 pub fn mmap2(
@@ -145,23 +162,15 @@ pub fn mmap2(
     file: &[u8],
     ino: u64,
 ) -> Event {
-    mmap_record(
-        cpu,
-        time,
-        MmapRecord {
-            pid,
-            tid: pid,
-            start,
-            len,
-            pgoff,
-            filename: file.into(),
-            mmap2: Some(mmap2_extra(
-                ino,
-                libc::PROT_READ as u32 | libc::PROT_EXEC as u32,
-                libc::MAP_PRIVATE as u32,
-            )),
-        },
-    )
+    let mut e = mmap(cpu, time, pid, start, len, pgoff, file);
+    if let EventKind::Mmap(m) = &mut e.kind {
+        m.mmap2 = Some(mmap2_extra(
+            ino,
+            libc::PROT_READ as u32 | libc::PROT_EXEC as u32,
+            libc::MAP_PRIVATE as u32,
+        ));
+    }
+    e
 }
 
 /// The MMAP2 part of a mapping of inode `ino` on device 8:1, without build id.
