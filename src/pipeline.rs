@@ -345,10 +345,16 @@ impl Pipeline {
     }
 
     /// At shutdown, once the readers were asked to stop: take their last batches (for at
-    /// most `grace`), let out everything held, and wait (within the same grace) for the
+    /// most `grace`), let out everything held (naming its samples without waiting for a
+    /// binary's first read past the grace), and wait (within the same grace) for the
     /// script stage to hand back what it holds. The chunks are then in [`Pipeline::next`].
     pub fn finish(&mut self, grace: Duration) {
         let deadline = Instant::now() + grace;
+        // Binaries not read yet do not hold the stop up past the grace: their samples are
+        // [unknown] (said, as any read that outlasts its wait).
+        if let Some(s) = &mut self.symbolize {
+            s.set_load_deadline(Some(deadline));
+        }
         self.poll_seed(true);
         if !self.readers_gone {
             collect_last_batches(

@@ -123,6 +123,11 @@ impl Symbolize {
     }
 
     /// Name the samples of `events` (ordered, and already learnt by `model`).
+    /// See [`Symbolizer::set_load_deadline`].
+    pub fn set_load_deadline(&mut self, at: Option<std::time::Instant>) {
+        self.sym.set_load_deadline(at);
+    }
+
     pub fn name(&mut self, events: &mut [Event], model: &ProcessModel) {
         self.requests.clear();
         let mut used = 0;

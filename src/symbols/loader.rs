@@ -8,7 +8,7 @@
 //! reads, no more are started until one comes back.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, unbounded};
 
@@ -78,6 +78,9 @@ pub(crate) struct Loader {
     worker: Option<Worker>,
     stuck: Vec<Stuck>,
     timeout: Duration,
+    /// No wait goes past this (a stop: the run must end within its grace, whatever is
+    /// left to read).
+    deadline: Option<Instant>,
 }
 
 impl Loader {
@@ -86,6 +89,22 @@ impl Loader {
             worker: None,
             stuck: Vec::new(),
             timeout,
+            deadline: None,
+        }
+    }
+
+    /// From now on, wait for no job past `at` (None: only the timeout bounds a wait).
+    pub(crate) fn set_deadline(&mut self, at: Option<Instant>) {
+        self.deadline = at;
+    }
+
+    /// How long a job started now may be waited for: the timeout, cut at the deadline.
+    pub(crate) fn wait(&self) -> Duration {
+        match self.deadline {
+            Some(at) => self
+                .timeout
+                .min(at.saturating_duration_since(Instant::now())),
+            None => self.timeout,
         }
     }
 
@@ -93,10 +112,10 @@ impl Loader {
         self.timeout
     }
 
-    /// Run `job` and wait for it at most the deadline. `tag` names the job if its outcome
-    /// comes late.
+    /// Run `job` and wait for it at most [`Loader::wait`]. `tag` names the job if its
+    /// outcome comes late.
     pub(crate) fn run(&mut self, job: Job, tag: u64) -> Result<Outcome, RunError> {
-        self.run_waiting(job, tag, self.timeout)
+        self.run_waiting(job, tag, self.wait())
     }
 
     /// As [`Loader::run`], waiting at most `wait` (zero: start it and come back at once;
@@ -206,6 +225,23 @@ mod tests {
         assert_eq!(late.len(), 1);
         assert_eq!(late[0].0, 7);
         assert_eq!(l.stuck(), 0);
+    }
+
+    #[test]
+    fn past_the_deadline_no_job_is_waited_for() {
+        let mut l = Loader::new(Duration::from_secs(5));
+        l.set_deadline(Some(Instant::now() + Duration::from_millis(100)));
+        let t = Instant::now();
+        assert_eq!(l.run(slow(400), 1).err(), Some(RunError::TimedOut));
+        let first = t.elapsed();
+        assert!(first < Duration::from_millis(350), "{first:?}");
+        let t = Instant::now();
+        assert_eq!(l.run(slow(400), 2).err(), Some(RunError::TimedOut));
+        assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+        // A quick job is still taken when it is already done... and without a deadline the
+        // timeout alone bounds the wait again.
+        l.set_deadline(None);
+        assert!(l.run(slow(1), 3).is_ok());
     }
 
     #[test]

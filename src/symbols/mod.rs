@@ -324,6 +324,13 @@ impl Default for Symbolizer {
 }
 
 impl Symbolizer {
+    /// From now on, wait for no binary's first read past `at`: a stopping run names what
+    /// it can within its grace and leaves the rest `[unknown]` (None: only the load
+    /// timeout bounds a wait).
+    pub fn set_load_deadline(&mut self, at: Option<Instant>) {
+        self.loader.set_deadline(at);
+    }
+
     pub fn new(config: Config) -> Symbolizer {
         let mut s = Symbolizer {
             debug_dirs: config.debug_dirs.clone().into(),
@@ -633,7 +640,11 @@ impl Symbolizer {
     fn ensure_loaded(&mut self, id: BinaryId, r: &Request) {
         if id == KERNEL {
             if let Some(started) = self.kernel_preload.take() {
-                let left = self.loader.timeout().saturating_sub(started.elapsed());
+                let left = self
+                    .loader
+                    .timeout()
+                    .saturating_sub(started.elapsed())
+                    .min(self.loader.wait());
                 let tag = self.tag(KERNEL);
                 match self.loader.wait_for(tag, left) {
                     Some(outcome) => self.install(KERNEL, outcome),
