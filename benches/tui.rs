@@ -92,16 +92,12 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
             ..PipelineOptions::default()
         },
     );
-    let mut app = App::new(AppConfig {
-        event: "cpu-clock".into(),
-        fallback: None,
-        unit: RateUnit::Utilisation,
-        target: "system-wide".into(),
-        cpus: vec![0, 1],
-        history: perfwatch::tui::app::DEFAULT_HISTORY,
+    let mut app = App::new(AppConfig::system_wide(
+        "cpu-clock",
+        RateUnit::Utilisation,
+        vec![0, 1],
         start_ns,
-        events: Vec::new(),
-    })
+    ))
     .with_model(pipe.model().clone());
     app.seed_tasks((1000..1037).map(|p| (p, (*b"busy").into())));
     app.set_filter(Filter::parse(filter).expect("bench filter"));

@@ -50,14 +50,8 @@ fn clock() -> impl Fn() -> u64 {
 
 fn app(model: &Pipeline) -> App {
     App::new(AppConfig {
-        event: "cpu-clock".into(),
-        fallback: None,
-        unit: RateUnit::Utilisation,
-        target: "system-wide".into(),
-        cpus: vec![0, 1],
         history: 1000,
-        start_ns: T0,
-        events: Vec::new(),
+        ..AppConfig::system_wide("cpu-clock", RateUnit::Utilisation, vec![0, 1], T0)
     })
     .with_model(model.model().clone())
 }

@@ -27,14 +27,9 @@ fn comm(pid: u32, time: u64, name: &[u8]) -> Event {
 /// exits; CPU 0 busy with a spinning task, CPU 1 mostly idle.
 fn app() -> App {
     let mut app = App::new(AppConfig {
-        event: "cpu-clock".into(),
         fallback: Some("cycles not supported, using cpu-clock".into()),
-        unit: RateUnit::Utilisation,
-        target: "system-wide".into(),
-        cpus: vec![0, 1],
         history: 10_000,
-        start_ns: T0,
-        events: Vec::new(),
+        ..AppConfig::system_wide("cpu-clock", RateUnit::Utilisation, vec![0, 1], T0)
     });
     app.seed_tasks([
         (1, (*b"systemd").into()),
@@ -86,6 +81,16 @@ fn app() -> App {
     app
 }
 
+/// The 110×36 screen of `a`, which must show each of `says`.
+#[track_caller]
+fn shows(a: &App, says: &[&str]) -> String {
+    let s = screen(a, 110, 36);
+    for w in says {
+        assert!(s.contains(w), "{w:?} not shown:\n{s}");
+    }
+    s
+}
+
 fn screen(app: &App, w: u16, h: u16) -> String {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
     ui::render(&mut term, app).unwrap();
@@ -116,8 +121,7 @@ fn paused_screen() {
     let mut a = app();
     key(&mut a, KeyCode::Char(' '));
     a.on_events([comm(600, T0 + 4 * NS, b"late")]);
-    let s = screen(&a, 110, 36);
-    assert!(s.contains("PAUSED"), "{s}");
+    let s = shows(&a, &["PAUSED"]);
     assert!(!s.contains("late"), "the rename came after the pause: {s}");
     insta::assert_snapshot!(s);
 }
@@ -130,8 +134,7 @@ fn filter_editing_with_an_error() {
     key(&mut a, KeyCode::Enter);
     key(&mut a, KeyCode::Char('/'));
     type_text(&mut a, " colour:red");
-    let s = screen(&a, 110, 36);
-    assert!(s.contains("unknown filter key 'colour'"), "{s}");
+    let s = shows(&a, &["unknown filter key 'colour'"]);
     assert!(
         s.contains("Event log (4/"),
         "the previous filter stays: {s}"
@@ -143,8 +146,7 @@ fn filter_editing_with_an_error() {
 fn help_overlay() {
     let mut a = app();
     key(&mut a, KeyCode::Char('?'));
-    let s = screen(&a, 110, 36);
-    assert!(s.contains("comm:bash"), "{s}");
+    let s = shows(&a, &["comm:bash"]);
     insta::assert_snapshot!(s);
 }
 
@@ -209,8 +211,7 @@ fn two_scripts_each_have_their_pane_on_160x50() {
 fn process_tree() {
     let mut a = app();
     key(&mut a, KeyCode::Char('t'));
-    let s = screen(&a, 110, 36);
-    assert!(s.contains("Process tree ("), "{s}");
+    let s = shows(&a, &["Process tree ("]);
     assert!(
         s.lines()
             .any(|l| l.contains("└─ make") && l.contains("exited")),
@@ -223,9 +224,13 @@ fn process_tree() {
 fn narrowed_to_a_process_and_its_children() {
     let mut a = app();
     a.set_narrow(Some(500));
-    let s = screen(&a, 110, 36);
-    assert!(s.contains("Event log of 500 bash (+children)"), "{s}");
-    assert!(s.contains("Top tasks of 500 bash (+children)"), "{s}");
+    let s = shows(
+        &a,
+        &[
+            "Event log of 500 bash (+children)",
+            "Top tasks of 500 bash (+children)",
+        ],
+    );
     assert!(
         !s.lines().any(|l| l.contains("│600 ")),
         "spin is not bash's: {s}"
@@ -299,14 +304,9 @@ fn several_events_with_ipc() {
     let instructions = d(1, "instructions", sys::PERF_TYPE_HARDWARE, 1);
     let switch = d(2, "sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 372);
     let mut app = App::new(AppConfig {
-        event: "cycles".into(),
-        fallback: None,
-        unit: RateUnit::Events,
-        target: "system-wide".into(),
-        cpus: vec![0, 1],
         history: 10_000,
-        start_ns: T0,
         events: vec![cycles, instructions, switch],
+        ..AppConfig::system_wide("cycles", RateUnit::Events, vec![0, 1], T0)
     });
     let sample = |e, cpu, t, period| tk::sample_of(e, cpu, 600, t, period);
     let mut evs = Vec::new();

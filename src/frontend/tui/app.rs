@@ -75,6 +75,21 @@ pub struct AppConfig {
 }
 
 impl AppConfig {
+    /// `event` watched system-wide on `cpus` since `start_ns`, its rates in `unit`; no
+    /// fallback, the default history, no tracepoint.
+    pub fn system_wide(event: &str, unit: RateUnit, cpus: Vec<u32>, start_ns: u64) -> AppConfig {
+        AppConfig {
+            event: event.into(),
+            fallback: None,
+            unit,
+            target: "system-wide".into(),
+            cpus,
+            history: DEFAULT_HISTORY,
+            start_ns,
+            events: Vec::new(),
+        }
+    }
+
     /// Whether `name` is a field of one of the tracepoints being watched.
     pub fn has_field(&self, name: &str) -> bool {
         self.events
@@ -1394,14 +1409,8 @@ pub(crate) mod tests {
 
     pub(crate) fn cfg(unit: RateUnit, history: usize) -> AppConfig {
         AppConfig {
-            event: "cpu-clock".into(),
-            fallback: None,
-            unit,
-            target: "system-wide".into(),
-            cpus: vec![0, 1],
             history,
-            start_ns: T0,
-            events: Vec::new(),
+            ..AppConfig::system_wide("cpu-clock", unit, vec![0, 1], T0)
         }
     }
 
