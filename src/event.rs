@@ -398,25 +398,26 @@ impl Event {
         self.names()?.sym()
     }
 
-    /// The task-related pid of the record: the forked/exited/renamed/mapping task for side-band
-    /// records, the running task for samples. Filters on `pid:` use this.
-    pub fn subject_pid(&self) -> u32 {
+    /// The task the record is about, (pid, tid): the forked/exited/renamed/mapping task for
+    /// side-band records, the running task for samples. Filters on `pid:` use this.
+    #[inline]
+    pub fn subject(&self) -> (u32, u32) {
         match &self.kind {
-            EventKind::Fork(t) | EventKind::Exit(t) => t.pid,
-            EventKind::Comm { pid, .. } => *pid,
-            EventKind::Mmap(m) => m.pid,
-            _ => self.pid,
+            EventKind::Fork(t) | EventKind::Exit(t) => (t.pid, t.tid),
+            EventKind::Comm { pid, tid, .. } => (*pid, *tid),
+            EventKind::Mmap(m) => (m.pid, m.tid),
+            _ => (self.pid, self.tid),
         }
     }
 
-    /// The task-related tid, as [`Event::subject_pid`].
+    /// The pid of [`Event::subject`].
+    pub fn subject_pid(&self) -> u32 {
+        self.subject().0
+    }
+
+    /// The tid of [`Event::subject`].
     pub fn subject_tid(&self) -> u32 {
-        match &self.kind {
-            EventKind::Fork(t) | EventKind::Exit(t) => t.tid,
-            EventKind::Comm { tid, .. } => *tid,
-            EventKind::Mmap(m) => m.tid,
-            _ => self.tid,
-        }
+        self.subject().1
     }
 }
 

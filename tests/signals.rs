@@ -98,11 +98,7 @@ fn a_stalled_stdout_never_keeps_duration_or_the_command_from_stopping_perfwatch(
     let (mut child, _out) = stalled(&["-d", "2"]);
     let (status, _) = wait_exit(&mut child, Duration::from_secs(15));
     let err = stderr_of(&mut child);
-    assert!(
-        t0.elapsed() < Duration::from_secs(6),
-        "{:?}\n{err}",
-        t0.elapsed()
-    );
+    within(t0, Duration::from_secs(6), &err);
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("records in"), "{err}");
 
@@ -110,13 +106,15 @@ fn a_stalled_stdout_never_keeps_duration_or_the_command_from_stopping_perfwatch(
     let t0 = Instant::now();
     let (status, _) = wait_exit(&mut child, Duration::from_secs(15));
     let err = stderr_of(&mut child);
-    assert!(
-        t0.elapsed() < Duration::from_secs(5),
-        "{:?}\n{err}",
-        t0.elapsed()
-    );
+    within(t0, Duration::from_secs(5), &err);
     // The command's own status is kept (it already says something).
     assert_eq!(status.code(), Some(3), "{err}");
+}
+
+/// Asserts that less than `limit` has passed since `t0`; shows `err` if not.
+#[track_caller]
+fn within(t0: Instant, limit: Duration, err: &str) {
+    assert!(t0.elapsed() < limit, "{:?}\n{err}", t0.elapsed());
 }
 
 /// Read the pid a shell printed, then wait for that process to have started.
