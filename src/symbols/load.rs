@@ -29,6 +29,8 @@ pub(crate) enum LoadError {
     /// kallsyms lists zeros.
     Hidden,
     TimedOut(u64),
+    /// perfwatch was stopping and its grace ran out before the read was done.
+    Stopping,
     /// Too many reads are stuck already; this one was not started.
     Busy,
     Internal(String),
@@ -63,6 +65,7 @@ impl std::fmt::Display for LoadError {
                 f,
                 "reading it took longer than {s} s: skipped until it finishes"
             ),
+            LoadError::Stopping => f.write_str("not read before perfwatch stopped"),
             LoadError::Busy => f.write_str("too many file reads are stuck: not read for now"),
             LoadError::Internal(m) => write!(f, "internal error while reading it: {m}"),
         }

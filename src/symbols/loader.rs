@@ -98,6 +98,11 @@ impl Loader {
         self.deadline = at;
     }
 
+    /// Is a deadline set, and cutting waits short?
+    pub(crate) fn past_deadline(&self) -> bool {
+        self.wait() < self.timeout
+    }
+
     /// How long a job started now may be waited for: the timeout, cut at the deadline.
     pub(crate) fn wait(&self) -> Duration {
         match self.deadline {
@@ -230,7 +235,9 @@ mod tests {
     #[test]
     fn past_the_deadline_no_job_is_waited_for() {
         let mut l = Loader::new(Duration::from_secs(5));
+        assert!(!l.past_deadline());
         l.set_deadline(Some(Instant::now() + Duration::from_millis(100)));
+        assert!(l.past_deadline(), "the deadline cuts the 5 s wait");
         let t = Instant::now();
         assert_eq!(l.run(slow(400), 1).err(), Some(RunError::TimedOut));
         let first = t.elapsed();
@@ -241,6 +248,7 @@ mod tests {
         // A quick job is still taken when it is already done... and without a deadline the
         // timeout alone bounds the wait again.
         l.set_deadline(None);
+        assert!(!l.past_deadline());
         assert!(l.run(slow(1), 3).is_ok());
     }
 
