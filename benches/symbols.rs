@@ -15,7 +15,10 @@
 
 use std::hint::black_box;
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BatchSize, BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main,
+};
 use perfwatch::symbols::{FileIdentity, MappedFile, Mapping, Request, Symbolizer};
 
 /// xorshift64*: deterministic, no dependency.
@@ -162,24 +165,22 @@ fn first_loads(c: &mut Criterion) {
     );
     let mut g = c.benchmark_group("symbols");
     g.sample_size(30);
-    g.bench_function("first_load_libc", |b| {
-        b.iter_batched(
-            Symbolizer::default,
-            |mut s| black_box(s.resolve_one(&req)),
-            BatchSize::PerIteration,
-        )
-    });
+    // A fresh symbolizer per iteration: the cost of a binary's first read.
+    let first_load = |g: &mut BenchmarkGroup<WallTime>, name: &str, req: &Request| {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                Symbolizer::default,
+                |mut s| black_box(s.resolve_one(req)),
+                BatchSize::PerIteration,
+            )
+        });
+    };
+    first_load(&mut g, "first_load_libc", &req);
     let k = kernel_text();
     if let Some(&a) = k.get(k.len() / 2) {
         let req = Request::kernel(a);
         g.sample_size(10);
-        g.bench_function("first_load_kallsyms", |b| {
-            b.iter_batched(
-                Symbolizer::default,
-                |mut s| black_box(s.resolve_one(&req)),
-                BatchSize::PerIteration,
-            )
-        });
+        first_load(&mut g, "first_load_kallsyms", &req);
     }
     g.finish();
 }

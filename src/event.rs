@@ -377,6 +377,14 @@ impl Event {
         }
     }
 
+    /// A sample's instruction pointer and period; None for other records.
+    pub fn ip_period(&self) -> Option<(u64, u64)> {
+        match self.kind {
+            EventKind::Sample { ip, period, .. } => Some((ip, period)),
+            _ => None,
+        }
+    }
+
     /// A sample's call chain (`-g`).
     pub fn callchain(&self) -> Option<&Callchain> {
         match &self.kind {

@@ -193,10 +193,7 @@ impl PyEvent {
     /// The sample's period; 0 for records that are not samples.
     #[getter]
     fn sample_period(&self) -> u64 {
-        match self.ev.kind {
-            EventKind::Sample { period, .. } => period,
-            _ => 0,
-        }
+        self.ev.ip_period().map_or(0, |(_, period)| period)
     }
     /// The name of the sample's event (`"cpu-clock"`, `"sched:sched_switch"`); None for
     /// records that are not samples.
@@ -207,10 +204,7 @@ impl PyEvent {
     /// The sample's instruction pointer; 0 for records that are not samples.
     #[getter]
     fn sample_ip(&self) -> u64 {
-        match self.ev.kind {
-            EventKind::Sample { ip, .. } => ip,
-            _ => 0,
-        }
+        self.ev.ip_period().map_or(0, |(ip, _)| ip)
     }
 
     /// The sample's function (`hot_b`), None when unknown or not a sample.
