@@ -281,18 +281,13 @@ fn openat(dir: &OwnedFd, name: &CStr, flags: i32, mode: u32) -> io::Result<Owned
 }
 
 fn open_root() -> io::Result<OwnedFd> {
-    // SAFETY: a constant path; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            c"/".as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_PATH: the access mode is ignored; std adds O_CLOEXEC.
+    let root = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open("/")?;
+    Ok(OwnedFd::from(root))
 }
 
 /// `fstat` of a descriptor (an `O_PATH` one included: a symbolic link opened with

@@ -67,18 +67,15 @@ fn tty_fd() -> io::Result<i32> {
     if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
         return Ok(libc::STDIN_FILENO);
     }
-    // SAFETY: a constant path; the result is checked. The descriptor is kept for the
-    // handler for the rest of the process.
-    let fd = unsafe {
-        libc::open(
-            c"/dev/tty".as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
+    // Kept open for the handler for the rest of the process (std adds O_CLOEXEC).
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::IntoRawFd;
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open("/dev/tty")?;
+    Ok(tty.into_raw_fd())
 }
 
 /// Save the terminal's attributes (once: before the first raw mode) and make fatal signals
