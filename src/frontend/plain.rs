@@ -320,16 +320,7 @@ fn json_event_members(m: &mut Members<'_>, ev: &Event) {
             Value::UInt(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
             Value::Hex(n) => push_address(out, n),
             Value::Str(s) => json_text(s, out, m.scratch),
-            Value::Array { .. } => {
-                out.push(b'[');
-                for (i, e) in v.elements().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
-                }
-                out.push(b']');
-            }
+            Value::Array { .. } => v.write_elements(out),
             Value::Missing => out.extend_from_slice(b"null"),
         }
     }

@@ -429,18 +429,25 @@ impl<'a> Value<'a> {
             Value::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
             Value::Hex(v) => crate::text::push_c_hex(out, v),
             Value::Str(s) => crate::text::escape_to(s, out),
-            Value::Array { .. } => {
-                out.push(b'[');
-                for (i, e) in self.elements().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
-                }
-                out.push(b']');
-            }
+            Value::Array { .. } => self.write_elements(out),
             Value::Missing => out.push(b'?'),
         }
+    }
+
+    /// Append an array's elements as `[1,2,3]` (decimal, no spaces: both `--plain` and
+    /// JSON); nothing for other values.
+    pub fn write_elements(&self, out: &mut Vec<u8>) {
+        if !matches!(self, Value::Array { .. }) {
+            return;
+        }
+        out.push(b'[');
+        for (i, e) in self.elements().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(itoa::Buffer::new().format(e).as_bytes());
+        }
+        out.push(b']');
     }
 }
 
