@@ -251,25 +251,18 @@ impl Finished {
 #[cfg(feature = "python")]
 fn notes(r: &StageReport) -> Vec<String> {
     let mut notes = Vec::new();
-    if r.bypassed > 0 {
-        notes.push(format!(
-            "the scripts did not see {} events (they could not keep up; shown unfiltered, \
-                     counted as dropped)",
-            r.bypassed
-        ));
-    }
-    if r.stuck_events > 0 {
-        notes.push(format!(
-            "{} events were still with a busy script at exit (counted as dropped)",
-            r.stuck_events
-        ));
-    }
-    if r.pane_dropped > 0 {
-        notes.push(format!(
-            "{} script output messages were dropped",
-            r.pane_dropped
-        ));
-    }
+    counted(&mut notes, r.bypassed, |n| {
+        format!(
+            "the scripts did not see {n} events (they could not keep up; shown unfiltered, \
+             counted as dropped)"
+        )
+    });
+    counted(&mut notes, r.stuck_events, |n| {
+        format!("{n} events were still with a busy script at exit (counted as dropped)")
+    });
+    counted(&mut notes, r.pane_dropped, |n| {
+        format!("{n} script output messages were dropped")
+    });
     if r.worker_stuck {
         notes.push(
             "a script was still busy after perfwatch stopped (stuck where an interrupt \
@@ -278,6 +271,14 @@ fn notes(r: &StageReport) -> Vec<String> {
         );
     }
     notes
+}
+
+/// Say `say(n)` when `n` is not zero.
+#[cfg(feature = "python")]
+fn counted(notes: &mut Vec<String>, n: u64, say: impl FnOnce(u64) -> String) {
+    if n > 0 {
+        notes.push(say(n));
+    }
 }
 
 impl RunningScripts {
@@ -291,12 +292,9 @@ impl RunningScripts {
             let r = handle.stop(STOP_WAIT);
             let out = router.finish();
             let mut notes = notes(&r);
-            if out.not_shown > 0 {
-                notes.push(format!(
-                    "{} script output messages were not shown (the panes did not keep up)",
-                    out.not_shown
-                ));
-            }
+            counted(&mut notes, out.not_shown, |n| {
+                format!("{n} script output messages were not shown (the panes did not keep up)")
+            });
             if out.stuck {
                 notes.push(
                     "the scripts' output could not be written within a second (stderr or \
