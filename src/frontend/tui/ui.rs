@@ -658,15 +658,12 @@ fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
             Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
         ]
     });
-    draw_grid(
-        f,
-        block,
-        area,
-        &[8, 6, 11, 0, 0, 8],
-        &["time", "event", "pid", "ppid (parent)", "comm", "lived"],
-        rows,
-    );
+    draw_grid(f, block, area, STREAM_WIDTHS, STREAM_HEADER, rows);
 }
+
+/// The columns of the task stream.
+const STREAM_WIDTHS: &[u16] = &[8, 6, 11, 0, 0, 8];
+const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "comm", "lived"];
 
 /// The columns of a list of tasks by samples (Top tasks, the tasks running a symbol).
 const TASK_WIDTHS: &[u16] = &[7, 0, 7, 6];
@@ -830,25 +827,20 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
             c.push(Span::raw(label(r)));
             mark(i, c)
         });
-    if t.callchains {
-        draw_grid(
-            f,
-            block,
-            area,
+    // With call chains: Children (the share of samples with the function anywhere on the
+    // stack) and Self; without, one share.
+    let (widths, header): (&[u16], &[&str]) = if t.callchains {
+        (
             &[6, 6, 7, 3, 14, 0],
             &["child", "self", "samples", "", "binary", "symbol"],
-            cells,
-        );
+        )
     } else {
-        draw_grid(
-            f,
-            block,
-            area,
+        (
             &[6, 7, 3, 14, 0],
             &["share", "samples", "", "binary", "symbol"],
-            cells,
-        );
-    }
+        )
+    };
+    draw_grid(f, block, area, widths, header, cells);
 }
 
 /// A binary's name as the narrow column shows it: its file name (`libc.so.6`); the kernel
