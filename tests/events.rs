@@ -316,20 +316,15 @@ fn tracepoints_sample_every_nth_hit_with_c() {
         .spawn()
         .unwrap();
     let tid = target.id().to_string();
-    let mon = Command::new(cargo_bin("perfwatch"))
-        .args([
-            "--json",
-            "-e",
-            "sched:sched_process_fork",
-            "-c",
-            "2",
-            "-t",
-            &tid,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mon = common::spawn_piped(&[
+        "--json",
+        "-e",
+        "sched:sched_process_fork",
+        "-c",
+        "2",
+        "-t",
+        &tid,
+    ]);
     // Give perfwatch time to open its events, then let the target fork.
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(&go, "go\n").unwrap();

@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
-
-use assert_cmd::cargo::cargo_bin;
 
 /// Puts the CPU back online however the test ends (the guard drops while a failed
 /// assertion unwinds), and says so loudly if the kernel will not have it back.
@@ -43,12 +40,7 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
     if std::fs::metadata(&ctl).is_err() {
         skip!("{ctl} does not exist (CPU {cpu} cannot be taken offline)");
     }
-    let mon = Command::new(cargo_bin("perfwatch"))
-        .args(["--json", "-e", "cpu-clock", "-F", "200", "-d", "4"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mon = common::spawn_piped(&["--json", "-e", "cpu-clock", "-F", "200", "-d", "4"]);
     std::thread::sleep(Duration::from_millis(1200));
     // The guard exists before the CPU goes offline, so nothing between the two can leave it
     // offline.

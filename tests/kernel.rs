@@ -27,12 +27,7 @@ fn watch_pid_then_release(
     target: &mut std::process::Child,
     go: &std::path::Path,
 ) -> std::process::Output {
-    let mon = Command::new(cargo_bin("perfwatch"))
-        .args(["--json", "-e", "dummy", "-p", &target.id().to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mon = common::spawn_piped(&["--json", "-e", "dummy", "-p", &target.id().to_string()]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     std::fs::write(go, "go\n").unwrap();
     target.wait().unwrap();
@@ -241,19 +236,9 @@ fn plain_lines_have_the_python_binding_shape() {
 #[test]
 fn command_exit_status_is_passed_through() {
     require_perf!();
-    let st = Command::new(cargo_bin("perfwatch"))
-        .args(["--plain", "-e", "dummy", "--", "sh", "-c", "exit 7"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
+    let st = common::status_of(&["--plain", "-e", "dummy", "--", "sh", "-c", "exit 7"]);
     assert_eq!(st.code(), Some(7));
-    let st = Command::new(cargo_bin("perfwatch"))
-        .args(["--plain", "-e", "dummy", "--", "sh", "-c", "kill -TERM $$"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
+    let st = common::status_of(&["--plain", "-e", "dummy", "--", "sh", "-c", "kill -TERM $$"]);
     assert_eq!(st.code(), Some(128 + 15));
 }
 

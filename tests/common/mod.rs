@@ -319,3 +319,25 @@ pub fn temp_script(name: &str, body: &str) -> (tempfile::TempDir, std::path::Pat
     let s = script(d.path(), name, body);
     (d, s)
 }
+
+/// perfwatch with `args`, started with its stdout and stderr piped (for `wait_with_output`).
+pub fn spawn_piped(args: &[&str]) -> std::process::Child {
+    use std::process::Stdio;
+    perfwatch()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The exit status of perfwatch with `args`, its output thrown away.
+pub fn status_of(args: &[&str]) -> std::process::ExitStatus {
+    use std::process::Stdio;
+    perfwatch()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+}
