@@ -320,24 +320,19 @@ pub fn temp_script(name: &str, body: &str) -> (tempfile::TempDir, std::path::Pat
     (d, s)
 }
 
+/// perfwatch with `args`, its stdout and stderr each `io()`.
+fn with_io(args: &[&str], io: fn() -> std::process::Stdio) -> std::process::Command {
+    let mut c = perfwatch();
+    c.args(args).stdout(io()).stderr(io());
+    c
+}
+
 /// perfwatch with `args`, started with its stdout and stderr piped (for `wait_with_output`).
 pub fn spawn_piped(args: &[&str]) -> std::process::Child {
-    use std::process::Stdio;
-    perfwatch()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    with_io(args, std::process::Stdio::piped).spawn().unwrap()
 }
 
 /// The exit status of perfwatch with `args`, its output thrown away.
 pub fn status_of(args: &[&str]) -> std::process::ExitStatus {
-    use std::process::Stdio;
-    perfwatch()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
+    with_io(args, std::process::Stdio::null).status().unwrap()
 }
