@@ -572,43 +572,38 @@ fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     let visible = block.inner(area).height.saturating_sub(1).max(1) as usize;
     let sel = app.tree_selected(&rows);
     let start = sel.saturating_sub(visible - 1);
-    let cells = rows
-        .iter()
-        .enumerate()
-        .skip(start)
-        .take(visible)
-        .map(|(i, r)| {
-            let mut style = match r.mark {
-                Mark::New => Style::default().fg(Color::Green),
-                Mark::Exited => Style::default().fg(Color::Red),
-                Mark::None => Style::default(),
-            };
-            if focused && i == sel {
-                style = style.add_modifier(Modifier::REVERSED);
-            }
-            let mut name = format!("{}{}", r.prefix, r.name);
-            if r.folded > 0 {
-                name.push_str(&format!(" [{} kernel threads folded]", r.folded));
-            }
-            let state = match r.mark {
-                Mark::New => "new",
-                Mark::Exited => "exited",
-                Mark::None => "",
-            };
-            vec![
-                Span::styled(r.pid.to_string(), style),
-                Span::styled(name, style),
-                Span::styled(
-                    if r.threads > 0 {
-                        format!("+{}", r.threads)
-                    } else {
-                        String::new()
-                    },
-                    style,
-                ),
-                Span::styled(state, style),
-            ]
-        });
+    let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
+        let mut style = match r.mark {
+            Mark::New => Style::default().fg(Color::Green),
+            Mark::Exited => Style::default().fg(Color::Red),
+            Mark::None => Style::default(),
+        };
+        if focused && i == sel {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        let mut name = format!("{}{}", r.prefix, r.name);
+        if r.folded > 0 {
+            name.push_str(&format!(" [{} kernel threads folded]", r.folded));
+        }
+        let state = match r.mark {
+            Mark::New => "new",
+            Mark::Exited => "exited",
+            Mark::None => "",
+        };
+        vec![
+            Span::styled(r.pid.to_string(), style),
+            Span::styled(name, style),
+            Span::styled(
+                if r.threads > 0 {
+                    format!("+{}", r.threads)
+                } else {
+                    String::new()
+                },
+                style,
+            ),
+            Span::styled(state, style),
+        ]
+    });
     draw_grid(
         f,
         block,
@@ -807,26 +802,21 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
         };
         format!("{}{sign}{}", "  ".repeat(r.depth), r.name())
     };
-    let cells = rows
-        .iter()
-        .enumerate()
-        .skip(skip)
-        .take(visible)
-        .map(|(i, r)| {
-            let mut c = vec![Span::raw(format!("{:5.1}%", r.share))];
-            if t.callchains {
-                c.push(Span::raw(if r.depth == 0 {
-                    format!("{:5.1}%", r.self_share)
-                } else {
-                    String::new()
-                }));
-            }
-            c.push(Span::raw(format!("{:>7}", r.samples)));
-            c.push(kind(r.kernel));
-            c.push(Span::raw(short_dso(r.dso())));
-            c.push(Span::raw(label(r)));
-            mark(i, c)
-        });
+    let cells = shown_rows(&rows, skip, visible).map(|(i, r)| {
+        let mut c = vec![Span::raw(format!("{:5.1}%", r.share))];
+        if t.callchains {
+            c.push(Span::raw(if r.depth == 0 {
+                format!("{:5.1}%", r.self_share)
+            } else {
+                String::new()
+            }));
+        }
+        c.push(Span::raw(format!("{:>7}", r.samples)));
+        c.push(kind(r.kernel));
+        c.push(Span::raw(short_dso(r.dso())));
+        c.push(Span::raw(label(r)));
+        mark(i, c)
+    });
     // With call chains: Children (the share of samples with the function anywhere on the
     // stack) and Self; without, one share.
     let (widths, header): (&[u16], &[&str]) = if t.callchains {
@@ -841,6 +831,11 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
         )
     };
     draw_grid(f, block, area, widths, header, cells);
+}
+
+/// The rows a pane shows: `len` of them from `start`, with their indexes in `rows`.
+fn shown_rows<T>(rows: &[T], start: usize, len: usize) -> impl Iterator<Item = (usize, &T)> {
+    rows.iter().enumerate().skip(start).take(len)
 }
 
 /// A binary's name as the narrow column shows it: its file name (`libc.so.6`); the kernel
