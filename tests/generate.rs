@@ -29,6 +29,22 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
+/// `perfwatch --generate KIND` written as `name` in a temporary directory of its own.
+fn generated(name: &str, kind: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), name, &generate(kind));
+    (dir, file)
+}
+
+/// Skip the calling test, visibly, when `program` is not installed (`hint`: how to get it).
+macro_rules! require_program {
+    ($program:literal, $hint:literal) => {
+        if !have($program) {
+            skip!("{} is not installed{}", $program, $hint);
+        }
+    };
+}
+
 fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
@@ -56,11 +72,8 @@ fn collapse(s: &str) -> String {
 
 #[test]
 fn the_man_page_renders_with_every_help_section() {
-    if !have("man") {
-        skip!("man is not installed (.ci/run installs man-db)");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let page = write(dir.path(), "perfwatch.1", &generate("man"));
+    require_program!("man", " (.ci/run installs man-db)");
+    let (_dir, page) = generated("perfwatch.1", "man");
     // Wide enough that no paragraph is broken or hyphenated; groff's warnings on.
     let out = Command::new("man")
         .args(["--warnings", "-l"])
@@ -143,11 +156,8 @@ fn bash_complete(script: &Path, line: &str) -> Vec<String> {
 
 #[test]
 fn bash_completes_options_and_event_names() {
-    if !have("bash") {
-        skip!("bash is not installed");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let script = write(dir.path(), "perfwatch.bash", &generate("complete-bash"));
+    require_program!("bash", "");
+    let (_dir, script) = generated("perfwatch.bash", "complete-bash");
     let registered = Command::new("bash")
         .args(["--norc", "--noprofile", "-c"])
         .arg(format!(
@@ -176,11 +186,8 @@ fn bash_completes_options_and_event_names() {
 
 #[test]
 fn fish_completes_options_and_event_names() {
-    if !have("fish") {
-        skip!("fish is not installed (.ci/run installs it)");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let script = write(dir.path(), "perfwatch.fish", &generate("complete-fish"));
+    require_program!("fish", " (.ci/run installs it)");
+    let (_dir, script) = generated("perfwatch.fish", "complete-fish");
     let complete = |line: &str| {
         let out = Command::new("fish")
             .args(["--no-config", "-c"])
@@ -204,11 +211,8 @@ fn fish_completes_options_and_event_names() {
 
 #[test]
 fn zsh_completes_options_and_event_names() {
-    if !have("zsh") {
-        skip!("zsh is not installed (.ci/run installs it)");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "_perfwatch", &generate("complete-zsh"));
+    require_program!("zsh", " (.ci/run installs it)");
+    let (dir, _) = generated("_perfwatch", "complete-zsh");
     let hits = dir.path().join("hits");
     // zsh completes only inside its line editor: drive an interactive zsh in zsh's own
     // pseudo-terminal (zpty), press Tab, and record every candidate the completion adds.
@@ -251,12 +255,7 @@ fn powershell_completes_event_names() {
     let Some(pwsh) = ["pwsh", "powershell"].into_iter().find(|p| have(p)) else {
         skip!("PowerShell (pwsh) is not installed");
     };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write(
-        dir.path(),
-        "perfwatch.ps1",
-        &generate("complete-powershell"),
-    );
+    let (_dir, script) = generated("perfwatch.ps1", "complete-powershell");
     let line = "perfwatch -e cpu-";
     let out = Command::new(pwsh)
         .args(["-NoLogo", "-NoProfile", "-NonInteractive", "-Command"])
