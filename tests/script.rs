@@ -205,14 +205,13 @@ fn handler_exception_passes_events_and_is_switched_off() {
     r.said(&["filter() failed 10 times; perfwatch has switched it off"]);
 }
 
-/// Start perfwatch with the script `name` (`body`, written in `dir`), make events for 1.5 s,
-/// send SIGINT; it must exit with 0 within `within`. Returns its output.
-fn interrupted(dir: &Path, name: &str, body: &str, within: Duration) -> Run {
-    let script = &script(dir, name, body);
+/// Start perfwatch with the script `name` (`body`), make events for 1.5 s, send SIGINT; it
+/// must exit with 0 within `within`. Returns its output.
+fn interrupted(name: &str, body: &str, within: Duration) -> Run {
+    let (d, script) = temp_script(name, body);
     let wait = Duration::from_millis(1500);
-    let d = tempfile::tempdir().unwrap();
     let (out, err) = (d.path().join("out"), d.path().join("err"));
-    let mut child = plain_script(script, &[])
+    let mut child = plain_script(&script, &[])
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
@@ -249,9 +248,7 @@ fn interrupted(dir: &Path, name: &str, body: &str, within: Duration) -> Run {
 #[test]
 fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
     require_perf!();
-    let d = tempfile::tempdir().unwrap();
     let r = interrupted(
-        d.path(),
         "spin.py",
         "def on_event(event):\n    while True:\n        pass\n",
         Duration::from_millis(1500),
@@ -266,7 +263,6 @@ fn never_returning_handler_still_quits_promptly_on_ctrl_c() {
 
     // Stuck where no interrupt reaches (a sleep in C): perfwatch does not wait for it.
     let r = interrupted(
-        d.path(),
         "sleepy.py",
         "import time\ndef on_event(event):\n    time.sleep(1000)\n",
         Duration::from_millis(2000),

@@ -934,12 +934,12 @@ fn watch_and_resolve(freq: &str, command: &[&str], workload: &str) -> Vec<Seen> 
 #[test]
 fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
     require_perf!();
+    // A name of its own: other tests in this binary run programs called spin at the same
+    // time, and their temporary directories (binaries included) are gone when this one
+    // resolves what it saw system-wide.
     let dir = tempfile::tempdir().unwrap();
     let bin = spin(
         dir.path(),
-        // A name of its own: other tests in this binary run programs called spin at the same
-        // time, and their temporary directories (binaries included) are gone when this one
-        // resolves what it saw system-wide.
         "pwshortspin",
         &["-O2", "-fno-omit-frame-pointer"],
     );
