@@ -285,6 +285,20 @@ pub fn decode(rec: &[u8], layout: &SampleLayout, ring_cpu: u32) -> Result<Event,
     decode_with(rec, layout, &UNNAMED, ring_cpu)
 }
 
+/// The part MMAP and MMAP2 share (pid, tid, start, len, pgoff), the file name at `name_at`,
+/// and the MMAP2 fields when there are.
+fn mmap(b: &[u8], name_at: usize, mmap2: Option<Mmap2Extra>) -> Option<EventKind> {
+    Some(EventKind::Mmap(Box::new(MmapRecord {
+        pid: u32_at(b, 0)?,
+        tid: u32_at(b, 4)?,
+        start: u64_at(b, 8)?,
+        len: u64_at(b, 16)?,
+        pgoff: u64_at(b, 24)?,
+        filename: until_nul(b.get(name_at..)?).into(),
+        mmap2,
+    })))
+}
+
 /// As [`decode`], for a record of the event `desc`.
 pub fn decode_with(
     rec: &[u8],
@@ -441,15 +455,7 @@ fn decode_body(h: Header, b: &[u8]) -> Option<Result<EventKind, DecodeError>> {
             comm: until_nul(b.get(8..)?).into(),
             exec: h.misc & MISC_COMM_EXEC != 0,
         },
-        RECORD_MMAP => EventKind::Mmap(Box::new(MmapRecord {
-            pid: u32_at(b, 0)?,
-            tid: u32_at(b, 4)?,
-            start: u64_at(b, 8)?,
-            len: u64_at(b, 16)?,
-            pgoff: u64_at(b, 24)?,
-            filename: until_nul(b.get(32..)?).into(),
-            mmap2: None,
-        })),
+        RECORD_MMAP => mmap(b, 32, None)?,
         RECORD_MMAP2 => {
             // After pgoff: either {maj, min, ino, ino_generation} or, with
             // MISC_MMAP_BUILD_ID, {build_id_size, reserved, build_id[20]}: 24 bytes either way.
@@ -468,15 +474,7 @@ fn decode_body(h: Header, b: &[u8]) -> Option<Result<EventKind, DecodeError>> {
                     None
                 },
             };
-            EventKind::Mmap(Box::new(MmapRecord {
-                pid: u32_at(b, 0)?,
-                tid: u32_at(b, 4)?,
-                start: u64_at(b, 8)?,
-                len: u64_at(b, 16)?,
-                pgoff: u64_at(b, 24)?,
-                filename: until_nul(b.get(64..)?).into(),
-                mmap2: Some(extra),
-            }))
+            mmap(b, 64, Some(extra))?
         }
         RECORD_LOST => EventKind::Lost {
             id: u64_at(b, 0)?,
@@ -635,56 +633,42 @@ mod tests {
     #[test]
     fn lost_lost_samples_throttle_switch() {
         let l = SampleLayout::default();
-        let e = decode(&lost(&l, ids(), 77), &l, 0).unwrap();
-        assert_eq!(e.kind, EventKind::Lost { id: 42, lost: 77 });
-
-        let rec = RecordBuilder::new(RECORD_LOST_SAMPLES, 0)
-            .u64(9)
-            .finish(&l, ids());
-        assert_eq!(
-            decode(&rec, &l, 0).unwrap().kind,
-            EventKind::LostSamples { lost: 9 }
-        );
-
-        for (ty, thr) in [(RECORD_THROTTLE, true), (RECORD_UNTHROTTLE, false)] {
-            let rec = RecordBuilder::new(ty, 0)
-                .u64(10)
-                .u64(42)
-                .u64(43)
-                .finish(&l, ids());
-            assert_eq!(
-                decode(&rec, &l, 0).unwrap().kind,
-                EventKind::Throttle {
-                    throttled: thr,
-                    time: 10,
-                    id: 42,
-                    stream_id: 43
-                }
-            );
+        let record = |ty, misc| RecordBuilder::new(ty, misc);
+        let throttle = |throttled| EventKind::Throttle {
+            throttled,
+            time: 10,
+            id: 42,
+            stream_id: 43,
+        };
+        let switch = |out, preempt, next_prev| EventKind::Switch {
+            out,
+            preempt,
+            next_prev,
+        };
+        let t = |ty| record(ty, 0).u64(10).u64(42).u64(43).finish(&l, ids());
+        let cases = [
+            (lost(&l, ids(), 77), EventKind::Lost { id: 42, lost: 77 }),
+            (
+                record(RECORD_LOST_SAMPLES, 0).u64(9).finish(&l, ids()),
+                EventKind::LostSamples { lost: 9 },
+            ),
+            (t(RECORD_THROTTLE), throttle(true)),
+            (t(RECORD_UNTHROTTLE), throttle(false)),
+            (
+                record(RECORD_SWITCH, MISC_SWITCH_OUT | MISC_SWITCH_OUT_PREEMPT).finish(&l, ids()),
+                switch(true, true, None),
+            ),
+            (
+                record(RECORD_SWITCH_CPU_WIDE, 0)
+                    .u32(3)
+                    .u32(4)
+                    .finish(&l, ids()),
+                switch(false, false, Some((3, 4))),
+            ),
+        ];
+        for (rec, want) in cases {
+            assert_eq!(decode(&rec, &l, 0).unwrap().kind, want);
         }
-
-        let rec = RecordBuilder::new(RECORD_SWITCH, MISC_SWITCH_OUT | MISC_SWITCH_OUT_PREEMPT)
-            .finish(&l, ids());
-        assert_eq!(
-            decode(&rec, &l, 0).unwrap().kind,
-            EventKind::Switch {
-                out: true,
-                preempt: true,
-                next_prev: None
-            }
-        );
-        let rec = RecordBuilder::new(RECORD_SWITCH_CPU_WIDE, 0)
-            .u32(3)
-            .u32(4)
-            .finish(&l, ids());
-        assert_eq!(
-            decode(&rec, &l, 0).unwrap().kind,
-            EventKind::Switch {
-                out: false,
-                preempt: false,
-                next_prev: Some((3, 4))
-            }
-        );
     }
 
     #[test]
