@@ -122,12 +122,12 @@ impl Symbolize {
         }
     }
 
-    /// Name the samples of `events` (ordered, and already learnt by `model`).
     /// See [`Symbolizer::set_load_deadline`].
     pub fn set_load_deadline(&mut self, at: Option<std::time::Instant>) {
         self.sym.set_load_deadline(at);
     }
 
+    /// Name the samples of `events` (ordered, and already learnt by `model`).
     pub fn name(&mut self, events: &mut [Event], model: &ProcessModel) {
         self.requests.clear();
         let mut used = 0;
