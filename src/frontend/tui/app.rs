@@ -455,6 +455,14 @@ pub struct Narrow {
     pub pids: FxHashSet<u32>,
 }
 
+impl Narrow {
+    /// The set the views select by (None: not narrowed). Of the field, not of the app, so
+    /// that a pane of the app can be borrowed mutably beside it.
+    pub fn pids_of(narrow: &Option<Narrow>) -> super::log::Narrowed<'_> {
+        narrow.as_ref().map(|n| &n.pids)
+    }
+}
+
 /// The panes that take focus, in Tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pane {
@@ -613,7 +621,7 @@ impl App {
     pub fn set_filter(&mut self, filter: Filter) {
         self.log_scroll = 0;
         let model = self.model.clone();
-        let narrow = self.narrow.as_ref().map(|n| &n.pids);
+        let narrow = Narrow::pids_of(&self.narrow);
         self.log.set_filter(filter, &model.read(), narrow);
     }
 
@@ -772,7 +780,7 @@ impl App {
 
     fn push_log(&mut self, ev: Event, tasks: &ProcessModel) {
         // A view scrolled back stays on the same entries.
-        let narrow = self.narrow.as_ref().map(|n| &n.pids);
+        let narrow = Narrow::pids_of(&self.narrow);
         if self.log.push(ev, tasks, narrow) && self.log_scroll > 0 {
             self.log_scroll += 1;
         }
@@ -1012,8 +1020,8 @@ impl App {
             Action::Expand if !self.symbols.callchains => {
                 self.message = Some("callers need call chains: run with -g".into());
             }
-            Action::Expand => self.symbols.expand(self.narrow.as_ref().map(|n| &n.pids)),
-            Action::Collapse => self.symbols.collapse(self.narrow.as_ref().map(|n| &n.pids)),
+            Action::Expand => self.symbols.expand(Narrow::pids_of(&self.narrow)),
+            Action::Collapse => self.symbols.collapse(Narrow::pids_of(&self.narrow)),
             Action::Span => self.symbols.toggle_span(),
             Action::Samples => {
                 let shown = self.log.toggle_samples();
@@ -1061,8 +1069,7 @@ impl App {
                     .get(self.symbols.selected)
                     .map(|(p, _)| *p),
                 Zoom::None => {
-                    self.symbols
-                        .zoom_selected(self.narrow.as_ref().map(|n| &n.pids));
+                    self.symbols.zoom_selected(Narrow::pids_of(&self.narrow));
                     self.symbols.selected = 0;
                     return;
                 }
@@ -1088,7 +1095,7 @@ impl App {
             pid,
             pids: super::tree::descendants(&tasks, pid),
         });
-        self.log.refilter(&tasks, narrow.as_ref().map(|n| &n.pids));
+        self.log.refilter(&tasks, Narrow::pids_of(&narrow));
         self.log_scroll = 0;
         self.top_scroll = 0;
         self.symbols.zoom = super::top_symbols::Zoom::None;
@@ -1099,7 +1106,7 @@ impl App {
     /// The processes the views are narrowed to (it and its children, growing as they
     /// fork): the one set the log, Top tasks and Top symbols all select by.
     pub fn narrowed(&self) -> super::log::Narrowed<'_> {
-        self.narrow.as_ref().map(|n| &n.pids)
+        Narrow::pids_of(&self.narrow)
     }
 
     /// The selected row of `rows` (the tree as shown now): the selected process's, while it
@@ -1481,6 +1488,14 @@ pub(crate) mod tests {
 
     use crate::testkit::events::desc;
 
+    /// An app keeping `history` entries over a model seeded with the processes `tree`
+    /// (pid, parent, name).
+    fn with_tree(history: usize, tree: &[(u32, Option<u32>, &str)]) -> App {
+        let app = App::new(cfg(RateUnit::Records, history));
+        *app.model.write() = super::super::tree::tests::seeded(tree);
+        app
+    }
+
     fn sample_of(d: &'static EventDesc, cpu: u32, time: u64, period: u64) -> Event {
         crate::testkit::events::sample_of(d, cpu, 5, time, period)
     }
@@ -1778,13 +1793,15 @@ pub(crate) mod tests {
 
     #[test]
     fn enter_on_a_tree_row_narrows_the_views_to_it_and_its_children_and_esc_goes_back() {
-        let mut app = App::new(cfg(RateUnit::Records, 1000));
-        *app.model.write() = super::super::tree::tests::seeded(&[
-            (1, Some(0), "init"),
-            (100, Some(1), "bash"),
-            (200, Some(100), "make"),
-            (300, Some(1), "cron"),
-        ]);
+        let mut app = with_tree(
+            1000,
+            &[
+                (1, Some(0), "init"),
+                (100, Some(1), "bash"),
+                (200, Some(100), "make"),
+                (300, Some(1), "cron"),
+            ],
+        );
         app.on_key(key('S'));
         app.on_events([
             sample(0, 200, T0 + 1, 1),
@@ -1833,12 +1850,14 @@ pub(crate) mod tests {
 
     #[test]
     fn the_tree_selection_follows_its_process_when_rows_above_come_and_go() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        *app.model.write() = super::super::tree::tests::seeded(&[
-            (1, Some(0), "init"),
-            (100, Some(1), "bash"),
-            (200, Some(1), "cron"),
-        ]);
+        let mut app = with_tree(
+            100,
+            &[
+                (1, Some(0), "init"),
+                (100, Some(1), "bash"),
+                (200, Some(1), "cron"),
+            ],
+        );
         app.on_key(key('t'));
         app.on_key(key('j'));
         app.on_key(key('j'));
