@@ -98,8 +98,8 @@ impl Loader {
         self.deadline = at;
     }
 
-    /// Is a deadline set, and cutting waits short?
-    pub(crate) fn past_deadline(&self) -> bool {
+    /// Does the deadline cut a wait started now short of the timeout (a stop is close)?
+    pub(crate) fn deadline_cuts_waits(&self) -> bool {
         self.wait() < self.timeout
     }
 
@@ -235,9 +235,9 @@ mod tests {
     #[test]
     fn past_the_deadline_no_job_is_waited_for() {
         let mut l = Loader::new(Duration::from_secs(5));
-        assert!(!l.past_deadline());
+        assert!(!l.deadline_cuts_waits());
         l.set_deadline(Some(Instant::now() + Duration::from_millis(100)));
-        assert!(l.past_deadline(), "the deadline cuts the 5 s wait");
+        assert!(l.deadline_cuts_waits(), "the deadline cuts the 5 s wait");
         let t = Instant::now();
         assert_eq!(l.run(slow(400), 1).err(), Some(RunError::TimedOut));
         let first = t.elapsed();
@@ -248,7 +248,7 @@ mod tests {
         // A quick job is still taken when it is already done... and without a deadline the
         // timeout alone bounds the wait again.
         l.set_deadline(None);
-        assert!(!l.past_deadline());
+        assert!(!l.deadline_cuts_waits());
         assert!(l.run(slow(1), 3).is_ok());
     }
 

@@ -702,7 +702,7 @@ impl Symbolizer {
 
     fn run_error(&self, e: RunError) -> LoadError {
         match e {
-            RunError::TimedOut if self.loader.past_deadline() => LoadError::Stopping,
+            RunError::TimedOut if self.loader.deadline_cuts_waits() => LoadError::Stopping,
             RunError::TimedOut => LoadError::TimedOut(self.loader.timeout().as_secs().max(1)),
             RunError::Busy => LoadError::Busy,
             RunError::Failed(m) => LoadError::Internal(m),
