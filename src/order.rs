@@ -397,6 +397,11 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// `(cpu, milliseconds)` pairs as `drain` gives them.
+    fn ms(list: &[(u32, u64)]) -> Vec<(u32, u64)> {
+        list.iter().map(|&(cpu, t)| (cpu, t * MS)).collect()
+    }
+
     #[test]
     fn merges_two_cpus_in_time_order() {
         let mut r = OrderingStage::new(&[0, 1], 1000);
@@ -407,18 +412,12 @@ mod tests {
         // Watermark is 100ms - slack: 95ms waits.
         assert_eq!(
             drain(&mut r),
-            vec![
-                (0, 10 * MS),
-                (1, 20 * MS),
-                (0, 30 * MS),
-                (1, 40 * MS),
-                (0, 50 * MS)
-            ]
+            ms(&[(0, 10), (1, 20), (0, 30), (1, 40), (0, 50)])
         );
         assert_eq!(r.watermark(), 90 * MS);
         r.push(batch(0, 200 * MS, &[150 * MS]));
         r.push(batch(1, 200 * MS, &[]));
-        assert_eq!(drain(&mut r), vec![(1, 95 * MS), (0, 150 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(1, 95), (0, 150)]));
         assert_eq!(r.late(), 0);
     }
 
@@ -427,7 +426,7 @@ mod tests {
         let mut r = OrderingStage::new(&[0, 1], 1000);
         r.push(batch(0, 100 * MS, &[10 * MS]));
         r.push(batch(1, 100 * MS, &[]));
-        assert_eq!(drain(&mut r), vec![(0, 10 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(0, 10)]));
     }
 
     #[test]
@@ -435,7 +434,7 @@ mod tests {
         let mut r = OrderingStage::new(&[0, 1], 1000);
         r.push(batch(0, 3_000 * MS, &[10 * MS, 1_500 * MS, 2_500 * MS]));
         // CPU 1 never reported: events older than 3s - 1s - slack go out.
-        assert_eq!(drain(&mut r), vec![(0, 10 * MS), (0, 1_500 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(0, 10), (0, 1_500)]));
     }
 
     #[test]
@@ -448,9 +447,9 @@ mod tests {
             end: true,
         });
         r.push(batch(0, 100 * MS, &[50 * MS]));
-        assert_eq!(drain(&mut r), vec![(0, 50 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(0, 50)]));
         r.push(batch(0, 110 * MS, &[40 * MS]));
-        assert_eq!(drain(&mut r), vec![(0, 40 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(0, 40)]));
         assert_eq!(r.late(), 1);
         r.push(Batch {
             cpu: 0,
@@ -459,7 +458,7 @@ mod tests {
             end: true,
         });
         assert!(r.all_ended());
-        assert_eq!(drain(&mut r), vec![(0, 500 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(0, 500)]));
         assert_eq!(r.watermark(), u64::MAX, "all ended and out: complete");
     }
 
@@ -502,14 +501,7 @@ mod tests {
         r.push(batch(0, 1_000 * MS, &[]));
         assert_eq!(
             drain(&mut r),
-            vec![
-                (0, 10 * MS),
-                (1, 15 * MS),
-                (0, 20 * MS),
-                (0, 25 * MS),
-                (0, 30 * MS),
-                (0, 40 * MS)
-            ]
+            ms(&[(0, 10), (1, 15), (0, 20), (0, 25), (0, 30), (0, 40)])
         );
         assert_eq!(r.late(), 0);
     }
@@ -553,6 +545,6 @@ mod tests {
         let mut r = OrderingStage::new(&[0], 1000);
         r.push(batch(0, 100 * MS, &[10 * MS]));
         r.push(batch(3, 50 * MS, &[5 * MS, 45 * MS]));
-        assert_eq!(drain(&mut r), vec![(3, 5 * MS), (0, 10 * MS)]);
+        assert_eq!(drain(&mut r), ms(&[(3, 5), (0, 10)]));
     }
 }

@@ -220,17 +220,16 @@ mod tests {
         }
     }
 
-    fn layout(s: &AddressSpace) -> Vec<(u64, u64, u64, String)> {
-        s.iter()
+    /// The mappings as `start+len@pgoff file`, in hex, in address order.
+    fn layout(s: &AddressSpace) -> String {
+        let each: Vec<String> = s
+            .iter()
             .map(|m| {
-                (
-                    m.start,
-                    m.len,
-                    m.pgoff,
-                    String::from_utf8_lossy(&m.file.path).into_owned(),
-                )
+                let file = String::from_utf8_lossy(&m.file.path);
+                format!("{:x}+{:x}@{:x} {file}", m.start, m.len, m.pgoff)
             })
-            .collect()
+            .collect();
+        each.join(", ")
     }
 
     #[test]
@@ -255,23 +254,13 @@ mod tests {
         s.insert(map(0x2000, 0x1000, 0x9000, "/new", 2));
         assert_eq!(
             layout(&s),
-            vec![
-                (0x1000, 0x1000, 0, "/old".into()),
-                (0x2000, 0x1000, 0x9000, "/new".into()),
-                (0x3000, 0x2000, 0x2000, "/old".into()),
-                (0x6000, 0x1000, 0, "/other".into()),
-            ]
+            "1000+1000@0 /old, 2000+1000@9000 /new, 3000+2000@2000 /old, 6000+1000@0 /other"
         );
         // Covers the tail of /old and all of /other.
         s.insert(map(0x4000, 0x4000, 0, "/big", 3));
         assert_eq!(
             layout(&s),
-            vec![
-                (0x1000, 0x1000, 0, "/old".into()),
-                (0x2000, 0x1000, 0x9000, "/new".into()),
-                (0x3000, 0x1000, 0x2000, "/old".into()),
-                (0x4000, 0x4000, 0, "/big".into()),
-            ]
+            "1000+1000@0 /old, 2000+1000@9000 /new, 3000+1000@2000 /old, 4000+4000@0 /big"
         );
         // The same range again replaces it.
         s.insert(map(0x4000, 0x4000, 0x1000, "/big2", 4));

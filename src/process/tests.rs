@@ -16,6 +16,11 @@ fn path(m: &ProcessModel, pid: u32, time: u64, addr: u64) -> Option<(String, u64
         .map(|(m, off)| (String::from_utf8_lossy(&m.file.path).into_owned(), off))
 }
 
+/// The shell (100) forks `pid` at `t`, which execs `name` a nanosecond later.
+fn spawned(pid: u32, t: u64, name: &[u8]) -> [Event; 2] {
+    [fork(0, t, pid, 100), comm(0, t + 1, pid, name, true)]
+}
+
 /// A shell (100) that exists at start, with its binary mapped.
 fn with_shell() -> ProcessModel {
     let mut m = ProcessModel::new();
@@ -138,9 +143,8 @@ fn exec_renames_and_replaces_the_maps_and_lookups_answer_as_of_their_time() {
 #[test]
 fn threads_share_the_process_and_its_maps() {
     let mut m = with_shell();
+    m.apply(&spawned(300, T0, b"srv"));
     m.apply(&[
-        fork(0, T0, 300, 100),
-        comm(0, T0 + 1, 300, b"srv", true),
         thread(1, T0 + 2, 300, 301, 300),
         comm_of(1, T0 + 3, 300, 301, b"worker", false),
         mmap2(1, T0 + 4, 300, 0x9000, 0x1000, 0, b"/lib/t.so", 4),
@@ -197,9 +201,8 @@ fn exited_tasks_answer_for_a_while_then_are_forgotten() {
 #[test]
 fn a_reused_pid_keeps_its_previous_owner_for_earlier_lookups() {
     let mut m = with_shell();
+    m.apply(&spawned(200, T0, b"first"));
     m.apply(&[
-        fork(0, T0, 200, 100),
-        comm(0, T0 + 1, 200, b"first", true),
         mmap2(0, T0 + 2, 200, 0x1000, 0x1000, 0, b"/bin/first", 1),
         exit(0, T0 + 3, 200, 100),
         fork(0, T0 + 10, 200, 100),
@@ -260,7 +263,7 @@ fn seeding_fills_gaps_and_never_overrides_the_stream() {
     let mut m = ProcessModel::new();
     // The stream already told us about 200 (it forked after the events were enabled, before
     // /proc was read).
-    m.apply(&[fork(0, T0, 200, 100), comm(0, T0 + 1, 200, b"new", true)]);
+    m.apply(&spawned(200, T0, b"new"));
     m.seed(vec![
         proc::SeedProcess {
             pid: 100,

@@ -178,18 +178,18 @@ fn write_error_text(path: &Path, e: &io::Error) -> String {
 /// What the router did, for the end of the run.
 #[derive(Debug, Default)]
 pub struct RouterReport {
+    /// For the TUI without `--script-output`: what the panes can no longer show, as lines for
+    /// stderr (each script's last `on_tick()` lines, then what came after the TUI stopped,
+    /// `trace_end()`'s output among it).
+    pub epilogue: Vec<u8>,
+    /// Messages the TUI's panes did not take in time.
+    pub not_shown: u64,
     /// The write error on `--script-output`, when there was one.
     pub write_error: Option<String>,
     /// It was said on stderr when it happened (plain mode).
     pub write_error_said: bool,
     /// Messages that were not written because of it.
     pub unwritten: u64,
-    /// Messages the TUI's panes did not take in time.
-    pub not_shown: u64,
-    /// For the TUI without `--script-output`: what the panes can no longer show, as lines for
-    /// stderr (each script's last `on_tick()` lines, then what came after the TUI stopped,
-    /// `trace_end()`'s output among it).
-    pub epilogue: Vec<u8>,
     /// The writer thread did not finish in time (a blocked stderr or file).
     pub stuck: bool,
 }

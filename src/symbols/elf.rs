@@ -247,34 +247,23 @@ fn build_id<'d, Elf: FileHeader, R: ReadRef<'d>>(
         }
         None
     };
-    if !sections.is_empty() {
-        for sh in sections.iter() {
-            let size: u64 = sh.sh_size(endian).into();
-            if sh.sh_type(endian) != elf::SHT_NOTE || size > MAX_NOTES {
-                continue;
-            }
-            if let Ok(Some(notes)) = sh.notes(endian, data)
-                && let Some(id) = find(notes)
-            {
-                return Some(id);
-            }
-        }
-        None
+    // The notes in the sections; with no section headers (sstrip), in the program headers.
+    // A note area larger than MAX_NOTES is passed over.
+    let small = |size: u64| size <= MAX_NOTES;
+    let areas: Vec<_> = if !sections.is_empty() {
+        sections
+            .iter()
+            .filter(|sh| sh.sh_type(endian) == elf::SHT_NOTE && small(sh.sh_size(endian).into()))
+            .filter_map(|sh| sh.notes(endian, data).ok().flatten())
+            .collect()
     } else {
-        // No section headers (sstrip): the program headers' notes.
-        for ph in phdrs {
-            let size: u64 = ph.p_filesz(endian).into();
-            if ph.p_type(endian) != elf::PT_NOTE || size > MAX_NOTES {
-                continue;
-            }
-            if let Ok(Some(notes)) = ph.notes(endian, data)
-                && let Some(id) = find(notes)
-            {
-                return Some(id);
-            }
-        }
-        None
-    }
+        phdrs
+            .iter()
+            .filter(|ph| ph.p_type(endian) == elf::PT_NOTE && small(ph.p_filesz(endian).into()))
+            .filter_map(|ph| ph.notes(endian, data).ok().flatten())
+            .collect()
+    };
+    areas.into_iter().find_map(find)
 }
 
 fn debuglink<'d, Elf: FileHeader, R: ReadRef<'d>>(

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::table::{MAX_NAME, TooLarge};
+use super::table::{Names, TooLarge};
 
 /// Bytes counted per entry (B-tree node share, extent, name reference).
 const ENTRY_BYTES: usize = 48;
@@ -21,7 +21,7 @@ const MAX_LINE: usize = 64 * 1024;
 pub struct PerfMap {
     /// start → (end, name offset, name length).
     extents: BTreeMap<u64, (u64, u32, u32)>,
-    strings: Vec<u8>,
+    strings: Names,
     /// The unfinished last line.
     pending: Vec<u8>,
     /// Inside a line too long to be one, until its newline.
@@ -98,12 +98,10 @@ impl PerfMap {
         name: &[u8],
         max_bytes: usize,
     ) -> Result<(), TooLarge> {
-        let name = &name[..name.len().min(MAX_NAME)];
-        if self.bytes() + ENTRY_BYTES * 2 + name.len() > max_bytes
-            || self.strings.len() + name.len() > u32::MAX as usize
-        {
-            return Err(TooLarge);
-        }
+        // Two entries at the most: the new extent and the tail of one it cuts in two.
+        let (name_off, name_len) =
+            self.strings
+                .push(name, self.bytes() + ENTRY_BYTES * 2, max_bytes)?;
         // An extent that starts before and reaches into the new one keeps its head (and its
         // tail, if it also reaches past the new one).
         if let Some((&s, &(e, off, len))) = self.extents.range(..start).next_back()
@@ -122,9 +120,7 @@ impl PerfMap {
                 self.extents.insert(end, (e, off, len));
             }
         }
-        let off = self.strings.len() as u32;
-        self.strings.extend_from_slice(name);
-        self.extents.insert(start, (end, off, name.len() as u32));
+        self.extents.insert(start, (end, name_off, name_len));
         Ok(())
     }
 
@@ -136,13 +132,7 @@ impl PerfMap {
     /// [`find`](Self::find), with a key unique to the line that named the function.
     pub(crate) fn find_keyed(&self, addr: u64) -> Option<(u64, u64, &[u8])> {
         let (&s, &(e, off, len)) = self.extents.range(..=addr).next_back()?;
-        (addr < e).then(|| {
-            (
-                s,
-                off as u64,
-                &self.strings[off as usize..off as usize + len as usize],
-            )
-        })
+        (addr < e).then(|| (s, off as u64, self.strings.get(off, len)))
     }
 
     pub fn len(&self) -> usize {
@@ -164,13 +154,9 @@ impl PerfMap {
 
     /// Every extent in order (for tests).
     pub fn extents(&self) -> impl Iterator<Item = (u64, u64, &[u8])> {
-        self.extents.iter().map(|(&s, &(e, off, len))| {
-            (
-                s,
-                e,
-                &self.strings[off as usize..off as usize + len as usize],
-            )
-        })
+        self.extents
+            .iter()
+            .map(|(&s, &(e, off, len))| (s, e, self.strings.get(off, len)))
     }
 }
 

@@ -24,8 +24,40 @@ struct Raw {
 /// Collects symbols, then sorts and bounds them into a [`SymbolTable`].
 pub(crate) struct TableBuilder {
     raw: Vec<Raw>,
-    strings: Vec<u8>,
+    strings: Names,
     max_bytes: usize,
+}
+
+/// Symbol names end to end, each cut to [`MAX_NAME`] bytes, found again by `(offset, length)`.
+#[derive(Default)]
+pub(crate) struct Names(Vec<u8>);
+
+impl Names {
+    /// Store `name` when `used` bytes (the names so far among them) and the name fit within
+    /// `max_bytes`; its offset and length.
+    pub(crate) fn push(
+        &mut self,
+        name: &[u8],
+        used: usize,
+        max_bytes: usize,
+    ) -> Result<(u32, u32), TooLarge> {
+        let name = &name[..name.len().min(MAX_NAME)];
+        if used + name.len() > max_bytes || self.0.len() + name.len() > u32::MAX as usize {
+            return Err(TooLarge);
+        }
+        let off = self.0.len() as u32;
+        self.0.extend_from_slice(name);
+        Ok((off, name.len() as u32))
+    }
+
+    pub(crate) fn get(&self, off: u32, len: u32) -> &[u8] {
+        &self.0[off as usize..off as usize + len as usize]
+    }
+
+    /// Bytes held.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// The most bytes of name kept per symbol; longer names (only crafted binaries have them)
@@ -37,7 +69,7 @@ impl TableBuilder {
     pub(crate) fn new(max_bytes: usize) -> TableBuilder {
         TableBuilder {
             raw: Vec::new(),
-            strings: Vec::new(),
+            strings: Names::default(),
             max_bytes,
         }
     }
@@ -58,21 +90,16 @@ impl TableBuilder {
         name: &[u8],
         tag: u16,
     ) -> Result<(), TooLarge> {
-        let name = &name[..name.len().min(MAX_NAME)];
-        if self.bytes() + ENTRY_BYTES + name.len() > self.max_bytes
-            || self.strings.len() + name.len() > u32::MAX as usize
-        {
-            return Err(TooLarge);
-        }
-        let name_off = self.strings.len() as u32;
-        self.strings.extend_from_slice(name);
+        let (name_off, name_len) =
+            self.strings
+                .push(name, self.bytes() + ENTRY_BYTES, self.max_bytes)?;
         self.raw.push(Raw {
             start,
             size,
             bound,
             rank,
             name_off,
-            name_len: name.len() as u32,
+            name_len,
             tag,
         });
         Ok(())
@@ -120,7 +147,7 @@ impl TableBuilder {
             name_offs: name_offs.into_boxed_slice(),
             name_lens: name_lens.into_boxed_slice(),
             tags: tags.into_boxed_slice(),
-            strings: self.strings.into_boxed_slice(),
+            strings: self.strings.0.into_boxed_slice(),
         }
     }
 }

@@ -59,19 +59,22 @@ pub enum RateUnit {
 /// What the app shows about the monitor itself.
 #[derive(Clone, Debug)]
 pub struct AppConfig {
-    /// The event in use.
+    /// What is watched, as the header says it ("system-wide", "pid 42", "CPUs 0-1").
+    pub target: String,
+    /// The CPUs watched.
+    pub cpus: Vec<u32>,
+    /// The events being watched (for the filter's tracepoint field names).
+    pub events: Vec<&'static crate::event::EventDesc>,
+    /// The event in use, as the header names it.
     pub event: String,
     /// The fallback note ("cycles not supported, using cpu-clock").
     pub fallback: Option<String>,
+    /// What the per-CPU rates count.
     pub unit: RateUnit,
-    pub target: String,
-    pub cpus: Vec<u32>,
     /// Log entries kept.
     pub history: usize,
     /// CLOCK_MONOTONIC ns when monitoring started.
     pub start_ns: u64,
-    /// The events being watched (for the filter's tracepoint field names).
-    pub events: Vec<&'static crate::event::EventDesc>,
 }
 
 impl AppConfig {
@@ -736,13 +739,9 @@ impl App {
                     argv: None,
                 })
             }
-            EventKind::Comm {
-                pid,
-                tid,
-                comm,
-                exec,
-            } => {
-                let ppid = tasks.task_at(*tid, ev.time).and_then(|k| k.ppid());
+            EventKind::Comm { comm, exec, .. } => {
+                let (pid, tid) = ev.subject();
+                let ppid = tasks.task_at(tid, ev.time).and_then(|k| k.ppid());
                 Some(TaskRow {
                     time: ev.time,
                     event: if *exec {
@@ -750,14 +749,14 @@ impl App {
                     } else {
                         TaskEvent::Comm
                     },
-                    pid: *pid,
-                    tid: *tid,
+                    pid,
+                    tid,
                     ppid,
                     comm: Some(Comm::new(comm)),
                     parent_comm: ppid.and_then(name),
                     lifetime: None,
                     argv: if *exec {
-                        tasks.exec_argv(*pid, ev.time).cloned()
+                        tasks.exec_argv(pid, ev.time).cloned()
                     } else {
                         None
                     },
@@ -1488,11 +1487,12 @@ pub(crate) mod tests {
 
     use crate::testkit::events::desc;
 
-    /// An app keeping `history` entries over a model seeded with the processes `tree`
-    /// (pid, parent, name).
-    fn with_tree(history: usize, tree: &[(u32, Option<u32>, &str)]) -> App {
+    /// An app keeping `history` entries over a model seeded with the tree tests' family
+    /// of processes.
+    fn with_tree(history: usize) -> App {
+        use super::super::tree::tests::{FAMILY, seeded};
         let app = App::new(cfg(RateUnit::Records, history));
-        *app.model.write() = super::super::tree::tests::seeded(tree);
+        *app.model.write() = seeded(FAMILY);
         app
     }
 
@@ -1793,53 +1793,46 @@ pub(crate) mod tests {
 
     #[test]
     fn enter_on_a_tree_row_narrows_the_views_to_it_and_its_children_and_esc_goes_back() {
-        let mut app = with_tree(
-            1000,
-            &[
-                (1, Some(0), "init"),
-                (100, Some(1), "bash"),
-                (200, Some(100), "make"),
-                (300, Some(1), "cron"),
-            ],
-        );
+        // bash (101) runs make (102); cron (110) is bash's uncle.
+        let mut app = with_tree(1000);
         app.on_key(key('S'));
         app.on_events([
-            sample(0, 200, T0 + 1, 1),
-            sample(0, 300, T0 + 2, 1),
-            sample(1, 100, T0 + 3, 1),
+            sample(0, 102, T0 + 1, 1),
+            sample(0, 110, T0 + 2, 1),
+            sample(1, 101, T0 + 3, 1),
         ]);
         app.on_tick(T0 + 2 * NS);
         app.on_key(key('t'));
         assert!(app.tree && app.focus == Pane::Tasks);
         let rows = app.tree_rows();
-        let at = rows.iter().position(|r| r.pid == 100).unwrap();
+        let at = rows.iter().position(|r| r.pid == 101).unwrap();
         for _ in 0..at {
             app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
         }
         app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
         let n = app.narrow.as_ref().expect("narrowed");
-        assert_eq!(n.pid, 100);
+        assert_eq!(n.pid, 101);
         let pids = |a: &App| -> Vec<u32> {
             a.log_range(0, a.log_len())
                 .iter()
                 .map(|e| e.subject_pid())
                 .collect()
         };
-        assert_eq!(pids(&app), [200, 100], "cron's sample is not shown");
+        assert_eq!(pids(&app), [102, 101], "cron's sample is not shown");
         assert_eq!(
             app.top_rows().iter().map(|r| r.0).collect::<Vec<_>>(),
-            [100, 200]
+            [101, 102]
         );
         // A child forked by make joins, and its records show.
         app.on_events([
-            fork(0, T0 + 3 * NS, 201, 200),
-            sample(0, 201, T0 + 3 * NS + 1, 1),
-            fork(0, T0 + 3 * NS + 2, 301, 300),
+            fork(0, T0 + 3 * NS, 103, 102),
+            sample(0, 103, T0 + 3 * NS + 1, 1),
+            fork(0, T0 + 3 * NS + 2, 111, 110),
         ]);
-        assert_eq!(pids(&app), [200, 100, 201, 201]);
+        assert_eq!(pids(&app), [102, 101, 103, 103]);
         assert!(
             app.narrowed()
-                .is_some_and(|n| n.contains(&201) && !n.contains(&301))
+                .is_some_and(|n| n.contains(&103) && !n.contains(&111))
         );
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert!(app.narrow.is_none() && app.narrowed().is_none());
@@ -1850,25 +1843,19 @@ pub(crate) mod tests {
 
     #[test]
     fn the_tree_selection_follows_its_process_when_rows_above_come_and_go() {
-        let mut app = with_tree(
-            100,
-            &[
-                (1, Some(0), "init"),
-                (100, Some(1), "bash"),
-                (200, Some(1), "cron"),
-            ],
-        );
+        let mut app = with_tree(100);
         app.on_key(key('t'));
-        app.on_key(key('j'));
-        app.on_key(key('j'));
+        for _ in 0..4 {
+            app.on_key(key('j'));
+        }
         let rows = app.tree_rows();
-        assert_eq!(rows[app.tree_selected(&rows)].pid, 200);
+        assert_eq!(rows[app.tree_selected(&rows)].pid, 110);
         // A process forked by init with a lower pid: a row above the selection.
         app.on_events([fork(0, T0, 50, 1)]);
         let rows = app.tree_rows();
-        assert_eq!(rows[app.tree_selected(&rows)].pid, 200, "still cron");
+        assert_eq!(rows[app.tree_selected(&rows)].pid, 110, "still cron");
         app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert_eq!(app.narrow.as_ref().map(|n| n.pid), Some(200));
+        assert_eq!(app.narrow.as_ref().map(|n| n.pid), Some(110));
     }
 
     #[test]

@@ -173,6 +173,20 @@ pub(crate) mod tests {
     const S: u64 = 1_000_000_000;
     const T0: u64 = 1_000 * S;
 
+    /// A machine's processes as `(pid, parent, name)`: a login chain, a second child of
+    /// init, kernel threads under kthreadd and a process whose parent is not in the list.
+    pub(crate) const FAMILY: &[(u32, Option<u32>, &str)] = &[
+        (1, Some(0), "systemd"),
+        (2, Some(0), "kthreadd"),
+        (3, Some(2), "rcu_gp"),
+        (4, Some(2), "kworker/0:0"),
+        (100, Some(1), "sshd"),
+        (101, Some(100), "bash"),
+        (102, Some(101), "make"),
+        (110, Some(1), "cron"),
+        (200, Some(99), "orphan"),
+    ];
+
     /// A model that knows `(pid, ppid, comm)` from a /proc snapshot.
     pub(crate) fn seeded(list: &[(u32, Option<u32>, &str)]) -> ProcessModel {
         let mut m = ProcessModel::new();
@@ -206,17 +220,7 @@ pub(crate) mod tests {
 
     #[test]
     fn parents_over_children_with_guides_and_kernel_threads_folded() {
-        let m = seeded(&[
-            (1, Some(0), "systemd"),
-            (2, Some(0), "kthreadd"),
-            (3, Some(2), "rcu_gp"),
-            (4, Some(2), "kworker/0:0"),
-            (100, Some(1), "sshd"),
-            (101, Some(100), "bash"),
-            (102, Some(101), "make"),
-            (110, Some(1), "cron"),
-            (200, Some(99), "orphan"),
-        ]);
+        let m = seeded(FAMILY);
         let rows = rows(&m, T0, &|_| true);
         assert_eq!(
             lines(&rows),
@@ -274,28 +278,30 @@ pub(crate) mod tests {
 
     #[test]
     fn processes_from_proc_that_went_are_dropped_when_their_exit_cannot_be_seen() {
-        let mut m = seeded(&[
-            (1, Some(0), "init"),
-            (100, Some(1), "gone"),
-            (101, Some(1), "here"),
-        ]);
+        let mut m = seeded(FAMILY);
         m.apply(&[tk::fork(0, T0, 300, 1)]);
-        let r = rows(&m, T0 + 10 * S, &|pid| pid != 100);
-        assert_eq!(lines(&r), ["1 init", "├─ 101 here", "└─ 300 init"]);
+        let r = rows(&m, T0 + 10 * S, &|pid| pid != 110);
+        assert_eq!(
+            lines(&r),
+            [
+                "1 systemd",
+                "├─ 100 sshd",
+                "│  └─ 101 bash",
+                "│     └─ 102 make",
+                "└─ 300 systemd",
+                "2 kthreadd",
+                "200 orphan",
+            ],
+            "cron went"
+        );
     }
 
     #[test]
     fn descendants_of_a_process() {
-        let m = seeded(&[
-            (1, Some(0), "init"),
-            (10, Some(1), "a"),
-            (11, Some(10), "b"),
-            (12, Some(11), "c"),
-            (20, Some(1), "d"),
-        ]);
-        let mut d: Vec<u32> = descendants(&m, 10).into_iter().collect();
+        let m = seeded(FAMILY);
+        let mut d: Vec<u32> = descendants(&m, 100).into_iter().collect();
         d.sort_unstable();
-        assert_eq!(d, [10, 11, 12]);
+        assert_eq!(d, [100, 101, 102]);
         assert_eq!(descendants(&m, 999).len(), 1, "itself, even unknown");
     }
 
