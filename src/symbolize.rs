@@ -244,16 +244,10 @@ mod tests {
     #[test]
     fn each_chunk_names_its_own_samples_and_frames_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let k = dir.path().join("kallsyms");
-        std::fs::write(
-            &k,
+        let mut step = Symbolize::new(crate::testkit::symbols::kernel(
+            dir.path(),
             "ffffffff81000000 T one\nffffffff81001000 T two\nffffffff81002000 T three\nffffffff81003000 T four\n",
-        )
-        .unwrap();
-        let mut step = Symbolize::new(Config {
-            kallsyms: k,
-            ..Config::default()
-        });
+        ));
         let model = ProcessModel::new();
         let mut first = vec![
             kernel_sample(1, 0xffffffff81000010, None),

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use perfwatch::symbols::{
     Config, DsoKind, FileIdentity, MappedFile, Mapping, Request, Symbolized, Symbolizer,
 };
+use perfwatch::testkit::symbols::kernel as crafted_kernel;
 
 /// The test program: known functions (one with a Rust-mangled and one with a C++-mangled
 /// name, one static) that it prints the addresses of, then runs `argv[1]` loops (forever
@@ -570,17 +571,10 @@ fn kernel_addresses_from_kallsyms_name_kernel_functions() {
 #[test]
 fn kallsyms_full_of_zeros_says_so_once_and_keeps_addresses() {
     let dir = tempfile::tempdir().unwrap();
-    let k = dir.path().join("kallsyms");
-    std::fs::write(
-        &k,
+    let mut s = Symbolizer::new(crafted_kernel(
+        dir.path(),
         "0000000000000000 T _stext\n0000000000000000 T vfs_read\n0000000000000000 t x\t[ext4]\n",
-    )
-    .unwrap();
-    let mut s = Symbolizer::new(Config {
-        kallsyms: k,
-        modules: dir.path().join("modules"),
-        ..Config::default()
-    });
+    ));
     for a in [0xffffffff81000000u64, 0xffffffff81234567] {
         let got = s.resolve_one(&Request::kernel(a));
         assert_eq!(got.to_string(), "[unknown]");
@@ -763,7 +757,6 @@ fn each_unique_address_is_resolved_once_and_the_table_budget_holds() {
 #[test]
 fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
     let dir = tempfile::tempdir().unwrap();
-    let k = dir.path().join("kallsyms");
     let text: String = (0..2000)
         .map(|i| {
             format!(
@@ -772,15 +765,13 @@ fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
             )
         })
         .collect();
-    std::fs::write(&k, text).unwrap();
     let bin = spin(dir.path(), "spin", &["-O2", "-g"]);
     let r = Running::start(&bin, &[]);
     let m = mapping_of(r.pid(), r.addrs[0]);
     let s = Symbolizer::new(Config {
-        kallsyms: k,
         debug_dirs: vec![],
         preload_kernel: true,
-        ..Config::default()
+        ..crafted_kernel(dir.path(), &text)
     });
     let kernel_bytes = s.stats().table_bytes;
     assert!(kernel_bytes > 40_000, "{kernel_bytes}");

@@ -8,6 +8,7 @@
 //! costs only what was added.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use super::table::{Names, TooLarge};
 
@@ -82,7 +83,7 @@ impl PerfMap {
         }
         self.lines += 1;
         match parse_line(line) {
-            Some((start, size, name)) => self.paint(start, start + size, name, max_bytes),
+            Some((start, size, name)) => self.paint(start..start + size, name, max_bytes),
             None => {
                 self.bad_lines += 1;
                 Ok(())
@@ -90,14 +91,9 @@ impl PerfMap {
         }
     }
 
-    /// Make `[start, end)` belong to `name`, trimming what was there.
-    fn paint(
-        &mut self,
-        start: u64,
-        end: u64,
-        name: &[u8],
-        max_bytes: usize,
-    ) -> Result<(), TooLarge> {
+    /// Make `range` belong to `name`, trimming what was there.
+    fn paint(&mut self, range: Range<u64>, name: &[u8], max_bytes: usize) -> Result<(), TooLarge> {
+        let Range { start, end } = range;
         // Two entries at the most: the new extent and the tail of one it cuts in two.
         let (name_off, name_len) =
             self.strings

@@ -4,8 +4,10 @@
 //!
 //! - [`records`]: raw records, byte for byte as the kernel writes them into a ring;
 //! - [`tracepoints`]: tracepoint formats and RAW data;
-//! - [`events`]: decoded [`crate::event::Event`]s, for everything after the decoder.
+//! - [`events`]: decoded [`crate::event::Event`]s, for everything after the decoder;
+//! - [`symbols`]: a crafted kernel for the symbolizer.
 
 pub mod events;
 pub mod records;
+pub mod symbols;
 pub mod tracepoints;
