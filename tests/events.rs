@@ -7,8 +7,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
+
+use common::{perfwatch, run, run_args};
 
 /// Build a C program into `dir` under `name`.
 fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
@@ -44,26 +45,11 @@ int main(void) {
 }
 "#;
 
-fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid JSON {l:?}: {e}")))
-        .collect()
-}
-
-fn perfwatch(args: &[&str]) -> std::process::Output {
-    Command::new(cargo_bin("perfwatch"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// Run perfwatch with `args` (a `--json` run) to a successful end: its lines, and its stderr.
+/// Run `perfwatch --json` with `args` to a successful end: its lines, and its stderr.
 fn json_run(args: &[&str]) -> (Vec<Value>, String) {
-    let out = perfwatch(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    (json_lines(&out.stdout), stderr)
+    let out = run(perfwatch().arg("--json").args(args));
+    out.exited(0);
+    (out.json(), out.stderr)
 }
 
 fn samples_of<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
@@ -79,7 +65,7 @@ fn an_exec_gives_the_file_it_executed() {
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pw-exec-target", "int main(void) { return 0; }");
     let exe_s = exe.to_str().unwrap();
-    let (lines, stderr) = json_run(&["--json", "-e", "sched:sched_process_exec", "--", exe_s]);
+    let (lines, stderr) = json_run(&["-e", "sched:sched_process_exec", "--", exe_s]);
     let execs = samples_of(&lines, "sched:sched_process_exec");
     assert_eq!(execs.len(), 1, "{stderr}");
     let e = execs[0];
@@ -90,8 +76,8 @@ fn an_exec_gives_the_file_it_executed() {
     assert!(e.get("common_pid").is_none(), "common_* left out: {e}");
 
     // The same in --plain, with the fields after the sample's own members.
-    let out = perfwatch(&["--plain", "-e", "sched:sched_process_exec", "--", exe_s]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let out = run_args(&["--plain", "-e", "sched:sched_process_exec", "--", exe_s]);
+    let stdout = &out.stdout;
     let line = stdout
         .lines()
         .find(|l| l.contains("type: sample"))
@@ -118,15 +104,13 @@ fn an_exec_gives_the_file_it_executed() {
     );
 
     // --common-fields adds them.
-    let out = perfwatch(&[
-        "--json",
+    let (lines, _) = json_run(&[
         "--common-fields",
         "-e",
         "sched:sched_process_exec",
         "--",
         exe_s,
     ]);
-    let lines = json_lines(&out.stdout);
     let e = samples_of(&lines, "sched:sched_process_exec")[0];
     assert_eq!(e["common_pid"], e["pid"]);
 }
@@ -137,7 +121,6 @@ fn sched_switch_gives_prev_and_next_mixed_with_cpu_clock() {
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pwsleeper", SLEEPER);
     let (lines, stderr) = json_run(&[
-        "--json",
         "-e",
         "cpu-clock/freq=1000/,sched:sched_switch",
         "--",
@@ -192,7 +175,7 @@ fn system_wide_switches_name_the_next_task() {
     // Counted on the way out: each of the sleeper's 30 sleeps switches it out. (Switches *in*
     // from the idle task are not a reliable count on this kind of VM: with CPU 1 idle, the
     // kernel writes no sched_switch for swapper/1 -> task at all, for perf record as well.)
-    let out = perfwatch(&[
+    let out = run_args(&[
         "--plain",
         "-a",
         "-e",
@@ -204,9 +187,8 @@ fn system_wide_switches_name_the_next_task() {
         "--",
         exe.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = &out.exited(0).stderr;
+    let stdout = &out.stdout;
     let switches_out = stdout
         .lines()
         .filter(|l| {
@@ -241,7 +223,7 @@ fn a_script_reads_tracepoint_fields() {
         "def on_event(event):\n    if event.type == 'sample':\n        print('exec', event.name, event.filename, event.pid == event.sample_pid, type(event.old_pid).__name__)\n",
     )
     .unwrap();
-    let out = perfwatch(&[
+    let out = run_args(&[
         "--plain",
         "-e",
         "sched:sched_process_exec",
@@ -250,8 +232,7 @@ fn a_script_reads_tracepoint_fields() {
         "--",
         exe.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = &out.exited(0).stderr;
     assert!(
         stderr.contains(&format!(
             "[fields.py] exec sched:sched_process_exec {} True int",
@@ -267,7 +248,6 @@ fn user_only_samples_have_no_kernel_addresses() {
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pwspin", SLEEPER);
     let (lines, stderr) = json_run(&[
-        "--json",
         "-e",
         "cpu-clock:u",
         "-F",
@@ -329,10 +309,9 @@ fn tracepoints_sample_every_nth_hit_with_c() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(&go, "go\n").unwrap();
     let _ = target.wait();
-    let out = mon.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
+    let out = common::Run::from(mon.wait_with_output().unwrap());
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     let samples = samples_of(&lines, "sched:sched_process_fork");
     assert_eq!(samples.len(), 3, "every second of 6 forks: {stderr}");
     assert!(samples.iter().all(|v| v["sample_period"] == 2));
@@ -346,9 +325,8 @@ fn tracepoints_sample_every_nth_hit_with_c() {
 #[test]
 fn list_events_lists_hardware_software_and_tracepoints() {
     let _t = require_tracefs!();
-    let out = perfwatch(&["--list-events", "sched"]);
-    assert!(out.status.success());
-    let s = String::from_utf8_lossy(&out.stdout);
+    let out = run_args(&["--list-events", "sched"]);
+    let s = &out.exited(0).stdout;
     assert!(
         s.lines()
             .any(|l| l.trim_start().starts_with("sched:sched_switch ")
@@ -356,8 +334,8 @@ fn list_events_lists_hardware_software_and_tracepoints() {
         "{s}"
     );
     assert!(!s.contains("cpu-clock"), "filtered: {s}");
-    let out = perfwatch(&["--list-events"]);
-    let s = String::from_utf8_lossy(&out.stdout);
+    let out = run_args(&["--list-events"]);
+    let s = &out.stdout;
     assert!(s.contains("cycles OR cpu-cycles"), "{s}");
     assert!(
         s.lines()
@@ -402,29 +380,22 @@ fn clear_refusals() {
         ),
     ];
     for (args, msg) in cases {
-        let out = perfwatch(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(stderr.contains(msg), "{args:?}: {stderr}");
+        let out = run_args(args);
+        let stderr = &out.exited(1).said(&[msg]).stderr;
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
     }
     // Bad command lines: status 2.
-    let out = perfwatch(&["--plain", "-e", "dummy", "-k", "sideways"]);
-    assert_eq!(out.status.code(), Some(2));
-    let out = perfwatch(&[
+    run_args(&["--plain", "-e", "dummy", "-k", "sideways"]).exited(2);
+    let out = run_args(&[
         "--plain",
         "-e",
         "sched:sched_switch",
         "--filter",
         "nxt_pid:0",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("unknown filter key 'nxt_pid' in 'nxt_pid:0'"),
-        "{stderr}"
-    );
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    out.exited(2)
+        .said(&["unknown filter key 'nxt_pid' in 'nxt_pid:0'"]);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
 }
 
 /// True when the machine has a PMU that counts instructions.
@@ -438,23 +409,14 @@ fn an_explicit_hardware_event_the_machine_lacks_is_an_error() {
     if has_instructions() {
         skip!("this machine counts instructions: nothing to refuse");
     }
-    let out = perfwatch(&["--plain", "-e", "cpu-clock,instructions", "-d", "0.2"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("event 'instructions' is not supported on this machine"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains("using cpu-clock"),
-        "no substitution: {stderr}"
-    );
+    run_args(&["--plain", "-e", "cpu-clock,instructions", "-d", "0.2"])
+        .exited(1)
+        .said(&["event 'instructions' is not supported on this machine"])
+        .never_said(&["using cpu-clock"]);
     // cycles, asked for or by default, falls back as in perf (and keeps its modifier).
-    let out = perfwatch(&["--json", "-e", "cycles:u", "-d", "0.2"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let said = ["cycles:u not supported", "using cpu-clock:u"];
-    assert!(said.iter().all(|w| stderr.contains(w)), "{stderr}");
+    run_args(&["--json", "-e", "cycles:u", "-d", "0.2"])
+        .exited(0)
+        .said(&["cycles:u not supported", "using cpu-clock:u"]);
 }
 
 #[test]
@@ -467,11 +429,10 @@ fn clockid_stamps_events_with_that_clock() {
             .as_nanos() as u64
     };
     let before = realtime();
-    let out = perfwatch(&["--json", "-k", "realtime", "-e", "dummy", "--", "/bin/true"]);
+    let out = run_args(&["--json", "-k", "realtime", "-e", "dummy", "--", "/bin/true"]);
     let after = realtime();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     assert!(!lines.is_empty(), "{stderr}");
     for v in &lines {
         let t = v["sample_time"].as_u64().unwrap();
@@ -536,17 +497,7 @@ fn a_cgroup_target_sees_only_its_tasks() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let (lines, stderr) = json_run(&[
-        "--json",
-        "-G",
-        &name,
-        "-e",
-        "cpu-clock",
-        "-F",
-        "500",
-        "-d",
-        "1",
-    ]);
+    let (lines, stderr) = json_run(&["-G", &name, "-e", "cpu-clock", "-F", "500", "-d", "1"]);
     let pids: std::collections::BTreeSet<i64> = lines
         .iter()
         .filter(|v| v["type"] == "sample")
@@ -580,7 +531,6 @@ int main(void) {
 "#,
     );
     let (lines, stderr) = json_run(&[
-        "--json",
         "-e",
         "page-faults",
         "-c",
@@ -624,7 +574,7 @@ fn any_list_works_with_a_pid_target_and_switch_records() {
         .spawn()
         .unwrap();
     let pid = target.id().to_string();
-    let out = perfwatch(&[
+    let out = run_args(&[
         "--json",
         "-p",
         &pid,
@@ -638,9 +588,8 @@ fn any_list_works_with_a_pid_target_and_switch_records() {
     ]);
     let _ = target.kill();
     let _ = target.wait();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     let pid: i64 = pid.parse().unwrap();
     let switches = samples_of(&lines, "sched:sched_switch");
     assert!(
@@ -670,7 +619,7 @@ fn hostile_tracepoint_strings_are_escaped() {
     let evil = dir.path().join("evil\x1b[2J\nname\u{202e}");
     std::fs::rename(&exe, &evil).unwrap();
     for format in ["--plain", "--json"] {
-        let out = Command::new(cargo_bin("perfwatch"))
+        let out = perfwatch()
             .args([format, "-e", "sched:sched_process_exec", "--"])
             .arg(&evil)
             .output()

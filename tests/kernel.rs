@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
+use common::{Run, json_lines, perfwatch, run_args};
+
 /// Forks `n` subshells that exit at once (dash forks once per `( ... ) &`, without exec),
 /// then one child that execs `sleep`.
 fn forker_script(n: usize, pidfile: Option<&std::path::Path>) -> String {
@@ -23,22 +25,12 @@ fn forker_script(n: usize, pidfile: Option<&std::path::Path>) -> String {
 /// Attach `perfwatch --json -e dummy -p` to `target`, give it time to open its events, let
 /// the target go (it waits reading the FIFO `go`), and collect perfwatch's output once the
 /// target (and so perfwatch) has exited.
-fn watch_pid_then_release(
-    target: &mut std::process::Child,
-    go: &std::path::Path,
-) -> std::process::Output {
+fn watch_pid_then_release(target: &mut std::process::Child, go: &std::path::Path) -> Run {
     let mon = common::spawn_piped(&["--json", "-e", "dummy", "-p", &target.id().to_string()]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     std::fs::write(go, "go\n").unwrap();
     target.wait().unwrap();
-    mon.wait_with_output().unwrap()
-}
-
-fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid JSON line {l:?}: {e}")))
-        .collect()
+    mon.wait_with_output().unwrap().into()
 }
 
 /// Children of `parent` seen forking, exiting, and exec'ing.
@@ -102,21 +94,17 @@ fn check_family(f: &Family, n: usize) {
 fn command_mode_sees_every_fork_exit_and_exec() {
     require_perf!();
     let n = 200;
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args([
-            "--json",
-            "-e",
-            "dummy",
-            "--",
-            "sh",
-            "-c",
-            &forker_script(n, None),
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
-    let lines = json_lines(&out.stdout);
+    let out = run_args(&[
+        "--json",
+        "-e",
+        "dummy",
+        "--",
+        "sh",
+        "-c",
+        &forker_script(n, None),
+    ]);
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     // The command itself: the first exec'ing comm record is sh's.
     let sh = lines
         .iter()
@@ -134,27 +122,23 @@ fn system_wide_sees_every_fork_exit_and_exec() {
     let n = 200;
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args([
-            "--json",
-            "-a",
-            "-e",
-            "dummy",
-            "--",
-            "sh",
-            "-c",
-            &forker_script(n, Some(&pidfile)),
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let out = run_args(&[
+        "--json",
+        "-a",
+        "-e",
+        "dummy",
+        "--",
+        "sh",
+        "-c",
+        &forker_script(n, Some(&pidfile)),
+    ]);
+    out.exited(0);
     let sh: u64 = std::fs::read_to_string(&pidfile)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let lines = json_lines(&out.stdout);
+    let lines = out.json();
     check_family(&family(&lines, sh), n);
     // Global time order across CPUs.
     let times: Vec<u64> = lines
@@ -178,19 +162,18 @@ fn pid_mode_follows_a_running_process_and_stops_when_it_exits() {
     let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
     let pid = target.id();
     let out = watch_pid_then_release(&mut target, &go);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let stderr = &out.exited(0).stderr;
     assert!(
         stderr.contains("every monitored task has exited"),
         "{stderr}"
     );
-    check_family(&family(&json_lines(&out.stdout), pid as u64), n);
+    check_family(&family(&out.json(), pid as u64), n);
 }
 
 #[test]
 fn plain_lines_have_the_python_binding_shape() {
     require_perf!();
-    let out = Command::new(cargo_bin("perfwatch"))
+    let out = perfwatch()
         .args([
             "--plain",
             "-e",
@@ -250,12 +233,8 @@ fn hardware_cycles() -> bool {
 #[test]
 fn cycles_falls_back_to_a_software_clock_when_there_is_no_pmu() {
     require_perf!();
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args(["--json", "-e", "cycles", "-F", "500", "--duration", "0.5"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let out = run_args(&["--json", "-e", "cycles", "-F", "500", "--duration", "0.5"]);
+    let stderr = &out.exited(0).stderr;
     if hardware_cycles() {
         assert!(!stderr.contains("not supported"), "{stderr}");
     } else {
@@ -267,7 +246,8 @@ fn cycles_falls_back_to_a_software_clock_when_there_is_no_pmu() {
         assert!(stderr.contains("using cpu-clock"), "{stderr}");
     }
     // Samples arrive either way, each with a CPU, a period and an ip.
-    let samples: Vec<Value> = json_lines(&out.stdout)
+    let samples: Vec<Value> = out
+        .json()
         .into_iter()
         .filter(|v| v["type"] == "sample")
         .collect();
@@ -285,14 +265,9 @@ fn task_target_falls_back_to_task_clock() {
     if hardware_cycles() {
         skip!("this machine has a hardware cycles counter: there is no fallback to see");
     }
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args(["--plain", "--", "true"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let said = ["cycles not supported", "using task-clock"];
-    assert!(said.iter().all(|w| stderr.contains(w)), "{stderr}");
+    let out = run_args(&["--plain", "--", "true"]);
+    out.exited(0)
+        .said(&["cycles not supported", "using task-clock"]);
 }
 
 #[test]
@@ -320,7 +295,8 @@ fn a_closed_pipe_ends_quietly_with_zero() {
 fn sigint_and_sigterm_stop_cleanly_with_a_summary() {
     require_perf!();
     for (sig, code) in [(libc::SIGINT, 0), (libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
-        let child = Command::new(cargo_bin("perfwatch"))
+        println!("signal {sig}");
+        let child = perfwatch()
             .args(["--plain", "-e", "dummy"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -329,63 +305,47 @@ fn sigint_and_sigterm_stop_cleanly_with_a_summary() {
         std::thread::sleep(std::time::Duration::from_millis(700));
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(code), "signal {sig}: {stderr}");
-        assert!(stderr.contains("records in"), "signal {sig}: {stderr}");
-        assert!(
-            stderr.contains("lost by the kernel"),
-            "signal {sig}: {stderr}"
-        );
+        Run::from(child.wait_with_output().unwrap())
+            .exited(code)
+            .said(&["records in", "lost by the kernel"]);
     }
 }
 
 #[test]
 fn cpu_list_restricts_the_cpus() {
     require_perf!();
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args([
-            "--json",
-            "-C",
-            "0",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "1000",
-            "--duration",
-            "0.5",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let lines = json_lines(&out.stdout);
+    let out = run_args(&[
+        "--json",
+        "-C",
+        "0",
+        "-e",
+        "cpu-clock",
+        "-F",
+        "1000",
+        "-d",
+        "0.5",
+    ]);
+    out.exited(0).said(&["cpu 0:"]).never_said(&["cpu 1:"]);
+    let lines = out.json();
     assert!(!lines.is_empty());
     assert!(lines.iter().all(|v| v["sample_cpu"] == 0));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("cpu 0:") && !stderr.contains("cpu 1:"),
-        "{stderr}"
-    );
 }
 
 #[test]
 fn context_switch_records_with_switch() {
     require_perf!();
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args([
-            "--json",
-            "--switch",
-            "-e",
-            "dummy",
-            "--",
-            "sh",
-            "-c",
-            "sleep 0.05; sleep 0.05",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let lines = json_lines(&out.stdout);
+    let out = run_args(&[
+        "--json",
+        "--switch",
+        "-e",
+        "dummy",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.05; sleep 0.05",
+    ]);
+    out.exited(0);
+    let lines = out.json();
     assert!(
         lines
             .iter()
@@ -421,7 +381,7 @@ fn an_overflowing_ring_is_accounted_as_lost() {
             .success()
     );
     let stderr = std::fs::read_to_string(&err_file).unwrap();
-    let lines = json_lines(&std::fs::read(&out_file).unwrap());
+    let lines = json_lines(&std::fs::read_to_string(&out_file).unwrap());
     let lost_in_records: u64 = lines
         .iter()
         .filter(|v| v["type"] == "lost")
@@ -484,9 +444,8 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let out = watch_pid_then_release(&mut target, &go);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     let children: BTreeSet<u64> = lines
         .iter()
         .filter(|v| v["type"] == "fork" && v["ppid"] == pid as u64 && v["pid"] != pid as u64)
@@ -522,21 +481,17 @@ fn tracepoints_sample_every_hit() {
             common::TRACEFS
         );
     }
-    let out = Command::new(cargo_bin("perfwatch"))
-        .args([
-            "--json",
-            "-e",
-            "sched:sched_process_fork",
-            "--",
-            "sh",
-            "-c",
-            "(exit 0) & (exit 0) & wait",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let lines = json_lines(&out.stdout);
+    let out = run_args(&[
+        "--json",
+        "-e",
+        "sched:sched_process_fork",
+        "--",
+        "sh",
+        "-c",
+        "(exit 0) & (exit 0) & wait",
+    ]);
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     let samples = lines.iter().filter(|v| v["type"] == "sample").count();
     let forks = lines
         .iter()

@@ -275,16 +275,53 @@ impl Run {
         }
         self
     }
+
+    /// Asserts that stderr says none of `unsaid`.
+    #[track_caller]
+    pub fn never_said(&self, unsaid: &[&str]) -> &Self {
+        for s in unsaid {
+            assert!(
+                !self.stderr.contains(s),
+                "stderr says {s:?}:\n{}",
+                self.stderr
+            );
+        }
+        self
+    }
+
+    /// stdout as JSON lines (`--json`); a line that is not JSON fails the test.
+    #[track_caller]
+    pub fn json(&self) -> Vec<serde_json::Value> {
+        json_lines(&self.stdout)
+    }
+}
+
+/// Each line of `text` as JSON; a line that is not JSON fails the test.
+#[track_caller]
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid JSON {l:?}: {e}")))
+        .collect()
+}
+
+impl From<std::process::Output> for Run {
+    fn from(o: std::process::Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
 }
 
 /// Run `c` to its end.
 pub fn run(c: &mut std::process::Command) -> Run {
-    let o = c.output().unwrap();
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    c.output().unwrap().into()
+}
+
+/// perfwatch with `args`, run to its end.
+pub fn run_args(args: &[&str]) -> Run {
+    run(perfwatch().args(args))
 }
 
 /// The binary under test, its stdin from /dev/null (a test never waits on a terminal).
