@@ -11,10 +11,12 @@ mod common;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use perfwatch::symbols::{FileIdentity, MappedFile, Mapping, Request, Symbolizer};
+
+use common::run_args;
 
 /// `main -> outer -> middle -> hot`; `hot` spins (and calls `tick` once per call, so that it
 /// is not a leaf function, which gcc builds without a frame even with frame pointers on).
@@ -99,23 +101,16 @@ fn symbolizer() -> Symbolizer {
     })
 }
 
-fn perfwatch(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_perfwatch"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "perfwatch {args:?}: {:?}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// perfwatch with `args`, run to a successful end.
+fn perfwatch(args: &[&str]) -> common::Run {
+    println!("perfwatch {args:?}");
+    let out = run_args(args);
+    out.exited(0);
     out
 }
 
 /// perfwatch `FORMAT -g -e cpu-clock -F 4000 EXTRA -- PROG N`: call chains of a program.
-fn chains_of(format: &str, extra: &[&str], prog: &std::path::Path, n: &str) -> Output {
+fn chains_of(format: &str, extra: &[&str], prog: &std::path::Path, n: &str) -> common::Run {
     let mut args = vec![format, "-g", "-e", "cpu-clock", "-F", "4000"];
     args.extend_from_slice(extra);
     args.extend(["--", prog.to_str().unwrap(), n]);
@@ -150,11 +145,9 @@ struct Run {
 }
 
 impl Run {
-    fn from_json(stdout: &[u8]) -> Run {
+    fn from_json(stdout: &str) -> Run {
         let mut run = Run::default();
-        for line in stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let v: serde_json::Value = serde_json::from_slice(line)
-                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(line)));
+        for v in common::json_lines(stdout) {
             match v["type"].as_str() {
                 Some("comm") => {
                     run.comms
@@ -317,11 +310,7 @@ fn a_c_programs_chains_show_its_call_path_and_folded_counts_match_the_samples() 
     // The folded file: every sample once; the lines that end main;outer;middle;hot (once
     // named) count exactly the samples whose chain is that path.
     let text = std::fs::read_to_string(&folded).unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("folded stacks: {} samples in", run.samples.len())),
-        "{stderr}"
-    );
+    out.said(&[&format!("folded stacks: {} samples in", run.samples.len())]);
     let mut total = 0;
     let mut path_count = 0;
     for line in text.lines() {
@@ -347,8 +336,7 @@ fn plain_lines_carry_the_chain_innermost_first_on_one_line() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path());
-    let out = chains_of("--plain", &[], &prog, "200");
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = chains_of("--plain", &[], &prog, "200").stdout;
     let mut samples = 0;
     let mut on_path = 0;
     for line in text.lines().filter(|l| l.contains("type: sample")) {
@@ -661,7 +649,7 @@ fn inferno_draws_a_flame_graph_from_folded_stdout() {
         prog.to_str().unwrap(),
         "200",
     ]);
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = out.stdout;
     assert!(!text.contains("type:"), "records printed: {text}");
     assert!(text.lines().all(|l| l.starts_with("fpprog;")), "{text}");
     let total: u64 = text
@@ -742,13 +730,6 @@ fn the_tui_writes_folded_file_at_the_end() {
 
 #[test]
 fn bad_call_graph_options_are_refused_with_the_reason() {
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_perfwatch"))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
     for (args, code, says) in [
         (&["--call-graph", "dwarf"][..], 2, "live view"),
         (&["--call-graph", "lbr"][..], 2, "LBR"),
@@ -758,20 +739,19 @@ fn bad_call_graph_options_are_refused_with_the_reason() {
         (&["--max-stack", "8", "--plain"][..], 2, "-g"),
         (&["--json", "--folded"][..], 2, "--folded FILE"),
     ] {
-        let out = run(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-        assert!(err.contains(says), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{err}");
+        println!("{args:?}");
+        run_args(args)
+            .exited(code)
+            .said(&[says])
+            .never_said(&["panicked"]);
     }
     // `--folded ./prog` (a command was meant) never writes over the program.
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path());
     let before = std::fs::read(&prog).unwrap();
-    let out = run(&["--folded", prog.to_str().unwrap(), "true"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("executable"), "{err}");
+    run_args(&["--folded", prog.to_str().unwrap(), "true"])
+        .exited(1)
+        .said(&["executable"]);
     assert_eq!(std::fs::read(&prog).unwrap(), before);
     // As root, a symbolic link at the output's place is not followed (it could lead to
     // /etc/shadow): the run stops before it starts, and the link's target is untouched.
@@ -781,20 +761,10 @@ fn bad_call_graph_options_are_refused_with_the_reason() {
         std::fs::write(&target, b"keep").unwrap();
         let link = dir.path().join("out.folded");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let out = run(&[
-            "--folded",
-            link.to_str().unwrap(),
-            "--plain",
-            "-e",
-            "dummy",
-            "true",
-        ]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(
-            err.contains("symbolic link") && err.contains("--folded"),
-            "{err}"
-        );
+        let link = link.to_str().unwrap();
+        run_args(&["--folded", link, "--plain", "-e", "dummy", "true"])
+            .exited(1)
+            .said(&["symbolic link", "--folded"]);
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 }
