@@ -120,12 +120,8 @@ fn sched_switch_gives_prev_and_next_mixed_with_cpu_clock() {
     let _t = require_tracefs!();
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "pwsleeper", SLEEPER);
-    let (lines, stderr) = json_run(&[
-        "-e",
-        "cpu-clock/freq=1000/,sched:sched_switch",
-        "--",
-        exe.to_str().unwrap(),
-    ]);
+    let events = "cpu-clock/freq=1000/,sched:sched_switch";
+    let (lines, stderr) = json_run(&["-e", events, "--", exe.to_str().unwrap()]);
     let pid = lines
         .iter()
         .find(|v| v["type"] == "comm" && v["exec"] == true && v["comm"] == "pwsleeper")
@@ -223,15 +219,11 @@ fn a_script_reads_tracepoint_fields() {
         "def on_event(event):\n    if event.type == 'sample':\n        print('exec', event.name, event.filename, event.pid == event.sample_pid, type(event.old_pid).__name__)\n",
     )
     .unwrap();
-    let out = run_args(&[
-        "--plain",
-        "-e",
-        "sched:sched_process_exec",
-        "--script",
-        script.to_str().unwrap(),
-        "--",
-        exe.to_str().unwrap(),
-    ]);
+    let out = run(perfwatch()
+        .args(["--plain", "-e", "sched:sched_process_exec", "--script"])
+        .arg(&script)
+        .arg("--")
+        .arg(&exe));
     let stderr = &out.exited(0).stderr;
     assert!(
         stderr.contains(&format!(
@@ -296,7 +288,7 @@ fn tracepoints_sample_every_nth_hit_with_c() {
         .spawn()
         .unwrap();
     let tid = target.id().to_string();
-    let mon = common::spawn_piped(&[
+    let mut mon = common::spawn_piped(&[
         "--json",
         "-e",
         "sched:sched_process_fork",
@@ -305,8 +297,7 @@ fn tracepoints_sample_every_nth_hit_with_c() {
         "-t",
         &tid,
     ]);
-    // Give perfwatch time to open its events, then let the target fork.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    common::wait_until_watching(&mut mon);
     std::fs::write(&go, "go\n").unwrap();
     let _ = target.wait();
     let out = common::Run::from(mon.wait_with_output().unwrap());

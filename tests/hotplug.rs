@@ -40,8 +40,9 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
     if std::fs::metadata(&ctl).is_err() {
         skip!("{ctl} does not exist (CPU {cpu} cannot be taken offline)");
     }
-    let mon = common::spawn_piped(&["--json", "-e", "cpu-clock", "-F", "200", "-d", "4"]);
-    std::thread::sleep(Duration::from_millis(1200));
+    let mut mon = common::spawn_piped(&["--json", "-e", "cpu-clock", "-F", "200", "-d", "4"]);
+    common::wait_until_watching(&mut mon);
+    std::thread::sleep(Duration::from_millis(500));
     // The guard exists before the CPU goes offline, so nothing between the two can leave it
     // offline.
     let guard = Online(cpu);

@@ -22,12 +22,12 @@ fn forker_script(n: usize, pidfile: Option<&std::path::Path>) -> String {
     )
 }
 
-/// Attach `perfwatch --json -e dummy -p` to `target`, give it time to open its events, let
+/// Attach `perfwatch --json -e dummy -p` to `target`, wait until it has opened its events, let
 /// the target go (it waits reading the FIFO `go`), and collect perfwatch's output once the
 /// target (and so perfwatch) has exited.
 fn watch_pid_then_release(target: &mut std::process::Child, go: &std::path::Path) -> Run {
-    let mon = common::spawn_piped(&["--json", "-e", "dummy", "-p", &target.id().to_string()]);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut mon = common::spawn_piped(&["--json", "-e", "dummy", "-p", &target.id().to_string()]);
+    common::wait_until_watching(&mut mon);
     std::fs::write(go, "go\n").unwrap();
     target.wait().unwrap();
     mon.wait_with_output().unwrap().into()
@@ -120,20 +120,11 @@ fn command_mode_sees_every_fork_exit_and_exec() {
 fn system_wide_sees_every_fork_exit_and_exec() {
     require_perf!();
     let n = 200;
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let out = run_args(&[
-        "--json",
-        "-a",
-        "-e",
-        "dummy",
-        "--",
-        "sh",
-        "-c",
-        &forker_script(n, Some(&pidfile)),
-    ]);
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let script = forker_script(n, Some(pidfile.path()));
+    let out = run_args(&["--json", "-a", "-e", "dummy", "--", "sh", "-c", &script]);
     out.exited(0);
-    let sh: u64 = std::fs::read_to_string(&pidfile)
+    let sh: u64 = std::fs::read_to_string(pidfile.path())
         .unwrap()
         .trim()
         .parse()

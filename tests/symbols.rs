@@ -929,25 +929,21 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
     // time, and their temporary directories (binaries included) are gone when this one
     // resolves what it saw system-wide.
     let dir = tempfile::tempdir().unwrap();
-    let bin = spin(
-        dir.path(),
-        "pwshortspin",
-        &["-O2", "-fno-omit-frame-pointer"],
-    );
+    let bin = spin(dir.path(), "pwshort", &["-O2", "-fno-omit-frame-pointer"]);
     // Six processes of about 50 ms each, watched system-wide.
     let script = format!(
         "for i in 1 2 3 4 5 6; do {} 6000 >/dev/null & done; wait",
         bin.display()
     );
-    let got = watch_and_resolve("4000", &["sh", "-c", &script], "pwshortspin");
+    let got = watch_and_resolve("4000", &["sh", "-c", &script], "pwshort");
     // perfwatch's own names, for the user-space samples of the spin processes.
     let spin: Vec<&Seen> = got
         .iter()
-        .filter(|x| x.comm == "pwshortspin" && !x.ours.is_kernel())
+        .filter(|x| x.comm == "pwshort" && !x.ours.is_kernel())
         .collect();
     let pids: std::collections::BTreeSet<u32> = got
         .iter()
-        .filter(|x| x.comm == "pwshortspin")
+        .filter(|x| x.comm == "pwshort")
         .map(|x| x.pid)
         .collect();
     assert!(

@@ -373,3 +373,41 @@ pub fn spawn_piped(args: &[&str]) -> std::process::Child {
 pub fn status_of(args: &[&str]) -> std::process::ExitStatus {
     with_io(args, std::process::Stdio::null).status().unwrap()
 }
+
+/// The perf event file descriptors `pid` holds.
+fn perf_event_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.as_os_str() == "anon_inode:[perf_event]")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Returns once the perfwatch `child` has opened its events: it holds perf event file
+/// descriptors and has opened no more for 200 ms (it enables them right after opening the
+/// last). Returns at once if it exits first; fails the test after 30 s.
+///
+/// A test that makes a target act only after this never races perfwatch's start, however
+/// loaded the machine (a fixed sleep did, under CI's parallel tests).
+pub fn wait_until_watching(child: &mut std::process::Child) {
+    let t0 = std::time::Instant::now();
+    let (mut last, mut since) = (0, std::time::Instant::now());
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        let n = perf_event_fds(child.id());
+        if n != last {
+            (last, since) = (n, std::time::Instant::now());
+        } else if n > 0 && since.elapsed() >= std::time::Duration::from_millis(200) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "perfwatch opened no events in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
