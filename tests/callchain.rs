@@ -101,10 +101,15 @@ fn symbolizer() -> Symbolizer {
     })
 }
 
-/// perfwatch with `args`, run to a successful end.
+/// perfwatch with `args`, run to a successful end; its stdout is UTF-8.
 fn perfwatch(args: &[&str]) -> common::Run {
     println!("perfwatch {args:?}");
-    let out = run_args(args);
+    let out = common::perfwatch().args(args).output().unwrap();
+    assert!(
+        std::str::from_utf8(&out.stdout).is_ok(),
+        "stdout is not UTF-8"
+    );
+    let out = common::Run::from(out);
     out.exited(0);
     out
 }
