@@ -1253,10 +1253,7 @@ impl App {
                 self.top_scroll += row;
             }
             Pane::Symbols => {
-                let len = match &self.symbols.zoom {
-                    super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
-                    super::top_symbols::Zoom::None => self.symbols.rows(self.narrowed()).0.len(),
-                };
+                let len = self.symbols.shown_len(self.narrowed());
                 let start = self.symbols.selected.saturating_sub(visible - 1);
                 if start + row < len {
                     self.symbols.selected = start + row;
@@ -1378,10 +1375,7 @@ impl App {
             Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
             Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
             Pane::Symbols => {
-                let len = match &self.symbols.zoom {
-                    super::top_symbols::Zoom::Tasks(k) => self.symbols.tasks_of(k).len(),
-                    super::top_symbols::Zoom::None => self.symbols.rows(self.narrowed()).0.len(),
-                };
+                let len = self.symbols.shown_len(self.narrowed());
                 self.symbols.selected = down(self.symbols.selected, delta, len);
             }
             Pane::Cpus => self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus.len() + 1),

@@ -261,6 +261,14 @@ impl TopSymbols {
         self.graph.tags_of(self.span, key)
     }
 
+    /// The rows the pane shows: the tasks of the zoomed-in symbol, else the symbol rows.
+    pub fn shown_len(&self, narrow: Narrowed) -> usize {
+        match &self.zoom {
+            Zoom::Tasks(k) => self.tasks_of(k).len(),
+            Zoom::None => self.rows(narrow).0.len(),
+        }
+    }
+
     /// The name of `key` as shown.
     pub fn name_of(&self, key: &SymbolKey) -> &str {
         self.symbols
