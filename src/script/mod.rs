@@ -18,6 +18,8 @@ pub mod ledger;
 #[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
+pub mod perfstyle;
+#[cfg(feature = "python")]
 pub mod pyevent;
 #[cfg(feature = "python")]
 mod shared;

@@ -251,6 +251,8 @@ fn load_one(
         .import("sys")
         .and_then(|s| s.getattr("modules"))
         .and_then(|m| m.call_method1("pop", (module_name.to_str().unwrap_or(""), py.None())));
+    // A script written for perf script is refused before any of it runs.
+    super::perfstyle::check_source(py, &script.source, &file_name.to_string_lossy(), &shown)?;
     let m = PyModule::from_code(py, &source, &file_name, &module_name).map_err(|e| {
         format!(
             "script '{shown}' failed to load:\n{}",
@@ -276,6 +278,7 @@ fn load_one(
             }
         }
     }
+    super::perfstyle::check_module(py, &m, &shown)?;
     if handlers.iter().all(Option::is_none) {
         return Err(format!(
             "script '{shown}' defines none of trace_begin(), trace_end(), filter(event), \
