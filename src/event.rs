@@ -492,11 +492,8 @@ impl EventKind {
                     let _ = write!(w.0, ", sym: {s}, dso: {}", s.dso().name());
                 }
                 w.s(", period: ").u(*period);
-                if let (Some(fmt), Some(raw)) = (&event.format, raw) {
-                    for f in fmt.shown(event.show_common) {
-                        w.s(", ").s(&f.name).s(": ");
-                        f.value(raw).write_plain(w.0);
-                    }
+                if event.format.is_some() && raw.is_some() {
+                    self.write_tracepoint_members(&mut w);
                 }
                 if let Some(chain) = callchain {
                     w.s(", ");
@@ -583,6 +580,33 @@ impl EventKind {
                     .u(tid as i32);
                 w.s(", switch_out: ").u(*out as u8).s(" }");
             }
+        }
+    }
+}
+
+impl EventKind {
+    /// A tracepoint sample's fields (and their print fmt text) after the sample's own
+    /// members; those named like one of them in a `fields: { ... }` group ([`crate::members`]).
+    fn write_tracepoint_members(&self, w: &mut Line<'_>) {
+        use crate::members::{Member, PLAIN_OWN, visit_for};
+        let mut opened = false;
+        let grouped = visit_for(self, PLAIN_OWN, &mut |name, m, grouped| {
+            if grouped && !opened {
+                w.s(", fields: { ");
+                opened = true;
+            } else {
+                w.s(", ");
+            }
+            w.s(name).s(": ");
+            match m {
+                Member::Field(v) => v.write_plain(w.0),
+                Member::Text(t) => {
+                    w.text(t);
+                }
+            }
+        });
+        if grouped {
+            w.s(" }");
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod filter;
 pub mod folded;
 pub mod frontend;
 pub mod generate;
+pub mod members;
 pub mod monitor;
 pub mod order;
 pub mod output;

@@ -30,6 +30,9 @@ use crate::symbols::{Config, Mapping, Note, Request, Stats, Symbolized, Symboliz
 pub struct SampleNames {
     pub ip: Option<Symbolized>,
     pub frames: Box<[Option<Symbolized>]>,
+    /// The kernel addresses a tracepoint's print fmt shows as functions (`%ps`, e.g.
+    /// hrtimer_expire_entry's `function`), with their names.
+    pub args: Box<[(u64, Option<Symbolized>)]>,
 }
 
 impl SampleNames {
@@ -47,9 +50,23 @@ fn same(a: &Option<Symbolized>, b: &Option<Symbolized>) -> bool {
     }
 }
 
+impl crate::perf::printfmt::KernelSymbols for SampleNames {
+    fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
+        let (_, s) = self.args.iter().find(|(a, _)| *a == addr)?;
+        let s = s.as_ref()?;
+        Some((s.name()?, s.offset()?))
+    }
+}
+
 impl PartialEq for SampleNames {
     fn eq(&self, other: &SampleNames) -> bool {
         same(&self.ip, &other.ip)
+            && self.args.len() == other.args.len()
+            && self
+                .args
+                .iter()
+                .zip(&other.args[..])
+                .all(|((a, x), (b, y))| a == b && same(x, y))
             && self.frames.len() == other.frames.len()
             && self
                 .frames
@@ -106,6 +123,9 @@ pub struct Symbolize {
     /// For each sample of the chunk: its index, and for its ip and each frame, the index of
     /// its request (`u32::MAX`: none).
     slots: Vec<(usize, Vec<u32>)>,
+    /// The samples of the chunk (by index, in order) with `%ps` arguments: each address and
+    /// its request.
+    args: Vec<(usize, Vec<(u64, u32)>)>,
     notes: Vec<Note>,
 }
 
@@ -118,6 +138,7 @@ impl Symbolize {
             requests: Vec::new(),
             answers: Vec::new(),
             slots: Vec::new(),
+            args: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -130,12 +151,15 @@ impl Symbolize {
     /// Name the samples of `events` (ordered, and already learnt by `model`).
     pub fn name(&mut self, events: &mut [Event], model: &ProcessModel) {
         self.requests.clear();
+        self.args.clear();
         let mut used = 0;
         for (i, ev) in events.iter().enumerate() {
             let EventKind::Sample {
                 ip,
                 misc,
                 callchain,
+                event,
+                raw,
                 ..
             } = &ev.kind
             else {
@@ -163,6 +187,18 @@ impl Symbolize {
                     slot.push(ask(f.lookup_ip(), f.context, &mut self.requests));
                 }
             }
+            // A tracepoint's `%ps` arguments (kernel functions).
+            if let (Some(fmt), Some(raw)) = (&event.format, raw) {
+                if let Some(print) = fmt.print.as_ref().filter(|p| p.shows_symbols()) {
+                    let mut args: Vec<(u64, u32)> = Vec::new();
+                    for addr in print.symbol_addresses(&fmt.fields, raw).take(8) {
+                        if !args.iter().any(|(a, _)| *a == addr) {
+                            args.push((addr, ask(addr, Context::Kernel, &mut self.requests)));
+                        }
+                    }
+                    self.args.push((i, args));
+                }
+            }
         }
         if used == 0 {
             return;
@@ -171,6 +207,7 @@ impl Symbolize {
         self.answers.clear();
         self.sym.resolve(&self.requests, &mut self.answers);
         let answer = |n: u32| (n != NONE).then(|| self.answers[n as usize].clone());
+        let mut next_args = 0;
         for (at, slot) in &self.slots[..used] {
             let EventKind::Sample { sym, callchain, .. } = &mut events[*at].kind else {
                 continue;
@@ -193,9 +230,18 @@ impl Symbolize {
                     .collect(),
                 None => Box::new([]),
             };
+            // Samples with arguments come in the same order as the slots.
+            let args = match self.args.get(next_args) {
+                Some((i, a)) if i == at => {
+                    next_args += 1;
+                    a.iter().map(|&(addr, n)| (addr, answer(n))).collect()
+                }
+                _ => Box::new([]) as Box<[_]>,
+            };
             *sym = Some(Box::new(SampleNames {
                 ip: answer(slot[0]),
                 frames,
+                args,
             }));
         }
         self.notes.extend(self.sym.take_notes());

@@ -309,20 +309,43 @@ fn json_line(
 /// pointers as addresses, text as (escaped) strings, arrays as lists, a field outside the
 /// record as null.
 fn json_event_members(m: &mut Members<'_>, ev: &Event) {
+    use crate::members::{JSON_OWN, Member, visit_for};
     if let Some(name) = ev.event_name() {
         m.text("event", name.as_bytes());
     }
-    for (f, v) in ev.fields(false) {
-        m.key(&f.name);
+    // Fields named like one of the line's own keys go in a "fields" object
+    // (crate::members); the others are members under their own names.
+    let mut opened = false;
+    let grouped = visit_for(&ev.kind, JSON_OWN, &mut |name, v, grouped| {
+        if grouped && !opened {
+            m.out.extend_from_slice(b",\"fields\":{\"");
+            opened = true;
+            m.out.extend_from_slice(name.as_bytes());
+            m.out.extend_from_slice(b"\":");
+        } else if grouped {
+            m.out.push(b',');
+            m.out.push(b'"');
+            m.out.extend_from_slice(name.as_bytes());
+            m.out.extend_from_slice(b"\":");
+        } else {
+            m.key(name);
+        }
         let out = &mut *m.out;
         match v {
-            Value::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-            Value::UInt(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-            Value::Hex(n) => push_address(out, n),
-            Value::Str(s) => json_text(s, out, m.scratch),
-            Value::Array { .. } => v.write_elements(out),
-            Value::Missing => out.extend_from_slice(b"null"),
+            Member::Field(Value::Int(n)) => {
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes())
+            }
+            Member::Field(Value::UInt(n)) => {
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes())
+            }
+            Member::Field(Value::Hex(n)) => push_address(out, n),
+            Member::Field(Value::Str(s)) | Member::Text(s) => json_text(s, out, m.scratch),
+            Member::Field(v @ Value::Array { .. }) => v.write_elements(out),
+            Member::Field(Value::Missing) => out.extend_from_slice(b"null"),
         }
+    });
+    if grouped {
+        m.out.push(b'}');
     }
 }
 

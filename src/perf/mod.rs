@@ -5,6 +5,7 @@
 pub mod cpus;
 pub mod events;
 pub mod open;
+pub mod printfmt;
 pub mod reader;
 pub mod record;
 pub mod ring;

@@ -786,7 +786,7 @@ mod tests {
         assert_eq!(e.event_name(), Some("sched:sched_switch"));
         assert_eq!(
             e.to_string(),
-            "cpu: 1, pid: 100, tid: 101 { type: sample, event: sched:sched_switch, ip: 0xffff, period: 1, prev_comm: bash, prev_pid: 42, prev_prio: 120, prev_state: 1, next_comm: swapper/0, next_pid: 0, next_prio: 120 }"
+            "cpu: 1, pid: 100, tid: 101 { type: sample, event: sched:sched_switch, ip: 0xffff, period: 1, prev_comm: bash, prev_pid: 42, prev_prio: 120, prev_state: 1, prev_state_str: S, next_comm: swapper/0, next_pid: 0, next_prio: 120 }"
         );
         assert_eq!(
             e.field("next_comm"),

@@ -48,8 +48,9 @@ pub enum Location {
 /// One field of a tracepoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
-    /// The member name perfwatch shows: the field's name, or `field_NAME` when the name is one
-    /// of the sample's own members (`type`, `event`, `ip`, ...).
+    /// The field's own name, as the format file (and perf) spell it. Where it is the name of
+    /// one of the record's own members in some output, that output says how it keeps both
+    /// (see `crate::names`).
     pub name: Box<str>,
     /// The C declaration as the kernel wrote it, e.g. `__data_loc char[] filename`.
     pub decl: Box<str>,
@@ -67,24 +68,9 @@ pub struct Format {
     /// The tracepoint id (`ID:`), which is the perf_event_attr config.
     pub id: u64,
     pub fields: Box<[Field]>,
+    /// The `print fmt` line, when it could be read: what turns some fields into text.
+    pub print: Option<super::printfmt::PrintFmt>,
 }
-
-/// Member names a field may not take, because samples already have them (in `--plain`,
-/// `--json`, and as script attributes).
-pub const RESERVED: &[&str] = &[
-    "type",
-    "event",
-    "name",
-    "ip",
-    "period",
-    "sample_cpu",
-    "sample_pid",
-    "sample_tid",
-    "sample_time",
-    "sample_id",
-    "sample_ip",
-    "sample_period",
-];
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("cannot read the format of tracepoint '{tracepoint}': {reason}")]
@@ -205,14 +191,9 @@ fn parse_field(line: &str) -> Option<Field> {
             signed: false,
         }
     };
-    let shown = if RESERVED.contains(&name) {
-        format!("field_{name}")
-    } else {
-        name.to_string()
-    };
     Some(Field {
         common: name.starts_with("common_"),
-        name: shown.into(),
+        name: name.into(),
         decl: decl.into(),
         ty,
         loc,
@@ -260,6 +241,7 @@ impl Format {
         let mut id = None;
         let mut fields = Vec::new();
         let mut in_format = false;
+        let mut print = None;
         for line in text.lines() {
             let t = line.trim();
             if let Some(v) = t.strip_prefix("ID:") {
@@ -270,8 +252,9 @@ impl Format {
                 );
             } else if t == "format:" {
                 in_format = true;
-            } else if t.starts_with("print fmt:") {
+            } else if let Some(p) = t.strip_prefix("print fmt:") {
                 in_format = false;
+                print = Some(p.trim());
             } else if in_format && (t.starts_with("field:") || t.starts_with("field special:")) {
                 if let Some(f) = parse_field(t) {
                     if !fields.iter().any(|g: &Field| g.name == f.name) {
@@ -284,14 +267,16 @@ impl Format {
         if fields.is_empty() {
             return Err(err("no field could be read"));
         }
+        let print = print.and_then(|p| super::printfmt::PrintFmt::parse(p, &fields));
         Ok(Format {
             name: tracepoint.into(),
             id,
             fields: fields.into(),
+            print,
         })
     }
 
-    /// The field named `name` (as shown: `field_type` for a field called `type`).
+    /// The field named `name`.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| &*f.name == name)
     }
@@ -572,7 +557,7 @@ mod tests {
             ("ports", "[80,443,65535]"),
             ("ptr", "0xffff888000001000"),
             ("vals", "[-1,7]"),
-            ("field_type", "3"),
+            ("type", "3"),
             ("blob", "[1,2,3]"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string()));

@@ -137,14 +137,43 @@ pub fn member(ev: &Event, name: &str) -> Option<Value> {
 /// A tracepoint field of a sample, as a Python value: int, str (undecodable bytes as
 /// U+FFFD), a list of ints for arrays, None for a field the record does not hold.
 pub fn field(ev: &Event, name: &str) -> Option<Value> {
+    match ev.field(name) {
+        Some(v) => Some(field_value(v)),
+        // The text the print fmt makes of a field (`prev_state_str`), when it renders.
+        None => crate::members::text(ev, name).map(|t| text(&t)),
+    }
+}
+
+fn field_value(v: crate::perf::tracepoint::Value<'_>) -> Value {
     use crate::perf::tracepoint::Value as F;
-    Some(match ev.field(name)? {
+    match v {
         F::Int(v) => Value::Int(v),
         F::UInt(v) | F::Hex(v) => Value::UInt(v),
         F::Str(s) => text(s),
         v @ F::Array { .. } => Value::List(v.elements().collect()),
         F::Missing => Value::Null,
-    })
+    }
+}
+
+/// Every tracepoint field of a sample (`common_*` ones too) and the text its print fmt makes
+/// of some (`prev_state_str`), by their own names: `event.fields`.
+fn fields_dict<'py>(py: Python<'py>, ev: &Event) -> PyResult<Bound<'py, PyDict>> {
+    use crate::members::Member;
+    let d = PyDict::new(py);
+    let mut err = None;
+    crate::members::visit(&ev.kind, true, &mut |name, m| {
+        let v = match m {
+            Member::Field(v) => field_value(v),
+            Member::Text(t) => text(t),
+        };
+        if let Err(e) = d.set_item(name, v) {
+            err.get_or_insert(e);
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(d),
+    }
 }
 
 /// A live event, as a script's handlers see it.
@@ -239,6 +268,14 @@ impl PyEvent {
         PyList::new(py, frames).map(Some)
     }
 
+    /// A sample's tracepoint fields by their own names, with the text its print fmt makes
+    /// of some (`prev_state_str`): a dict, empty for other records. The one place a field
+    /// named like an attribute of the event (`name`, `type`) is found under its name.
+    #[getter]
+    fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        fields_dict(py, &self.ev)
+    }
+
     fn __getattr__(&self, name: &str) -> PyResult<Value> {
         member(&self.ev, name).ok_or_else(|| {
             PyAttributeError::new_err(format!(
@@ -271,10 +308,25 @@ impl PyEvent {
                 d.set_item(*name, v)?;
             }
         }
-        for (f, _) in self.ev.fields(false) {
-            if let Some(v) = field(&self.ev, &f.name) {
-                d.set_item(&*f.name, v)?;
+        // The fields under their own names where the dict has no such key yet, and all of
+        // them under "fields".
+        let fields = fields_dict(py, &self.ev)?;
+        if self.ev.event_desc().is_some_and(|e| e.is_tracepoint()) {
+            let shown: Vec<String> = {
+                let mut v = Vec::new();
+                crate::members::visit(&self.ev.kind, false, &mut |name, _| {
+                    v.push(name.to_string())
+                });
+                v
+            };
+            for name in shown {
+                if !d.contains(&name)? {
+                    if let Some(v) = fields.get_item(&name)? {
+                        d.set_item(&name, v)?;
+                    }
+                }
             }
+            d.set_item("fields", fields)?;
         }
         if let Some(chain) = self.ev.callchain() {
             let frames = PyList::empty(py);

@@ -399,6 +399,7 @@ mod tests {
                     } else {
                         Box::new([])
                     },
+                    args: Box::new([]),
                 }));
             }
             ev
