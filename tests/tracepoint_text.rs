@@ -196,7 +196,7 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         .spawn()
         .unwrap();
     common::wait_until_watching(&mut pw);
-    let mut perf = Command::new("perf")
+    let perf = Command::new("perf")
         .args(&perf_args)
         .args(["--", "sleep", "3"])
         .stdout(Stdio::null())
