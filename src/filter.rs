@@ -40,7 +40,12 @@ Terms separated by spaces, all must match (AND); alternatives separated by
   event:NAME       the sample's event (substring or glob), e.g. event:sched:*
   sym:NAME         the sample's function (substring or glob), e.g. sym:tcp_*
   dso:NAME         the sample's binary, e.g. dso:libc* dso:kernel
-  FIELD:VALUE      a tracepoint field: next_pid:0, prev_comm:bash, ret:-5--1
+  FIELD:VALUE      a tracepoint field by its own name: next_pid:0, prev_comm:bash,
+                   ret:-5--1, prev_state:D (the text perf prints), prev_state_str:R+;
+                   on a record with such a field, pid: tid: comm: cpu: filename:
+                   mean the field (sched_wakeup's pid is the woken task)
+  fields.NAME:V    always the field NAME (also one named type, event, ...)
+  common_pid:1     always the running task (common_tid, common_comm, common_cpu)
   word             any other word: found anywhere in the line (no case)
   !term            negates a term, e.g. !type:sample !comm:kworker*";
 
@@ -99,6 +104,12 @@ enum Test {
     Ppid(Vec<Range>),
     Cpu(Vec<Range>),
     Comm(Vec<Pattern>),
+    /// `common_pid`, `common_tid`, `common_cpu`: the running task and CPU, always.
+    CommonPid(Vec<Range>),
+    CommonTid(Vec<Range>),
+    CommonCpu(Vec<Range>),
+    /// `common_comm`: the running task's name, always.
+    CommonComm(Vec<Pattern>),
     Cgroup(Vec<Pattern>),
     Filename(Vec<Pattern>),
     /// The name of a sample's event.
@@ -115,6 +126,9 @@ enum Test {
         term: String,
         nums: Option<Vec<(i128, i128)>>,
         pats: Vec<Pattern>,
+        /// The values as written, for the text the print fmt makes of a field (`S`, `R+`):
+        /// compared exactly (case matters: `T` stopped, `t` traced), or as globs.
+        texts: Vec<String>,
     },
     /// Lower-case ASCII bytes of a free word.
     Word(Vec<u8>),
@@ -124,6 +138,8 @@ enum Test {
 struct Term {
     negate: bool,
     test: Test,
+    /// The term as written, without its `!`.
+    body: String,
 }
 
 /// A parsed filter. The empty filter matches everything.
@@ -135,8 +151,6 @@ pub struct Filter {
     has_words: bool,
 }
 
-const KEYS: &str = "type, pid, tid, ppid, cpu, comm, cgroup, filename, event, sym, dso";
-
 /// Substring or glob patterns, lower-cased.
 fn patterns(value: &str) -> Vec<Pattern> {
     value
@@ -147,37 +161,6 @@ fn patterns(value: &str) -> Vec<Pattern> {
                 Pattern::Glob(p.chars().collect())
             } else {
                 Pattern::Substring(p)
-            }
-        })
-        .collect()
-}
-
-/// A field value as numbers: a list of `N` or `A-B`, decimal (signed) or `0x` hex.
-fn field_numbers(value: &str) -> Option<Vec<(i128, i128)>> {
-    let num = |s: &str| -> Option<i128> {
-        let s = s.trim();
-        let (neg, digits) = match s.strip_prefix('-') {
-            Some(d) => (true, d),
-            None => (false, s),
-        };
-        let v = match digits.strip_prefix("0x") {
-            Some(h) => i128::from_str_radix(h, 16).ok()?,
-            None if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                digits.parse().ok()?
-            }
-            None => return None,
-        };
-        Some(if neg { -v } else { v })
-    };
-    value
-        .split(',')
-        .map(|item| match num(item) {
-            Some(v) => Some((v, v)),
-            None => {
-                // A range: the dash after the first character (which may be a minus sign).
-                let at = item.get(1..)?.find('-')? + 1;
-                let (a, b) = (num(&item[..at])?, num(&item[at + 1..])?);
-                (a <= b).then_some((a, b))
             }
         })
         .collect()
@@ -234,6 +217,12 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
         return Err(err(format!("'{raw}': one '!' per term")));
     }
     let test = match body.split_once(':') {
+        // `fields.NAME:` is always the tracepoint field NAME.
+        Some((key, value))
+            if key.strip_prefix("fields.").is_some_and(is_key) && !value.is_empty() =>
+        {
+            field_test(&key["fields.".len()..], body, value)
+        }
         Some((key, value)) if is_key(key) => {
             let key_lc = key.to_ascii_lowercase();
             if value.is_empty() {
@@ -258,6 +247,10 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 "ppid" => Test::Ppid(parse_ranges(raw, "ppid", value)?),
                 "cpu" => Test::Cpu(parse_ranges(raw, "cpu", value)?),
                 "comm" => Test::Comm(patterns(value)),
+                "common_pid" => Test::CommonPid(parse_ranges(raw, "common_pid", value)?),
+                "common_tid" => Test::CommonTid(parse_ranges(raw, "common_tid", value)?),
+                "common_cpu" => Test::CommonCpu(parse_ranges(raw, "common_cpu", value)?),
+                "common_comm" => Test::CommonComm(patterns(value)),
                 "cgroup" => Test::Cgroup(patterns(value)),
                 "filename" => Test::Filename(patterns(value)),
                 "event" => Test::Event(patterns(value)),
@@ -265,17 +258,26 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 "dso" => Test::Dso(patterns(value)),
                 // Any other name is a tracepoint field; Filter::check_fields tells whether
                 // the events being watched have it.
-                _ => Test::Field {
-                    name: key.to_string(),
-                    term: body.to_string(),
-                    nums: field_numbers(value),
-                    pats: patterns(value),
-                },
+                _ => field_test(key, body, value),
             }
         }
         _ => Test::Word(body.to_ascii_lowercase().into_bytes()),
     };
-    Ok(Term { negate, test })
+    Ok(Term {
+        negate,
+        test,
+        body: body.to_string(),
+    })
+}
+
+fn field_test(name: &str, body: &str, value: &str) -> Test {
+    Test::Field {
+        name: name.to_string(),
+        term: body.to_string(),
+        nums: crate::filter_fields::numbers(value),
+        pats: patterns(value),
+        texts: value.split(',').map(str::to_string).collect(),
+    }
 }
 
 fn in_ranges(v: u32, ranges: &[Range]) -> bool {
@@ -372,8 +374,12 @@ impl Filter {
     /// True when a term looks up task names (`comm:`): the filter then needs the process
     /// model.
     pub fn uses_names(&self) -> bool {
-        self.terms()
-            .any(|t| matches!(t.test, Test::Comm(_) | Test::Cgroup(_)))
+        self.terms().any(|t| {
+            matches!(
+                t.test,
+                Test::Comm(_) | Test::Cgroup(_) | Test::CommonComm(_)
+            )
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -385,18 +391,30 @@ impl Filter {
         &self.source
     }
 
-    /// Refuse field terms that name no field of the events being watched (`known` says
-    /// whether a name is a field), so that a misspelt key is an error rather than a filter
-    /// that silently matches nothing.
-    pub fn check_fields(&self, known: impl Fn(&str) -> bool) -> Result<(), FilterError> {
+    /// Refuse terms that cannot match anything the watched tracepoints (`formats`) write: a
+    /// key that is no field of theirs (nor one of the keys above), a value that cannot be
+    /// the field's (`prev_pid:abc`, `prev_state:Q`), naming the field, its event and its
+    /// type; see [`crate::filter_fields`] for which field a key means.
+    pub fn check(&self, formats: &[&crate::perf::tracepoint::Format]) -> Result<(), FilterError> {
+        use crate::filter_fields::{Wanted, check, numbers};
         for t in self.terms() {
-            if let Test::Field { name, term, .. } = &t.test {
-                if !known(name) {
-                    return Err(err(format!(
-                        "unknown filter key '{name}' in '{term}' (keys: {KEYS}, or a tracepoint field)"
-                    )));
-                }
-            }
+            let (name, builtin) = match &t.test {
+                Test::Field { name, .. } => (name.as_str(), false),
+                Test::Pid(_) => ("pid", true),
+                Test::Tid(_) => ("tid", true),
+                Test::Cpu(_) => ("cpu", true),
+                Test::Comm(_) => ("comm", true),
+                Test::Filename(_) => ("filename", true),
+                _ => continue,
+            };
+            let value = t.body.split_once(':').map_or("", |(_, v)| v);
+            let w = Wanted {
+                term: &t.body,
+                name,
+                value,
+                numeric: numbers(value).is_some(),
+            };
+            check(formats, &w, builtin).map_err(err)?;
         }
         Ok(())
     }
@@ -425,16 +443,34 @@ impl Filter {
 fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> bool {
     match test {
         Test::Type(set) => set[ev.record_type().index()],
-        Test::Pid(r) => in_ranges(ev.subject_pid(), r),
-        Test::Tid(r) => in_ranges(ev.subject_tid(), r),
+        Test::Pid(r) => match own_number(ev, "pid") {
+            Some(v) => v.is_some_and(|v| in_wide_ranges(v, r)),
+            None => in_ranges(ev.subject_pid(), r),
+        },
+        Test::Tid(r) => match own_number(ev, "tid") {
+            Some(v) => v.is_some_and(|v| in_wide_ranges(v, r)),
+            None => in_ranges(ev.subject_tid(), r),
+        },
+        Test::CommonPid(r) => in_ranges(ev.pid, r),
+        Test::CommonTid(r) => in_ranges(ev.tid, r),
+        Test::CommonCpu(r) => in_ranges(ev.cpu, r),
+        Test::CommonComm(pats) => comms
+            .name(ev.pid, ev.time)
+            .is_some_and(|c| pattern_matches(pats, &escape(c).to_lowercase())),
         Test::Ppid(r) => match &ev.kind {
             EventKind::Fork(t) | EventKind::Exit(t) => in_ranges(t.ppid, r),
             _ => false,
         },
-        Test::Cpu(r) => in_ranges(ev.cpu, r),
+        Test::Cpu(r) => match own_number(ev, "cpu") {
+            Some(v) => v.is_some_and(|v| in_wide_ranges(v, r)),
+            None => in_ranges(ev.cpu, r),
+        },
         Test::Comm(pats) => {
-            let comm = match &ev.kind {
-                EventKind::Comm { comm, .. } => Some(&comm[..]),
+            let comm = match (&ev.kind, ev.field("comm")) {
+                (EventKind::Comm { comm, .. }, _) => Some(&comm[..]),
+                // A tracepoint's own comm (sched_wakeup's: the woken task's).
+                (_, Some(Value::Str(s))) => Some(s),
+                (_, Some(_)) => None,
                 _ => comms.name(ev.subject_pid(), ev.time),
             };
             let Some(comm) = comm else { return false };
@@ -476,7 +512,11 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
             .sym()
             .is_some_and(|s| pattern_matches(pats, &s.dso().name().to_lowercase())),
         Test::Field {
-            name, nums, pats, ..
+            name,
+            nums,
+            pats,
+            texts,
+            ..
         } => match ev.field(name) {
             Some(v @ Value::Array { .. }) => nums.as_ref().is_some_and(|r| {
                 v.elements()
@@ -485,12 +525,43 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
             Some(Value::Str(s)) => pattern_matches(pats, &escape(s).to_lowercase()),
             Some(v) => match (v.as_i128(), nums) {
                 (Some(x), Some(r)) => r.iter().any(|(a, b)| *a <= x && x <= *b),
+                // Not a number: the text the print fmt makes of the field (`prev_state:D`).
+                (Some(_), None) => crate::members::text_of_field(ev, name)
+                    .and_then(|r| crate::members::text(ev, &r.name))
+                    .is_some_and(|t| text_matches(texts, &t)),
                 _ => false,
             },
-            None => false,
+            // A text member itself (`prev_state_str:R+`).
+            None => crate::members::text(ev, name).is_some_and(|t| text_matches(texts, &t)),
         },
         Test::Word(w) => contains_ci(line.as_bytes(), w),
     }
+}
+
+/// A tracepoint's own number field `name`, when the record has one: `Some(None)` when it
+/// lies outside the record.
+fn own_number(ev: &Event, name: &str) -> Option<Option<i128>> {
+    ev.field(name).map(|v| v.as_i128())
+}
+
+fn in_wide_ranges(v: i128, ranges: &[Range]) -> bool {
+    ranges.iter().any(|r| r.0 as i128 <= v && v <= r.1 as i128)
+}
+
+/// The print fmt's text of a field against values as written: exactly (case matters), or
+/// as a glob with `*` and `?`.
+fn text_matches(texts: &[String], text: &[u8]) -> bool {
+    let shown = escape(text);
+    texts.iter().any(|t| {
+        if t.contains(['*', '?']) {
+            glob(
+                &t.chars().collect::<Vec<_>>(),
+                &shown.chars().collect::<Vec<_>>(),
+            )
+        } else {
+            *t == shown
+        }
+    })
 }
 
 fn pattern_matches(pats: &[Pattern], shown: &str) -> bool {
@@ -712,7 +783,11 @@ mod tests {
         assert!(m("prev_pid:0x2a", &sw));
         assert!(!m("next_pid:1", &sw));
         assert!(m("!next_pid:1", &sw));
-        assert!(m("common_pid:42", &sw), "common fields can be asked for");
+        assert!(
+            m("fields.common_pid:42", &sw),
+            "the kernel's common fields can be asked for"
+        );
+        assert!(m("common_pid:1", &sw), "common_pid: is the running task");
         assert!(
             !m("prev_pid:bash", &sw),
             "text against a number matches nothing"
@@ -727,6 +802,62 @@ mod tests {
         assert!(!m("prev_pid:-4-9", &neg));
         assert!(Filter::parse("prev_pid:5-1").is_ok(), "a bad range is text");
         assert!(!m("prev_pid:5-1", &sw));
+    }
+
+    fn wakeup(comm: &[u8], pid: i32, running: u32) -> Event {
+        use crate::testkit::tracepoints as craft;
+        let f = "name: sched_wakeup\nID: 300\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:28;\tsize:4;\tsigned:1;\n\nprint fmt: \"comm=%s pid=%d target_cpu=%03d\", REC->comm, REC->pid, REC->target_cpu\n";
+        let desc = craft::desc(0, "sched:sched_wakeup", f);
+        let mut raw = vec![0u8; 32];
+        raw[4..8].copy_from_slice(&(running as i32).to_ne_bytes());
+        raw[8..8 + comm.len()].copy_from_slice(comm);
+        raw[24..28].copy_from_slice(&pid.to_ne_bytes());
+        raw[28..32].copy_from_slice(&1i32.to_ne_bytes());
+        Event {
+            kind: craft::sample(desc, 1, 0, raw),
+            ..sample(0, running)
+        }
+    }
+
+    #[test]
+    fn a_fields_own_name_is_the_field_and_common_keys_the_running_task() {
+        // sched_wakeup of pid 7 ("kworker/0:1") by the running task 42 ("bash").
+        let w = wakeup(b"kworker/0:1", 7, 42);
+        assert!(m("pid:7", &w), "pid: is the woken task, the field");
+        assert!(!m("pid:42", &w));
+        assert!(m("common_pid:42", &w), "common_pid: the running task");
+        assert!(!m("common_pid:7", &w));
+        assert!(m("comm:kworker*", &w), "the field's comm");
+        assert!(m("common_comm:bash", &w), "the running task's name");
+        assert!(m("fields.pid:7", &w));
+        assert!(m("common_cpu:0", &w) && m("common_tid:42", &w));
+        // On records without the field, the keys mean the record's own task.
+        assert!(m("pid:2", &fork(2, 1)) && m("common_pid:1", &fork(2, 1)));
+        assert!(
+            !m("fields.pid:2", &fork(2, 1)),
+            "no field pid in a fork record"
+        );
+        // cpu: is the record's CPU where no field is named cpu.
+        assert!(m("cpu:0", &w));
+    }
+
+    #[test]
+    fn symbolic_values_match_the_print_fmt_text() {
+        let sleeping = switch(b"bash", 42, b"x", 0);
+        let mut preempted = switch(b"bash", 42, b"x", 0);
+        if let EventKind::Sample { raw: Some(raw), .. } = &mut preempted.kind {
+            raw[32..40].copy_from_slice(&0x100i64.to_ne_bytes());
+        }
+        assert!(m("prev_state:S", &sleeping));
+        assert!(!m("prev_state:D", &sleeping));
+        assert!(
+            !m("prev_state:s", &sleeping),
+            "case matters: t is traced, T stopped"
+        );
+        assert!(m("prev_state:R+", &preempted) && m("prev_state:R*", &preempted));
+        assert!(m("prev_state:D,R+", &preempted));
+        assert!(m("prev_state_str:R+", &preempted));
+        assert!(m("prev_state:0x100", &preempted), "the number still works");
     }
 
     #[test]
@@ -750,10 +881,15 @@ mod tests {
         assert!(e("pid:abc").contains("'pid:abc'"));
         assert!(e("cpu:3-1").contains("'cpu:3-1'"));
         assert!(e("pid:").contains("'pid:'"));
+        let sw = crate::perf::tracepoint::Format::parse(
+            "sched:sched_switch",
+            crate::testkit::tracepoints::SCHED_SWITCH,
+        )
+        .unwrap();
         let f = Filter::parse("color:red").unwrap();
-        let e2 = f.check_fields(|n| n == "prev_pid").unwrap_err().to_string();
+        let e2 = f.check(&[&sw]).unwrap_err().to_string();
         assert!(e2.contains("'color'"), "{e2}");
-        assert!(f.check_fields(|n| n == "color").is_ok());
+        assert!(Filter::parse("prev_pid:1").unwrap().check(&[&sw]).is_ok());
         assert!(e("!").contains("'!'"));
         assert!(e("!!fork").contains("'!!fork'"));
         for s in ["type:forks", "pid:1,,2", "!"] {

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod command;
 pub mod event;
 pub mod filter;
+pub mod filter_fields;
 pub mod folded;
 pub mod frontend;
 pub mod generate;

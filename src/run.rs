@@ -150,12 +150,13 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     let cfg = monitor_config(&cli)?;
     if let Some(f) = &cli.filter {
-        f.check_fields(|name| {
-            cfg.events
-                .iter()
-                .any(|e| e.format.as_ref().is_some_and(|f| f.field(name).is_some()))
-        })
-        .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
+        let formats: Vec<_> = cfg
+            .events
+            .iter()
+            .filter_map(|e| e.format.as_ref())
+            .collect();
+        f.check(&formats)
+            .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
     }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.

@@ -93,11 +93,12 @@ impl AppConfig {
         }
     }
 
-    /// Whether `name` is a field of one of the tracepoints being watched.
-    pub fn has_field(&self, name: &str) -> bool {
+    /// The formats of the tracepoints being watched (what the filter's field keys name).
+    pub fn formats(&self) -> Vec<&crate::perf::tracepoint::Format> {
         self.events
             .iter()
-            .any(|d| d.format.as_ref().is_some_and(|f| f.field(name).is_some()))
+            .filter_map(|d| d.format.as_ref())
+            .collect()
     }
 }
 
@@ -1187,8 +1188,7 @@ impl App {
         // Live preview: a valid expression applies at once; an invalid one shows its error
         // and the view keeps the filter that was in force before editing.
         let (text, before) = (edit.text.clone(), edit.before.clone());
-        let parsed = Filter::parse(&text)
-            .and_then(|f| f.check_fields(|n| self.cfg.has_field(n)).map(|()| f));
+        let parsed = Filter::parse(&text).and_then(|f| f.check(&self.cfg.formats()).map(|()| f));
         match parsed {
             Ok(f) => {
                 if let Some(e) = self.edit.as_mut() {
@@ -1687,6 +1687,33 @@ pub(crate) mod tests {
         assert!(app.edit.is_none());
         assert_eq!(app.filter().source(), "cpu:0");
         assert_eq!(app.log_len(), 5);
+    }
+
+    #[test]
+    fn a_value_that_cannot_be_the_fields_is_refused_and_the_old_filter_stays() {
+        use crate::testkit::tracepoints as craft;
+        let mut c = cfg(RateUnit::Records, 100);
+        c.events = vec![craft::desc(0, "sched:sched_switch", craft::SCHED_SWITCH)];
+        let mut app = App::new(c);
+        for (text, said) in [
+            ("prev_pid:abc", "signed 32-bit number"),
+            ("prev_state:Q", "shown as S D"),
+        ] {
+            app.on_key(key('/'));
+            for ch in text.chars() {
+                app.on_key(key(ch));
+            }
+            let e = app.edit.as_ref().unwrap().error.clone().unwrap();
+            assert!(e.contains(said) && !e.contains('\n'), "{e}");
+            assert_eq!(app.filter().source(), "", "the previous filter stays");
+            app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        }
+        app.on_key(key('/'));
+        for ch in "prev_state:S".chars() {
+            app.on_key(key(ch));
+        }
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(app.filter().source(), "prev_state:S");
     }
 
     #[test]
