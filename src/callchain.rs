@@ -275,12 +275,23 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
     for (i, f) in chain.frames().enumerate() {
         out.extend_from_slice(if i == 0 { b" " } else { b" <- " });
         match names.symbol(i, f) {
-            Some(s) => {
-                use std::io::Write;
-                let _ = write!(out, "{s}");
-            }
+            Some(s) => push_plain_symbol(s, out),
             None => push_c_hex(out, f.ip),
         }
+    }
+}
+
+/// A symbol as `--plain` writes it, `name+0xOFFSET` (escaped by the symbolizer), in double
+/// quotes when the name holds a separator of the line ([`crate::text::push_plain_escaped`]).
+pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
+    let start = out.len();
+    {
+        use std::io::Write;
+        let _ = write!(out, "{s}");
+    }
+    if crate::text::needs_quotes(&out[start..]) {
+        let shown = out.split_off(start);
+        crate::text::push_plain_escaped(&shown, out);
     }
 }
 

@@ -455,9 +455,10 @@ impl Line<'_> {
         crate::text::push_c_hex(self.0, v);
         self
     }
+    /// Untrusted text: escaped, and quoted when it holds a separator of the line.
     #[inline]
     fn text(&mut self, t: &[u8]) -> &mut Self {
-        crate::text::escape_to(t, self.0);
+        crate::text::push_plain_value(t, self.0);
         self
     }
 }
@@ -487,9 +488,12 @@ impl EventKind {
                 }
                 w.s("ip: ").alt_hex(*ip);
                 if let Some(s) = sym.as_ref().and_then(|n| n.sym()) {
-                    // Names and binaries are escaped by the symbolizer.
-                    use std::io::Write as _;
-                    let _ = write!(w.0, ", sym: {s}, dso: {}", s.dso().name());
+                    // Names and binaries are escaped by the symbolizer; a name or binary
+                    // that holds a separator is quoted.
+                    w.s(", sym: ");
+                    crate::callchain::push_plain_symbol(s, w.0);
+                    w.s(", dso: ");
+                    crate::text::push_plain_escaped(s.dso().name().as_bytes(), w.0);
                 }
                 w.s(", period: ").u(*period);
                 if event.format.is_some() && raw.is_some() {

@@ -57,6 +57,47 @@ pub fn escape_to(bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// True when an (already escaped) `--plain` value must be quoted to read one way only: it
+/// holds a separator of the line (`,`, `{`, `}`, a call chain's `<-`) or a quote, or it
+/// begins or ends with a space.
+pub fn needs_quotes(escaped: &[u8]) -> bool {
+    escaped.first() == Some(&b' ')
+        || escaped.last() == Some(&b' ')
+        || escaped
+            .iter()
+            .any(|&b| matches!(b, b',' | b'{' | b'}' | b'"'))
+        || escaped.windows(2).any(|w| w == b"<-")
+}
+
+/// Append an already escaped value to a `--plain` line: as it is, or, when it
+/// [`needs_quotes`], in double quotes with each `"` written `\"` (a backslash is already
+/// `\\` in escaped text). So a value never holds a separator outside quotes, and a line
+/// splits one way only: at `, `, `{` and `}` outside double quotes.
+pub fn push_plain_escaped(escaped: &[u8], out: &mut Vec<u8>) {
+    if !needs_quotes(escaped) {
+        out.extend_from_slice(escaped);
+        return;
+    }
+    out.push(b'"');
+    for &b in escaped {
+        if b == b'"' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
+}
+
+/// Append untrusted bytes as a `--plain` value: escaped, and quoted when they need it
+/// ([`push_plain_escaped`]).
+pub fn push_plain_value(bytes: &[u8], out: &mut Vec<u8>) {
+    if bytes.iter().all(|&b| plain_ascii(b)) {
+        push_plain_escaped(bytes, out);
+    } else {
+        push_plain_escaped(escape(bytes).as_bytes(), out);
+    }
+}
+
 /// True when the byte is printable ASCII that needs no escaping.
 #[inline]
 fn plain_ascii(b: u8) -> bool {

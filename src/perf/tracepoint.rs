@@ -407,13 +407,14 @@ impl<'a> Value<'a> {
     }
 
     /// Append the value as `--plain` shows it: numbers in decimal, pointers as `0x...`,
-    /// text escaped, arrays as `[1,2,3]`, a missing field as `?`.
+    /// text escaped (and quoted when it holds a separator of the line), arrays as
+    /// `[1,2,3]`, a missing field as `?`.
     pub fn write_plain(&self, out: &mut Vec<u8>) {
         match *self {
             Value::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
             Value::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
             Value::Hex(v) => crate::text::push_c_hex(out, v),
-            Value::Str(s) => crate::text::escape_to(s, out),
+            Value::Str(s) => crate::text::push_plain_value(s, out),
             Value::Array { .. } => self.write_elements(out),
             Value::Missing => out.push(b'?'),
         }
