@@ -16,6 +16,15 @@ fn with_script(path: &std::path::Path) -> Run {
         .arg(path))
 }
 
+/// The same in the environment `perf script` gives its scripts: there, those that import
+/// perf's helpers import cleanly, and (before) ran to exit 0 having been called for nothing.
+fn with_script_in_perfs_env(path: &std::path::Path) -> Run {
+    run(common::perfwatch()
+        .env("PERF_EXEC_PATH", "/usr/lib/perf-core")
+        .args(["--plain", "-e", "dummy", "-d", "1", "--script"])
+        .arg(path))
+}
+
 #[test]
 fn perfs_own_scripts_are_refused_with_their_handlers_named() {
     let Ok(dir) = std::fs::read_dir(PERF_SCRIPTS) else {
@@ -28,9 +37,13 @@ fn perfs_own_scripts_are_refused_with_their_handlers_named() {
     scripts.sort();
     assert!(!scripts.is_empty(), "no .py in {PERF_SCRIPTS}");
     let mut perf_style = 0;
-    for s in &scripts {
+    for (s, in_perfs_env) in scripts.iter().flat_map(|s| [(s, false), (s, true)]) {
         let t0 = std::time::Instant::now();
-        let r = with_script(s);
+        let r = if in_perfs_env {
+            with_script_in_perfs_env(s)
+        } else {
+            with_script(s)
+        };
         let name = s.file_name().unwrap().to_string_lossy().into_owned();
         // Refused at start: never 0, never a monitoring run.
         assert_ne!(r.code, 0, "{name} ran:\n{}", r.stderr);
@@ -54,7 +67,7 @@ fn perfs_own_scripts_are_refused_with_their_handlers_named() {
             })
         });
         if has_handler || source.contains("PERF_EXEC_PATH") {
-            perf_style += 1;
+            perf_style += usize::from(!in_perfs_env);
             r.exited(1).said(&[
                 &format!("{name}' is written for perf script"),
                 "which perfwatch would never call",
