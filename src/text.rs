@@ -57,22 +57,47 @@ pub fn escape_to(bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// True when an (already escaped) `--plain` value must be quoted to read one way only: it
-/// holds a separator of the line (`,`, `{`, `}`, a call chain's `<-`) or a quote, or it
-/// begins or ends with a space.
-pub fn needs_quotes(escaped: &[u8]) -> bool {
-    escaped.first() == Some(&b' ')
-        || escaped.last() == Some(&b' ')
-        || escaped
+/// The length of the escape at the start of `escaped` (which starts with a backslash):
+/// `\\`, `\n`, `\xNN`, `\u{...}` are each one unit of a value, never a separator.
+pub fn escape_len(escaped: &[u8]) -> usize {
+    match escaped.get(1) {
+        Some(b'x') => 4.min(escaped.len()),
+        Some(b'u') if escaped.get(2) == Some(&b'{') => escaped
             .iter()
-            .any(|&b| matches!(b, b',' | b'{' | b'}' | b'"'))
-        || escaped.windows(2).any(|w| w == b"<-")
+            .position(|&b| b == b'}')
+            .map_or(escaped.len(), |i| i + 1),
+        Some(_) => 2,
+        None => 1,
+    }
+}
+
+/// True when an (already escaped) `--plain` value must be quoted to read one way only: it
+/// holds a separator of the line (`,`, `{`, `}`, a call chain's `<-`) or a quote outside
+/// an escape (the braces of `\u{202e}` are part of it), or it begins or ends with a space.
+pub fn needs_quotes(escaped: &[u8]) -> bool {
+    if escaped.first() == Some(&b' ') || escaped.last() == Some(&b' ') {
+        return true;
+    }
+    let mut i = 0;
+    while i < escaped.len() {
+        match escaped[i] {
+            b'\\' => {
+                i += escape_len(&escaped[i..]);
+                continue;
+            }
+            b',' | b'{' | b'}' | b'"' => return true,
+            b'<' if escaped.get(i + 1) == Some(&b'-') => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Append an already escaped value to a `--plain` line: as it is, or, when it
 /// [`needs_quotes`], in double quotes with each `"` written `\"` (a backslash is already
-/// `\\` in escaped text). So a value never holds a separator outside quotes, and a line
-/// splits one way only: at `, `, `{` and `}` outside double quotes.
+/// `\\` in escaped text). So a value never holds a separator outside quotes and escapes,
+/// and a line splits one way only: at `, `, `{` and `}` outside double quotes and escapes.
 pub fn push_plain_escaped(escaped: &[u8], out: &mut Vec<u8>) {
     if !needs_quotes(escaped) {
         out.extend_from_slice(escaped);
