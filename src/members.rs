@@ -221,5 +221,19 @@ mod tests {
             (vec!["ip=9".into(), "name=4".into()], vec!["type=3".into()])
         );
         assert!(taken(JSON_OWN, "sample_us") && !taken(PLAIN_OWN, "sample_us"));
+        // As the writers put them: no key twice in a line or an object.
+        let line = ev.to_string();
+        assert!(
+            line.ends_with("period: 1, name: 4, fields: { ip: 9, type: 3 } }"),
+            "{line}"
+        );
+        let mut json = Vec::new();
+        crate::plain::write_json(&mut json, &ev).unwrap();
+        let json = String::from_utf8(json).unwrap();
+        assert!(
+            json.contains(r#""ip":9,"name":4,"fields":{"type":3}}"#),
+            "{json}"
+        );
+        assert_eq!(json.matches("\"type\"").count(), 2, "{json}");
     }
 }

@@ -526,11 +526,11 @@ pub(super) fn field_int(f: &Field, raw: &[u8]) -> Val<'static> {
     }
 }
 
-pub(super) fn eval<'a>(e: &Expr, fields: &[Field], raw: &'a [u8]) -> Val<'a> {
+pub(super) fn eval<'a>(e: &'a Expr, fields: &[Field], raw: &'a [u8]) -> Val<'a> {
     use Val::*;
     match e {
         Expr::Num(v) => Int(*v),
-        Expr::Str(s) => Str(std::borrow::Cow::Owned(s.to_vec())),
+        Expr::Str(s) => Str(std::borrow::Cow::Borrowed(s)),
         Expr::Field(i) => match fields.get(*i as usize) {
             Some(f) => match f.value(raw) {
                 Value::Str(s) => Str(std::borrow::Cow::Borrowed(s)),
@@ -600,7 +600,7 @@ pub(super) fn eval<'a>(e: &Expr, fields: &[Field], raw: &'a [u8]) -> Val<'a> {
         },
         Expr::Symbolic(v, table) => match eval(v, fields, raw) {
             Int(v) => match table.iter().find(|(k, _)| *k == v) {
-                Some((_, s)) => Str(std::borrow::Cow::Owned(s.to_vec())),
+                Some((_, s)) => Str(std::borrow::Cow::Borrowed(s)),
                 None => Str(std::borrow::Cow::Owned(format!("{v:#x}").into_bytes())),
             },
             _ => Unknown,
