@@ -73,7 +73,8 @@ pub fn visit(kind: &EventKind, common: bool, f: &mut dyn FnMut(&str, Member<'_>)
         None => &NoSymbols,
     };
     let renders = fmt.print.as_ref().map_or(&[][..], |p| p.renders());
-    let mut text = Vec::new();
+    // A buffer reused across lines (taken, so that a nested call gets its own).
+    let mut text = TEXT.take();
     for (i, field) in fmt.fields.iter().enumerate() {
         if !show && field.common {
             continue;
@@ -88,6 +89,12 @@ pub fn visit(kind: &EventKind, common: bool, f: &mut dyn FnMut(&str, Member<'_>)
             }
         }
     }
+    text.clear();
+    TEXT.set(text);
+}
+
+thread_local! {
+    static TEXT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Visit the members for an output whose own names are `own`: first those written under
