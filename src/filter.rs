@@ -395,9 +395,27 @@ impl Filter {
     /// key that is no field of theirs (nor one of the keys above), a value that cannot be
     /// the field's (`prev_pid:abc`, `prev_state:Q`), naming the field, its event and its
     /// type; see [`crate::filter_fields`] for which field a key means.
-    pub fn check(&self, formats: &[&crate::perf::tracepoint::Format]) -> Result<(), FilterError> {
+    ///
+    /// `samples` says whether any watched event takes samples: without one (`-e dummy`),
+    /// `sym:`, `dso:` and `event:` can match nothing and are refused too.
+    pub fn check(
+        &self,
+        formats: &[&crate::perf::tracepoint::Format],
+        samples: bool,
+    ) -> Result<(), FilterError> {
         use crate::filter_fields::{Wanted, check, numbers};
         for t in self.terms() {
+            if !samples
+                && !t.negate
+                && matches!(t.test, Test::Sym(_) | Test::Dso(_) | Test::Event(_))
+            {
+                return Err(err(format!(
+                    "'{}' cannot match: only side-band records are watched (-e dummy), and \
+                     sym:, dso: and event: are about samples; add a sampling event \
+                     (-e cpu-clock,dummy)",
+                    t.body
+                )));
+            }
             let (name, builtin) = match &t.test {
                 Test::Field { name, .. } => (name.as_str(), false),
                 Test::Pid(_) => ("pid", true),
@@ -887,9 +905,21 @@ mod tests {
         )
         .unwrap();
         let f = Filter::parse("color:red").unwrap();
-        let e2 = f.check(&[&sw]).unwrap_err().to_string();
+        let e2 = f.check(&[&sw], true).unwrap_err().to_string();
         assert!(e2.contains("'color'"), "{e2}");
-        assert!(Filter::parse("prev_pid:1").unwrap().check(&[&sw]).is_ok());
+        assert!(
+            Filter::parse("prev_pid:1")
+                .unwrap()
+                .check(&[&sw], true)
+                .is_ok()
+        );
+        // Without a sampling event, sym:, dso: and event: can match nothing.
+        for t in ["sym:memcpy", "dso:libc*", "event:cycles"] {
+            let e = Filter::parse(t).unwrap().check(&[], false).unwrap_err();
+            assert!(e.to_string().contains("-e dummy"), "{e}");
+            assert!(Filter::parse(t).unwrap().check(&[], true).is_ok());
+        }
+        assert!(Filter::parse("!sym:x").unwrap().check(&[], false).is_ok());
         assert!(e("!").contains("'!'"));
         assert!(e("!!fork").contains("'!!fork'"));
         for s in ["type:forks", "pid:1,,2", "!"] {

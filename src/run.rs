@@ -155,7 +155,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             .iter()
             .filter_map(|e| e.format.as_ref())
             .collect();
-        f.check(&formats)
+        f.check(&formats, cfg.events.iter().any(|e| !e.is_dummy()))
             .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
     }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI

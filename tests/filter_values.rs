@@ -39,6 +39,17 @@ fn filters_that_cannot_match_are_refused_with_the_field_and_its_type() {
 }
 
 #[test]
+fn sample_keys_without_a_sampling_event_are_refused() {
+    for filter in ["sym:memcpy", "dso:libc*", "event:cycles"] {
+        let r = run(perfwatch()
+            .args(["--plain", "-e", "dummy", "-d", "5", "--filter"])
+            .arg(filter));
+        r.exited(2)
+            .said(&["cannot match: only side-band records are watched"]);
+    }
+}
+
+#[test]
 fn symbolic_values_and_own_names_match_what_they_say() {
     let _tracefs = require_tracefs!();
     // Something sleeps and wakes while we watch.

@@ -93,6 +93,11 @@ impl AppConfig {
         }
     }
 
+    /// Whether a watched event takes samples (true when the events are not known).
+    pub fn samples(&self) -> bool {
+        self.events.is_empty() || self.events.iter().any(|d| !is_dummy(d))
+    }
+
     /// The formats of the tracepoints being watched (what the filter's field keys name).
     pub fn formats(&self) -> Vec<&crate::perf::tracepoint::Format> {
         self.events
@@ -1188,7 +1193,8 @@ impl App {
         // Live preview: a valid expression applies at once; an invalid one shows its error
         // and the view keeps the filter that was in force before editing.
         let (text, before) = (edit.text.clone(), edit.before.clone());
-        let parsed = Filter::parse(&text).and_then(|f| f.check(&self.cfg.formats()).map(|()| f));
+        let parsed = Filter::parse(&text)
+            .and_then(|f| f.check(&self.cfg.formats(), self.cfg.samples()).map(|()| f));
         match parsed {
             Ok(f) => {
                 if let Some(e) = self.edit.as_mut() {
