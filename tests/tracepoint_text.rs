@@ -196,14 +196,16 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         .spawn()
         .unwrap();
     common::wait_until_watching(&mut pw);
-    let perf = Command::new("perf")
+    let mut perf = Command::new("perf")
         .args(&perf_args)
         .args(["--", "sleep", "3"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // perf too holds its events before the workload starts (a loaded machine starts it
+    // slowly).
+    common::wait_until_watching(&mut perf);
     {
         use std::io::Write;
         let mut stdin = work.stdin.take().unwrap();
@@ -298,4 +300,48 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
             pw_run.stderr
         );
     }
+}
+
+/// Every format file of this kernel: its print fmt is read (or left, without a panic), and
+/// the share read is said.
+#[test]
+fn the_print_fmt_of_every_tracepoint_here_is_read() {
+    let _tracefs = require_tracefs!();
+    let (mut total, mut read, mut rendered, mut lines) = (0, 0, 0, 0);
+    let events = std::path::Path::new(common::TRACEFS).join("events");
+    for sys in std::fs::read_dir(&events).unwrap().flatten() {
+        let Ok(tps) = std::fs::read_dir(sys.path()) else {
+            continue;
+        };
+        for tp in tps.flatten() {
+            let Ok(text) = std::fs::read_to_string(tp.path().join("format")) else {
+                continue;
+            };
+            let name = format!(
+                "{}:{}",
+                sys.file_name().to_string_lossy(),
+                tp.file_name().to_string_lossy()
+            );
+            let Ok(f) = perfwatch::perf::tracepoint::Format::parse(&name, &text) else {
+                continue;
+            };
+            total += 1;
+            let Some(p) = &f.print else { continue };
+            read += 1;
+            rendered += p.renders().len();
+            // A record of zeros renders (or not) without a panic.
+            let zeros = vec![0u8; 4096];
+            if p.render_line(&f.fields, &zeros, &perfwatch::perf::printfmt::NoSymbols)
+                .is_some()
+            {
+                lines += 1;
+            }
+        }
+    }
+    common::say(&format!(
+        "the_print_fmt_of_every_tracepoint_here_is_read: {read} of {total} print fmts read, \
+         {rendered} fields rendered as text, {lines} whole lines rendered from a zero record"
+    ));
+    assert!(total > 0);
+    assert!(read * 100 >= total * 95, "only {read} of {total} read");
 }

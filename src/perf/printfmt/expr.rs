@@ -2,7 +2,7 @@
 //! `REC->prev_state & 0xff ? __print_flags(...) : "R"`), lexed, parsed and evaluated with
 //! every size and depth bounded (see the parent module).
 
-use super::{MAX_DEPTH, MAX_TABLE, MAX_TOKENS};
+use super::{MAX_DEPTH, MAX_NODES, MAX_TABLE, MAX_TOKENS};
 use crate::perf::tracepoint::{Field, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,6 +159,9 @@ pub(super) struct Parser<'a> {
     pub(super) at: usize,
     pub(super) fields: &'a [Field],
     pub(super) depth: usize,
+    /// Operator nodes of the argument being read: with `MAX_NODES`, this bounds the height
+    /// of its tree (and so the recursion that evaluates and drops it) whatever the text.
+    pub(super) nodes: usize,
 }
 
 pub(super) const TYPE_WORDS: &[&str] = &[
@@ -208,6 +211,12 @@ pub(super) const TYPE_WORDS: &[&str] = &[
 ];
 
 impl Parser<'_> {
+    /// Count one operator node; `None` past the bound.
+    fn node(&mut self) -> Option<()> {
+        self.nodes += 1;
+        (self.nodes <= MAX_NODES).then_some(())
+    }
+
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.at)
     }
@@ -247,6 +256,7 @@ impl Parser<'_> {
             let a = self.expr()?;
             self.expect(":")?;
             let b = self.expr()?;
+            self.node()?;
             return Some(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)));
         }
         Some(c)
@@ -278,6 +288,7 @@ impl Parser<'_> {
             for (p, op) in *ops {
                 if self.eat(p) {
                     let right = self.binary(level + 1)?;
+                    self.node()?;
                     left = Expr::Binary(*op, Box::new(left), Box::new(right));
                     continue 'next;
                 }
@@ -295,10 +306,7 @@ impl Parser<'_> {
         let mut words = Vec::new();
         loop {
             match self.peek() {
-                Some(Tok::Ident(w))
-                    if TYPE_WORDS.contains(&w.as_str())
-                        || words.last() == Some(&"struct".to_string()) =>
-                {
+                Some(Tok::Ident(w)) if w != "REC" => {
                     words.push(w.clone());
                     self.at += 1;
                 }
@@ -317,6 +325,24 @@ impl Parser<'_> {
             }
         }
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        // `(name)` alone is a cast when the name is a type (`(u64)`, `( gfp_t)`) or a value
+        // follows; else it is a name in parentheses (`(FLAG) | 1`).
+        let typeish = |x: &str| TYPE_WORDS.contains(&x) || x.ends_with("_t");
+        let starts_value = matches!(
+            self.peek(),
+            Some(Tok::Punct("(") | Tok::Num(_) | Tok::Ident(_) | Tok::Str(_))
+        );
+        if w.len() == 1 && !typeish(w[0]) && !starts_value {
+            self.at = start;
+            return None;
+        }
+        let known = w.iter().all(|x| typeish(x) || *x == "*" || *x == "struct")
+            || w.first() == Some(&"struct");
+        if !known {
+            // A type of its own (`( gfp_t)`, a typedef): its size is not known here, so the
+            // value is left as it is.
+            return Some((8, false));
+        }
         let signed = !w.contains(&"unsigned")
             && !w.iter().any(|x| {
                 x.starts_with('u')
@@ -358,7 +384,9 @@ impl Parser<'_> {
     fn unary_inner(&mut self) -> Option<Expr> {
         for (p, op) in [("-", Un::Neg), ("!", Un::Not), ("~", Un::BitNot)] {
             if self.eat(p) {
-                return Some(Expr::Unary(op, Box::new(self.unary()?)));
+                let e = self.unary()?;
+                self.node()?;
+                return Some(Expr::Unary(op, Box::new(e)));
             }
         }
         if self.eat("+") {
@@ -366,6 +394,7 @@ impl Parser<'_> {
         }
         if let Some((size, signed)) = self.cast() {
             let e = self.unary()?;
+            self.node()?;
             return Some(Expr::Cast {
                 size,
                 signed,
@@ -382,7 +411,10 @@ impl Parser<'_> {
                 let i = self.expr()?;
                 self.expect("]")?;
                 e = match e {
-                    Expr::Field(f) => Expr::Index(f, Box::new(i)),
+                    Expr::Field(f) => {
+                        self.node()?;
+                        Expr::Index(f, Box::new(i))
+                    }
                     _ => Expr::Unknown,
                 };
             } else if self.eat("->") || self.eat(".") {
@@ -410,13 +442,14 @@ impl Parser<'_> {
             self.expect("{")?;
             let v = self.expr()?;
             self.expect(",")?;
-            let Some(Tok::Str(s)) = self.peek().cloned() else {
-                return None;
-            };
-            self.at += 1;
+            // The name: a string, or (a table's end marker) a null pointer.
+            let name = self.expr()?;
             self.expect("}")?;
-            let v = eval_const(&v)?;
-            t.push((v, s.into_boxed_slice()));
+            // An entry whose value is a name the format file left unresolved (an enum's
+            // `HRTIMER_MODE_ABS`), or that has no text, can never be printed: left out.
+            if let (Some(v), Expr::Str(s)) = (eval_const(&v), name) {
+                t.push((v, s));
+            }
         }
         Some(t.into_boxed_slice())
     }
@@ -427,6 +460,7 @@ impl Parser<'_> {
             "__print_symbolic" | "__print_symbolic_u64" => {
                 let v = self.expr()?;
                 let t = self.table()?;
+                self.node()?;
                 Expr::Symbolic(Box::new(v), t)
             }
             "__print_flags" | "__print_flags_u64" => {
@@ -437,6 +471,7 @@ impl Parser<'_> {
                     _ => return None,
                 };
                 let t = self.table()?;
+                self.node()?;
                 Expr::Flags(Box::new(v), delim, t)
             }
             "__get_str" | "__get_rel_str" | "__get_dynamic_array" | "__get_rel_dynamic_array" => {

@@ -37,6 +37,8 @@ pub(super) const MAX_TOKENS: usize = 16 * 1024;
 pub(super) const MAX_ARGS: usize = 64;
 pub(super) const MAX_TABLE: usize = 4096;
 pub(super) const MAX_DEPTH: usize = 48;
+/// Most operator nodes in one argument (the longest real one has a few dozen).
+pub(super) const MAX_NODES: usize = 1024;
 /// The most one conversion writes, and the widest field width honoured.
 pub(super) const MAX_OUT: usize = 4096;
 pub(super) const MAX_WIDTH: usize = 256;
@@ -159,12 +161,14 @@ impl PrintFmt {
             at: 1,
             fields,
             depth: 0,
+            nodes: 0,
         };
         let mut args = Vec::new();
         while p.eat(",") {
             if args.len() >= MAX_ARGS {
                 return None;
             }
+            p.nodes = 0;
             args.push(p.expr()?);
         }
         let convs_fit = pieces

@@ -150,12 +150,43 @@ fn what_cannot_be_read_renders_nothing() {
         r#""%d", (REC->a"#,
         r#""%y", REC->a"#,
         r#""%d", __print_flags(REC->a, 3, { 1, "A" })"#,
-        r#""%s", __print_symbolic(REC->a, { x, "A" })"#,
     ] {
         let f = fmt("\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;", bad);
         assert!(f.print.is_none(), "{bad}");
     }
-    // Too deep.
+    // A table entry whose value is a name left unresolved (an enum's), or that has no text,
+    // is left out: the others still print, and a value of no entry prints as hex.
+    let f = fmt(
+        "\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;",
+        r#""%s", __print_symbolic(REC->a, { x, "A" }, { 2, "B" }, { -1, ((void *)0) })"#,
+    );
+    let p = f.print.as_ref().expect("read");
+    let mut raw = vec![0u8; 12];
+    raw[8] = 2;
+    assert_eq!(p.render_line(&f.fields, &raw, &NoSymbols).unwrap(), b"B");
+    raw[8] = 3;
+    assert_eq!(p.render_line(&f.fields, &raw, &NoSymbols).unwrap(), b"0x3");
+    // Casts to types of their own, and names in parentheses.
+    let f = fmt(
+        "\tfield:unsigned long a;\toffset:8;\tsize:8;\tsigned:0;",
+        r#""%s|%lx", (REC->a) ? __print_flags(REC->a, "|", {( gfp_t)((((1UL))) << (1)), "X"}, {(FLAG) | 4, "Y"}) : "none", ( unsigned long)(( gfp_t)REC->a)"#,
+    );
+    let p = f.print.as_ref().expect("read");
+    let mut raw = vec![0u8; 16];
+    raw[8] = 2;
+    assert_eq!(p.render_line(&f.fields, &raw, &NoSymbols).unwrap(), b"X|2");
+    raw[8] = 0;
+    assert_eq!(
+        p.render_line(&f.fields, &raw, &NoSymbols).unwrap(),
+        b"none|0"
+    );
+    // Too deep, or too long a chain of operators (its tree would be as tall).
+    let long = format!("\"%d\", 1{}", " + 1".repeat(5000));
+    assert!(
+        fmt("\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;", &long)
+            .print
+            .is_none()
+    );
     let deep = format!("\"%d\", {}1{}", "(".repeat(500), ")".repeat(500));
     assert!(
         fmt("\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;", &deep)
