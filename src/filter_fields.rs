@@ -298,7 +298,114 @@ pub fn numbers(value: &str) -> Option<Vec<(i128, i128)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{Event, EventKind, TaskRecord};
+    use crate::filter::{CommLookup, Filter};
     use crate::testkit::tracepoints as craft;
+
+    struct Names;
+    impl CommLookup for Names {
+        fn name(&self, pid: u32, _time: u64) -> Option<&[u8]> {
+            (pid == 42).then_some(&b"bash"[..])
+        }
+    }
+
+    fn m(f: &str, ev: &Event) -> bool {
+        Filter::parse(f).unwrap().matches(ev, &Names)
+    }
+
+    fn fork(pid: u32, ppid: u32) -> Event {
+        Event {
+            cpu: 1,
+            pid: ppid,
+            tid: ppid,
+            time: 5,
+            id: 0,
+            kind: EventKind::Fork(TaskRecord {
+                pid,
+                ppid,
+                tid: pid,
+                ptid: ppid,
+                time: 5,
+            }),
+        }
+    }
+
+    fn switch(prev: &[u8], prev_pid: i32, next: &[u8], next_pid: i32) -> Event {
+        let desc = craft::desc(0, "sched:sched_switch", craft::SCHED_SWITCH);
+        Event {
+            cpu: 0,
+            pid: 1,
+            tid: 1,
+            time: 7,
+            id: 0,
+            kind: craft::sample(
+                desc,
+                1,
+                0,
+                craft::sched_switch(prev, prev_pid, 1, next, next_pid),
+            ),
+        }
+    }
+
+    fn wakeup(comm: &[u8], pid: i32, running: u32) -> Event {
+        use crate::testkit::tracepoints as craft;
+        let f = "name: sched_wakeup\nID: 300\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:28;\tsize:4;\tsigned:1;\n\nprint fmt: \"comm=%s pid=%d target_cpu=%03d\", REC->comm, REC->pid, REC->target_cpu\n";
+        let desc = craft::desc(0, "sched:sched_wakeup", f);
+        let mut raw = vec![0u8; 32];
+        raw[4..8].copy_from_slice(&(running as i32).to_ne_bytes());
+        raw[8..8 + comm.len()].copy_from_slice(comm);
+        raw[24..28].copy_from_slice(&pid.to_ne_bytes());
+        raw[28..32].copy_from_slice(&1i32.to_ne_bytes());
+        Event {
+            kind: craft::sample(desc, 1, 0, raw),
+            cpu: 0,
+            pid: running,
+            tid: running,
+            time: 7,
+            id: 0,
+        }
+    }
+
+    #[test]
+    fn a_fields_own_name_is_the_field_and_common_keys_the_running_task() {
+        // sched_wakeup of pid 7 ("kworker/0:1") by the running task 42 ("bash").
+        let w = wakeup(b"kworker/0:1", 7, 42);
+        assert!(m("pid:7", &w), "pid: is the woken task, the field");
+        assert!(!m("pid:42", &w));
+        assert!(m("common_pid:42", &w), "common_pid: the running task");
+        assert!(!m("common_pid:7", &w));
+        assert!(m("comm:kworker*", &w), "the field's comm");
+        assert!(m("common_comm:bash", &w), "the running task's name");
+        assert!(m("fields.pid:7", &w));
+        assert!(m("common_cpu:0", &w) && m("common_tid:42", &w));
+        // On records without the field, the keys mean the record's own task.
+        assert!(m("pid:2", &fork(2, 1)) && m("common_pid:1", &fork(2, 1)));
+        assert!(
+            !m("fields.pid:2", &fork(2, 1)),
+            "no field pid in a fork record"
+        );
+        // cpu: is the record's CPU where no field is named cpu.
+        assert!(m("cpu:0", &w));
+    }
+
+    #[test]
+    fn symbolic_values_match_the_print_fmt_text() {
+        let sleeping = switch(b"bash", 42, b"x", 0);
+        let mut preempted = switch(b"bash", 42, b"x", 0);
+        if let EventKind::Sample { raw: Some(raw), .. } = &mut preempted.kind {
+            raw[32..40].copy_from_slice(&0x100i64.to_ne_bytes());
+        }
+        assert!(m("prev_state:S", &sleeping));
+        assert!(!m("prev_state:D", &sleeping));
+        assert!(
+            !m("prev_state:s", &sleeping),
+            "case matters: t is traced, T stopped"
+        );
+        assert!(m("prev_state:R+", &preempted) && m("prev_state:R*", &preempted));
+        assert!(m("prev_state:D,R+", &preempted));
+        assert!(m("prev_state_str:R+", &preempted));
+        assert!(m("prev_state:0x100", &preempted), "the number still works");
+    }
 
     fn w<'a>(term: &'a str) -> Wanted<'a> {
         let (name, value) = term.split_once(':').unwrap();
