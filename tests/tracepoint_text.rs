@@ -1,6 +1,6 @@
 //! Tracepoint values as perf prints them: the same run recorded by `perf record -k mono`
 //! and watched by `perfwatch --json`, each event perf printed matched to perfwatch's by
-//! CPU, tracepoint and time (within 5 µs), and perf script's text of it rebuilt from perfwatch's members alone
+//! CPU, tracepoint and time (the two files stamp a hit ~1 µs apart), and perf script's text of it rebuilt from perfwatch's members alone
 //! (raw values, and the `_str` text of the fields the print fmt renders): every matched
 //! event must read the same.
 
@@ -138,21 +138,34 @@ fn perf_events(text: &str) -> HashMap<(u64, String), Vec<(u64, String)>> {
 }
 
 /// Two event files stamp the same tracepoint hit a little apart (each takes its own time
-/// as it writes its sample: ~1 µs): the perf event on the same CPU nearest in time, within
-/// `TOLERANCE`, when no other one of the same tracepoint is that near (else it is left
-/// unmatched).
-const TOLERANCE: u64 = 5_000;
-
-fn nearest(list: &[(u64, String)], time: u64) -> Option<&str> {
-    let i = list.partition_point(|(t, _)| *t < time);
+/// as it writes its sample), by an offset that hardly varies. The perf event on the same CPU
+/// nearest to `time + offset`, within `tolerance`, when no other one of the same tracepoint
+/// is that near (else it is left unmatched).
+fn nearest(list: &[(u64, String)], time: u64, offset: i64, tolerance: u64) -> Option<(u64, &str)> {
+    let at = time.checked_add_signed(offset)?;
+    let i = list.partition_point(|(t, _)| *t < at);
     let near: Vec<&(u64, String)> = list[i.saturating_sub(2)..(i + 2).min(list.len())]
         .iter()
-        .filter(|(t, _)| t.abs_diff(time) <= TOLERANCE)
+        .filter(|(t, _)| t.abs_diff(at) <= tolerance)
         .collect();
     match near[..] {
-        [(_, text)] => Some(text),
+        [(t, text)] => Some((*t, text)),
         _ => None,
     }
+}
+
+/// The offset between perf's stamps and perfwatch's: the median over the events matched
+/// within 5 µs.
+fn offset(ours: &[(u64, String, u64)], theirs: &HashMap<(u64, String), Vec<(u64, String)>>) -> i64 {
+    let mut d: Vec<i64> = ours
+        .iter()
+        .filter_map(|(cpu, event, time)| {
+            let (t, _) = nearest(theirs.get(&(*cpu, event.clone()))?, *time, 0, 5_000)?;
+            Some(t as i64 - *time as i64)
+        })
+        .collect();
+    d.sort();
+    d.get(d.len() / 2).copied().unwrap_or(0)
 }
 
 #[test]
@@ -232,8 +245,21 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
 
     // event → (matched, agreeing), and the first disagreement of each.
     let mut tally: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
     let mut wrong: Vec<String> = Vec::new();
-    for v in pw_run.json() {
+    let lines = pw_run.json();
+    let stamps: Vec<(u64, String, u64)> = lines
+        .iter()
+        .filter_map(|v| {
+            Some((
+                v["sample_cpu"].as_u64()?,
+                v["event"].as_str()?.to_string(),
+                v["sample_time"].as_u64()?,
+            ))
+        })
+        .collect();
+    let off = offset(&stamps, &theirs);
+    for v in lines {
         let (Some(event), Some(cpu), Some(time)) = (
             v["event"].as_str(),
             v["sample_cpu"].as_u64(),
@@ -244,9 +270,10 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         let Some(event) = EVENTS.iter().find(|e| **e == event) else {
             continue;
         };
-        let Some(text) = theirs
+        *seen.entry(event.to_string()).or_default() += 1;
+        let Some((_, text)) = theirs
             .get(&(cpu, event.to_string()))
-            .and_then(|l| nearest(l, time))
+            .and_then(|l| nearest(l, time, off, 1_000))
         else {
             continue;
         };
@@ -271,12 +298,18 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         .iter()
         .map(|e| {
             let (m, a) = tally.get(e).copied().unwrap_or_default();
-            format!("{e} {a}/{m}")
+            let perf_n: usize = theirs
+                .iter()
+                .filter(|((_, ev), _)| ev == e)
+                .map(|(_, l)| l.len())
+                .sum();
+            let ours_n = seen.get(*e).copied().unwrap_or(0);
+            format!("{e} {a}/{m} (perf {perf_n}, perfwatch {ours_n})")
         })
         .collect();
     report.sort();
     common::say(&format!(
-        "tracepoint_values_read_as_perf_script_prints_them: agree/matched {} (perf script: {} events, perfwatch: {ours_n} lines)",
+        "tracepoint_values_read_as_perf_script_prints_them: agree/matched {} (perf script: {} events, perfwatch: {ours_n} lines; perf's stamps {off} ns after perfwatch's)",
         report.join(", "),
         theirs.values().map(Vec::len).sum::<usize>()
     ));
