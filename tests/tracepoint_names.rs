@@ -95,7 +95,7 @@ def on_event(event):
         assert "common_pid" in f, f
     elif event.name == "sched:sched_wakeup":
         # sched_wakeup's own pid: the woken task, not the running one.
-        assert event.pid == f["pid"] and event.sample_pid >= 0, f
+        assert event.pid == f["pid"] and isinstance(event.sample_pid, int), f
     elif event.name == "timer:hrtimer_expire_entry":
         assert isinstance(event.function_str, str) and event.function_str, f
     seen[event.name] = seen.get(event.name, 0) + 1
