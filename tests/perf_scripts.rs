@@ -58,13 +58,14 @@ fn perfs_own_scripts_are_refused_with_their_handlers_named() {
             t0.elapsed()
         );
         let source = std::fs::read_to_string(s).unwrap_or_default();
-        // A top-level `def` of a handler perf calls (methods are indented).
+        // A top-level `def` of a handler perf calls (methods are indented), or a handler
+        // bound by name (flamegraph.py: `process_event = cli.process_event`).
         let has_handler = source.lines().any(|l| {
             let name = l.strip_prefix("def ").and_then(|r| r.split('(').next());
             name.is_some_and(|n| {
                 ["process_event", "trace_unhandled", "process_stat"].contains(&n)
                     || (!n.starts_with('_') && n.contains("__"))
-            })
+            }) || l.trim_start().starts_with("process_event = ")
         });
         if has_handler || source.contains("PERF_EXEC_PATH") {
             perf_style += usize::from(!in_perfs_env);
@@ -128,6 +129,12 @@ fn crafted_perf_scripts_are_refused_before_they_run() {
             "tracepoint.py",
             "def sched__sched_switch(event_name, context, common_cpu, *args):\n    pass\n",
             "sched__sched_switch()",
+        ),
+        (
+            // Bound only when run as a program, as perf runs it (flamegraph.py does this).
+            "main.py",
+            "class Cli:\n    def process_event(self, e):\n        pass\nif __name__ == '__main__':\n    cli = Cli()\n    process_event = cli.process_event\n",
+            "process_event()",
         ),
         (
             // Mixed: a perfwatch handler too; still refused, with the advice to rename.

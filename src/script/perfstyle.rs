@@ -207,7 +207,11 @@ def _scan(source, filename):
         return None
     callables, imports = [], []
     exec_path = db_export = False
-    for node in tree.body:
+    # Module-level statements, also inside if/try/with/for/while (perf's flamegraph.py
+    # binds its handlers under `if __name__ == "__main__":`), not inside functions.
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             callables.append(node.name)
         elif isinstance(node, ast.Assign):
@@ -217,6 +221,12 @@ def _scan(source, filename):
                         db_export = True
                     elif isinstance(node.value, (ast.Lambda, ast.Name, ast.Attribute)):
                         callables.append(t.id)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list) and not isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                todo.extend(inner)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imports.extend(a.name for a in node.names)
