@@ -257,20 +257,20 @@ pub struct TaskRow {
     pub parent_comm: Option<Comm>,
     /// For an exit whose fork was seen: how long the task lived, in ns.
     pub lifetime: Option<u64>,
-    /// For an exec: its command line (NUL-separated, untrusted), read from `/proc` just
-    /// after; empty when the process was gone before it could be read.
-    pub argv: Option<Arc<[u8]>>,
+    /// For an exec: its command line (see [`crate::cmdline`]), or that the process was gone
+    /// before it could be read.
+    pub argv: Option<Arc<crate::cmdline::CmdLine>>,
 }
 
 impl TaskRow {
     /// What the comm column shows: an exec's command line when it was read (each argument
-    /// escaped, joined by spaces), else the name; `[gone]` when the process had gone before
-    /// its command line could be read.
+    /// escaped, joined by spaces, a cut marked), else the name; `[gone]` when the process
+    /// had gone before its command line could be read.
     pub fn command(&self) -> String {
         let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
         match self.argv.as_deref() {
-            Some([]) => format!("{name} [gone]"),
-            Some(argv) => crate::text::argv_line(argv),
+            Some(argv) if argv.is_gone() => format!("{name} [gone]"),
+            Some(argv) => argv.line(),
             None => name,
         }
     }
@@ -1603,9 +1603,11 @@ pub(crate) mod tests {
             let mut m = app.model.write();
             m.collect_execs(true);
             m.apply(&[exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)]);
-            m.set_argv(200, T0 + 1, Arc::from(&b"sleep\x000.777"[..]));
-            m.set_argv(201, T0 + 2, Arc::from(&b"sleep\x00\x1b[2J\x00a b"[..]));
-            m.set_argv(202, T0 + 3, Arc::from(&[][..]));
+            use crate::cmdline::{ArgvSource, CmdLine};
+            let argv = |raw: &[u8]| CmdLine::new(raw, 0, ArgvSource::Exec).shared();
+            m.set_argv(200, T0 + 1, argv(b"sleep\x000.777"));
+            m.set_argv(201, T0 + 2, argv(b"sleep\x00\x1b[2J\x00a b"));
+            m.set_argv(202, T0 + 3, CmdLine::gone().shared());
         }
         app.on_chunk(Chunk {
             events: vec![exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)],

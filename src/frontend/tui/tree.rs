@@ -45,7 +45,7 @@ fn shown_name(model: &ProcessModel, p: &Process) -> String {
         .comm(p.pid)
         .map_or_else(|| "?".to_string(), |c| c.display());
     match p.argv.as_deref() {
-        Some(argv) if !argv.is_empty() => crate::text::argv_line(argv),
+        Some(argv) if !argv.is_gone() => argv.line(),
         _ => comm,
     }
 }
@@ -198,6 +198,7 @@ pub(crate) mod tests {
                     threads: vec![(*pid, comm.as_bytes().into())],
                     maps: Vec::new(),
                     argv: None,
+                    exe: None,
                     cgroup: None,
                 })
                 .collect(),
@@ -246,7 +247,8 @@ pub(crate) mod tests {
             tk::fork(0, T0 + 2, 301, 100),
             tk::exit(0, T0 + S, 301, 100),
         ]);
-        m.set_argv(300, T0 + 1, std::sync::Arc::from(&b"sleep\x005"[..]));
+        let argv = crate::cmdline::CmdLine::new(b"sleep\x005", 0, crate::cmdline::ArgvSource::Exec);
+        m.set_argv(300, T0 + 1, argv.shared());
         assert_eq!(
             lines(&rows(&m, T0 + 2 * S, &|_| true)),
             [
