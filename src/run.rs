@@ -321,9 +321,12 @@ fn pipeline_options(
 }
 
 /// Command lines at exec: shown by the TUI, written as `argv` by --json, read by scripts as
-/// `event.argv`.
+/// `event.argv`, matched by `--filter argv:`.
 fn argv_wanted(cli: &Cli, interactive: bool) -> bool {
-    interactive || cli.json || !cli.script.is_empty()
+    interactive
+        || cli.json
+        || !cli.script.is_empty()
+        || cli.filter.as_ref().is_some_and(|f| f.uses_argv())
 }
 
 /// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):

@@ -274,3 +274,40 @@ fn a_command_line_rewritten_at_once_shows_what_was_execd() {
         assert_eq!(v["argv"][4], "--really-delete-everything", "{v}");
     }
 }
+
+/// `--filter argv:GLOB` keeps the records of the processes whose command line matches.
+#[test]
+fn the_filter_matches_command_lines() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = sh_as(dir.path(), "pwfilt");
+    // The shell's own command line must not hold the marker: it is put together there.
+    let cmd = format!("m=--marker; /bin/true; {prog} -c 'sleep 0.4; :' ${{m}}-xyz; /bin/true");
+    let run = common::run_args(&[
+        "--json",
+        "-e",
+        "dummy",
+        "-d",
+        "60",
+        "--filter",
+        "argv:*--MARKER-x*",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    run.exited(0);
+    let out = run.json();
+    let execs: Vec<&Value> = out
+        .iter()
+        .filter(|v| v["type"] == "comm" && v["exec"] == true)
+        .collect();
+    assert_eq!(execs.len(), 1, "only pwfilt's exec: {execs:?}");
+    assert_eq!(execs[0]["comm"], "pwfilt");
+    let pid = execs[0]["pid"].as_u64().unwrap();
+    assert!(
+        out.iter().all(|v| v["pid"].as_u64() == Some(pid)),
+        "only its records: {}",
+        run.stdout
+    );
+}
