@@ -12,7 +12,6 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -20,6 +19,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 
 use super::input::{Action, map_key};
 use super::log::Log;
+pub use super::tasks::{TASK_ROWS, TaskEvent, TaskRow};
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
@@ -32,8 +32,6 @@ use crate::text::escape;
 
 /// Log entries kept by default (`--history`).
 pub const DEFAULT_HISTORY: usize = 10_000;
-/// Rows of the task stream kept.
-pub const TASK_ROWS: usize = 2_000;
 /// Seconds of per-CPU rate history (the sparklines).
 pub const RATE_SECONDS: usize = 60;
 /// How long after a second ends its rate is final: a reader sends a batch at least every
@@ -215,63 +213,6 @@ impl EventRates {
     fn close(&mut self, now: u64) {
         for (_, r) in &mut self.others {
             r.close(now);
-        }
-    }
-}
-
-/// What a row of the task stream reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskEvent {
-    Fork,
-    /// A fork that created a thread in the same process.
-    Thread,
-    Exit,
-    /// A comm record written by execve.
-    Exec,
-    /// A rename (prctl).
-    Comm,
-}
-
-impl TaskEvent {
-    pub fn name(self) -> &'static str {
-        match self {
-            TaskEvent::Fork => "fork",
-            TaskEvent::Thread => "thread",
-            TaskEvent::Exit => "exit",
-            TaskEvent::Exec => "exec",
-            TaskEvent::Comm => "comm",
-        }
-    }
-}
-
-/// One row of the task stream, complete at ingest so that drawing needs no lookups.
-#[derive(Clone, Debug)]
-pub struct TaskRow {
-    pub time: u64,
-    pub event: TaskEvent,
-    pub pid: u32,
-    pub tid: u32,
-    /// Unknown for a comm record of a task whose fork was not seen.
-    pub ppid: Option<u32>,
-    pub comm: Option<Comm>,
-    pub parent_comm: Option<Comm>,
-    /// For an exit whose fork was seen: how long the task lived, in ns.
-    pub lifetime: Option<u64>,
-    /// For an exec: its command line (see [`crate::cmdline`]), or that the process was gone
-    /// before it could be read.
-    pub argv: Option<Arc<crate::cmdline::CmdLine>>,
-}
-
-impl TaskRow {
-    /// What the comm column shows: an exec's command line when it was read (each argument
-    /// escaped, joined by spaces, a cut marked), else the name; `[gone]` when the process
-    /// had gone before its command line could be read.
-    pub fn command(&self) -> String {
-        let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
-        match self.argv.as_deref() {
-            Some(argv) if argv.is_gone() => format!("{name} [gone]"),
-            Some(argv) => argv.line(),
-            None => name,
         }
     }
 }
@@ -495,7 +436,7 @@ pub struct App {
     pub event_rates: EventRates,
     pub rates: Rates,
     /// The process model (written by the pipeline; the app only reads it).
-    model: ModelHandle,
+    pub(super) model: ModelHandle,
     task_rows: VecDeque<TaskRow>,
     /// Samples by pid since the last second closed.
     top_acc: FxHashMap<u32, (u32, u64)>,
@@ -702,68 +643,7 @@ impl App {
                 n.pids.insert(t.pid);
             }
         }
-        let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
-        let row = match &ev.kind {
-            EventKind::Fork(t) => {
-                let thread = t.pid == t.ppid && t.tid != t.pid;
-                Some(TaskRow {
-                    time: ev.time,
-                    event: if thread {
-                        TaskEvent::Thread
-                    } else {
-                        TaskEvent::Fork
-                    },
-                    pid: t.pid,
-                    tid: t.tid,
-                    ppid: Some(t.ppid),
-                    // What it inherited at the fork.
-                    comm: name(t.tid),
-                    parent_comm: name(t.ppid),
-                    lifetime: None,
-                    argv: None,
-                })
-            }
-            EventKind::Exit(t) => {
-                let task = tasks.task_at(t.tid, ev.time);
-                Some(TaskRow {
-                    time: ev.time,
-                    event: TaskEvent::Exit,
-                    pid: t.pid,
-                    tid: t.tid,
-                    ppid: Some(t.ppid),
-                    comm: name(t.tid),
-                    parent_comm: name(t.ppid),
-                    lifetime: task
-                        .and_then(|k| k.start())
-                        .map(|s| t.time.saturating_sub(s)),
-                    argv: None,
-                })
-            }
-            EventKind::Comm { comm, exec, .. } => {
-                let (pid, tid) = ev.subject();
-                let ppid = tasks.task_at(tid, ev.time).and_then(|k| k.ppid());
-                Some(TaskRow {
-                    time: ev.time,
-                    event: if *exec {
-                        TaskEvent::Exec
-                    } else {
-                        TaskEvent::Comm
-                    },
-                    pid,
-                    tid,
-                    ppid,
-                    comm: Some(Comm::new(comm)),
-                    parent_comm: ppid.and_then(name),
-                    lifetime: None,
-                    argv: if *exec {
-                        tasks.exec_argv(pid, ev.time).cloned()
-                    } else {
-                        None
-                    },
-                })
-            }
-            _ => None,
-        };
+        let row = super::tasks::row_of(&ev, tasks);
         if let Some(row) = row {
             self.push_task_row(row);
         }
@@ -1539,85 +1419,6 @@ pub(crate) mod tests {
             app.on_tick(T0 + s * NS + RATE_LAG_NS);
         }
         assert_eq!(app.rates.history(0).len(), RATE_SECONDS);
-    }
-
-    #[test]
-    fn task_stream_has_parent_names_and_lifetimes() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.seed_tasks([(1, (*b"systemd").into()), (100, (*b"bash").into())]);
-        app.on_events([
-            ev(0, 100, T0 + 1, EventKind::Fork(task(200, 100, T0 + 1))),
-            ev(
-                0,
-                200,
-                T0 + 2,
-                EventKind::Comm {
-                    pid: 200,
-                    tid: 200,
-                    comm: (*b"sleep").into(),
-                    exec: true,
-                },
-            ),
-            ev(
-                0,
-                200,
-                T0 + 5_000,
-                EventKind::Exit(task(200, 100, T0 + 5_000)),
-            ),
-        ]);
-        let rows: Vec<TaskRow> = app.task_rows().iter().cloned().collect();
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].event, TaskEvent::Fork);
-        assert_eq!(
-            rows[0].comm.unwrap().as_bytes(),
-            b"bash",
-            "inherits the parent's name"
-        );
-        assert_eq!(rows[0].parent_comm.unwrap().as_bytes(), b"bash");
-        assert_eq!(rows[1].event, TaskEvent::Exec);
-        assert_eq!(rows[1].comm.unwrap().as_bytes(), b"sleep");
-        assert_eq!(rows[2].event, TaskEvent::Exit);
-        assert_eq!(rows[2].comm.unwrap().as_bytes(), b"sleep");
-        assert_eq!(rows[2].lifetime, Some(4_999));
-        assert_eq!(rows[2].parent_comm.unwrap().as_bytes(), b"bash");
-        // An exit whose fork was not seen has no lifetime.
-        app.on_events([ev(
-            0,
-            1,
-            T0 + 6_000,
-            EventKind::Exit(task(1, 0, T0 + 6_000)),
-        )]);
-        assert_eq!(app.task_rows().back().unwrap().lifetime, None);
-        assert_eq!(
-            app.task_rows().back().unwrap().comm.unwrap().as_bytes(),
-            b"systemd"
-        );
-    }
-
-    #[test]
-    fn exec_rows_show_the_command_line_escaped_or_say_it_was_gone() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        let exec = |pid: u32, time: u64| crate::testkit::events::comm(0, time, pid, b"sleep", true);
-        {
-            // What the pipeline does between applying a chunk and passing it on.
-            let mut m = app.model.write();
-            m.collect_execs(true);
-            m.apply(&[exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)]);
-            use crate::cmdline::{ArgvSource, CmdLine};
-            let argv = |raw: &[u8]| CmdLine::new(raw, 0, ArgvSource::Exec).shared();
-            m.set_argv(200, T0 + 1, argv(b"sleep\x000.777"));
-            m.set_argv(201, T0 + 2, argv(b"sleep\x00\x1b[2J\x00a b"));
-            m.set_argv(202, T0 + 3, CmdLine::gone().shared());
-        }
-        app.on_chunk(Chunk {
-            events: vec![exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)],
-            watermark: T0 + 3,
-        });
-        let shown: Vec<String> = app.task_rows().iter().map(TaskRow::command).collect();
-        assert_eq!(shown, ["sleep 0.777", "sleep \\x1b[2J a b", "sleep [gone]"]);
-        // Not read (not asked, or over the budget): the name.
-        app.on_events([exec(203, T0 + 4)]);
-        assert_eq!(app.task_rows().back().unwrap().command(), "sleep");
     }
 
     #[test]

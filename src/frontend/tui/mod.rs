@@ -12,6 +12,7 @@
 pub mod app;
 pub mod input;
 pub mod log;
+pub mod tasks;
 pub mod terminal;
 pub mod top_symbols;
 pub mod tree;

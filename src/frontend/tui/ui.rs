@@ -13,7 +13,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
 
-use super::app::{App, Pane, RateUnit, TaskEvent};
+use super::app::{App, Pane, RateUnit};
 use super::input::KEYS;
 use crate::event::{Event, RecordType};
 use crate::filter::SYNTAX_HELP;
@@ -73,7 +73,7 @@ pub fn draw(f: &mut Frame, live: &App) {
     };
     draw_status(f, chunks[0], live);
     draw_cpus(f, chunks[1], app);
-    draw_tasks(f, mid[0], app);
+    super::tasks::draw_tasks(f, mid[0], app);
     if let Some(r) = sym_area {
         draw_symbols(f, r, app);
     }
@@ -180,7 +180,7 @@ fn draw_too_small(f: &mut Frame, area: Rect) {
     );
 }
 
-fn hms(secs: f64) -> String {
+pub(super) fn hms(secs: f64) -> String {
     let s = secs.max(0.0) as u64;
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
@@ -286,7 +286,7 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
 }
 
-fn pane_block(title: String, focused: bool) -> Block<'static> {
+pub(super) fn pane_block(title: String, focused: bool) -> Block<'static> {
     let style = if focused {
         Style::default()
             .fg(Color::Cyan)
@@ -457,31 +457,18 @@ fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
 }
 
 /// Seconds since the start, as the streams show times.
-fn rel(app: &App, t: u64) -> String {
+pub(super) fn rel(app: &App, t: u64) -> String {
     let ns = t.saturating_sub(app.cfg.start_ns);
     format!("{:>8.3}", ns as f64 / 1e9)
 }
 
-fn lifetime(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s < 1e-3 {
-        format!("{:.0}µs", s * 1e6)
-    } else if s < 1.0 {
-        format!("{:.1}ms", s * 1e3)
-    } else if s < 120.0 {
-        format!("{s:.2}s")
-    } else {
-        hms(s)
-    }
-}
-
 /// The rows `[start, end)` of a stream of `len` rows scrolled `back` from the newest.
-fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
+pub(super) fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
     let end = len.saturating_sub(back.min(len.saturating_sub(1)));
     (end.saturating_sub(rows), end)
 }
 
-fn scroll_note(back: usize, paused: bool) -> String {
+pub(super) fn scroll_note(back: usize, paused: bool) -> String {
     match (back, paused) {
         (0, false) => String::new(),
         (0, true) => " [paused]".into(),
@@ -491,7 +478,7 @@ fn scroll_note(back: usize, paused: bool) -> String {
 
 /// Column widths: the fixed ones as given (0 marks a flexible column), the flexible ones
 /// sharing what is left, with one blank between columns.
-fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
+pub(super) fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
     let gaps = spec.len().saturating_sub(1) as u16;
     let fixed: u16 = spec.iter().sum();
     let flex = spec.iter().filter(|w| **w == 0).count() as u16;
@@ -517,7 +504,7 @@ fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
 
 /// A table drawn cell by cell into computed rectangles. ratatui's `Table` lays its columns
 /// out with the constraint solver on every frame, which cost more than everything else drawn.
-fn draw_grid<'a>(
+pub(super) fn draw_grid<'a>(
     f: &mut Frame,
     block: Block<'a>,
     area: Rect,
@@ -549,7 +536,7 @@ fn draw_grid<'a>(
 }
 
 /// ` of PID comm (+children)` when the views are narrowed to a process.
-fn narrowed(app: &App) -> String {
+pub(super) fn narrowed(app: &App) -> String {
     match &app.narrow {
         Some(n) => {
             let tasks = app.tasks();
@@ -558,107 +545,6 @@ fn narrowed(app: &App) -> String {
         None => String::new(),
     }
 }
-
-fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
-    use super::tree::Mark;
-    let rows = app.tree_rows();
-    let title = format!(
-        "Process tree ({} processes, t: stream){}",
-        rows.len(),
-        if app.paused { " [paused]" } else { "" }
-    );
-    let focused = app.focus == Pane::Tasks;
-    let block = pane_block(title, focused);
-    let visible = block.inner(area).height.saturating_sub(1).max(1) as usize;
-    let sel = app.tree_selected(&rows);
-    let start = sel.saturating_sub(visible - 1);
-    let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
-        let mut style = match r.mark {
-            Mark::New => Style::default().fg(Color::Green),
-            Mark::Exited => Style::default().fg(Color::Red),
-            Mark::None => Style::default(),
-        };
-        if focused && i == sel {
-            style = style.add_modifier(Modifier::REVERSED);
-        }
-        let mut name = format!("{}{}", r.prefix, r.name);
-        if r.folded > 0 {
-            name.push_str(&format!(" [{} kernel threads folded]", r.folded));
-        }
-        let state = match r.mark {
-            Mark::New => "new",
-            Mark::Exited => "exited",
-            Mark::None => "",
-        };
-        vec![
-            Span::styled(r.pid.to_string(), style),
-            Span::styled(name, style),
-            Span::styled(
-                if r.threads > 0 {
-                    format!("+{}", r.threads)
-                } else {
-                    String::new()
-                },
-                style,
-            ),
-            Span::styled(state, style),
-        ]
-    });
-    draw_grid(
-        f,
-        block,
-        area,
-        &[7, 0, 5, 6],
-        &["pid", "process (command)", "thr", "state"],
-        cells,
-    );
-}
-
-fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
-    if app.tree {
-        draw_tree(f, area, app);
-        return;
-    }
-    let rows_all = app.task_rows();
-    let title = format!(
-        "Tasks: fork/exit/exec ({}){}",
-        rows_all.len(),
-        scroll_note(app.task_scroll, app.paused)
-    );
-    let block = pane_block(title, app.focus == Pane::Tasks);
-    let visible = block.inner(area).height.saturating_sub(1) as usize;
-    let (start, end) = window(rows_all.len(), app.task_scroll, visible);
-    let rows = rows_all.range(start..end).map(|r| {
-        let color = match r.event {
-            TaskEvent::Fork | TaskEvent::Thread => Color::Green,
-            TaskEvent::Exit => Color::Red,
-            TaskEvent::Exec | TaskEvent::Comm => Color::Yellow,
-        };
-        let parent = match (r.ppid, r.parent_comm) {
-            (Some(p), Some(c)) => format!("{p} ({})", c.display()),
-            (Some(p), None) => p.to_string(),
-            (None, _) => "?".to_string(),
-        };
-        let pid = if r.tid != r.pid {
-            format!("{}/{}", r.pid, r.tid)
-        } else {
-            r.pid.to_string()
-        };
-        vec![
-            Span::raw(rel(app, r.time)),
-            Span::styled(r.event.name(), Style::default().fg(color)),
-            Span::raw(pid),
-            Span::raw(parent),
-            Span::raw(r.command()),
-            Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
-        ]
-    });
-    draw_grid(f, block, area, STREAM_WIDTHS, STREAM_HEADER, rows);
-}
-
-/// The columns of the task stream.
-const STREAM_WIDTHS: &[u16] = &[8, 6, 11, 0, 0, 8];
-const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "comm", "lived"];
 
 /// The columns of a list of tasks by samples (Top tasks, the tasks running a symbol).
 const TASK_WIDTHS: &[u16] = &[7, 0, 7, 6];
@@ -834,7 +720,11 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
 }
 
 /// The rows a pane shows: `len` of them from `start`, with their indexes in `rows`.
-fn shown_rows<T>(rows: &[T], start: usize, len: usize) -> impl Iterator<Item = (usize, &T)> {
+pub(super) fn shown_rows<T>(
+    rows: &[T],
+    start: usize,
+    len: usize,
+) -> impl Iterator<Item = (usize, &T)> {
     rows.iter().enumerate().skip(start).take(len)
 }
 
@@ -1079,12 +969,5 @@ mod tests {
     fn grid_columns_share_the_rest() {
         assert_eq!(grid_widths(40, &[8, 0, 0, 8]), vec![8, 10, 11, 8]);
         assert_eq!(grid_widths(10, &[8, 0, 8]), vec![8, 0, 8]);
-    }
-
-    #[test]
-    fn lifetimes() {
-        assert_eq!(lifetime(4_999), "5µs");
-        assert_eq!(lifetime(12_300_000), "12.3ms");
-        assert_eq!(lifetime(2_500_000_000), "2.50s");
     }
 }
