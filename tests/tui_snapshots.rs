@@ -220,6 +220,34 @@ fn process_tree() {
     insta::assert_snapshot!(s);
 }
 
+/// ~1000 `/bin/true` a second under bash: the tree folds bash's exited children into one
+/// row that counts them by name, as forkstat summarises.
+#[test]
+fn a_fork_storm_is_one_row_in_the_tree() {
+    let mut a = app();
+    let mut evs = Vec::new();
+    for i in 0..1500u32 {
+        let t = T0 + 3 * NS + u64::from(i) * 1_000_000;
+        evs.push(tk::fork(1, t, 2000 + i, 500));
+        evs.push(comm(
+            2000 + i,
+            t + 1000,
+            if i % 100 == 7 { b"sh" } else { b"true" },
+        ));
+        evs.push(tk::exit(1, t + 300_000, 2000 + i, 500));
+    }
+    a.on_events(evs);
+    a.on_tick(T0 + 5 * NS);
+    key(&mut a, KeyCode::Char('t'));
+    let s = screen(&a, 120, 40);
+    assert!(
+        s.contains("+1500 exited: true ×1485, sh ×15"),
+        "one row for the storm:\n{s}"
+    );
+    assert!(s.contains("Process tree (1505 processes"), "{s}");
+    insta::assert_snapshot!(s);
+}
+
 #[test]
 fn narrowed_to_a_process_and_its_children() {
     let mut a = app();

@@ -483,6 +483,8 @@ pub struct App {
     pub tree_pid: Option<u32>,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
+    /// The model's count of re-parented orphans when the narrowed set last followed it.
+    reparents: u64,
     /// A message for the footer (e.g. why a key did nothing).
     pub message: Option<String>,
     pub quit: bool,
@@ -531,6 +533,7 @@ impl App {
             tree_sel: 0,
             tree_pid: None,
             narrow: None,
+            reparents: 0,
             message: None,
             quit: false,
             page_rows: Cell::new(10),
@@ -597,6 +600,14 @@ impl App {
     pub fn on_chunk(&mut self, chunk: Chunk) {
         let model = self.model.clone();
         let tasks = model.read();
+        if tasks.reparents() != self.reparents {
+            // Orphans re-parented into the narrowed processes join them (those that left
+            // stay: they were started there).
+            self.reparents = tasks.reparents();
+            if let Some(n) = self.narrow.as_mut() {
+                n.pids.extend(super::tree::descendants(&tasks, n.pid));
+            }
+        }
         for ev in chunk.events {
             self.account(&ev);
             self.ingest(ev, &tasks);
@@ -1216,6 +1227,7 @@ impl App {
             tree_sel: self.tree_sel,
             tree_pid: self.tree_pid,
             narrow: self.narrow.clone(),
+            reparents: self.reparents,
             message: None,
             quit: false,
             page_rows: self.page_rows.clone(),
@@ -1636,6 +1648,32 @@ pub(crate) mod tests {
         assert_eq!(app.log_len(), 6, "all again");
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("nothing to go back from"));
+    }
+
+    #[test]
+    fn a_narrowed_view_follows_orphans_to_their_new_parent() {
+        use crate::testkit::events::exit;
+        // 450 (bash, under init) runs 500; 7 is a child subreaper under init.
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        *app.model.write() = super::super::tree::tests::seeded(&[
+            (1, Some(0), "init"),
+            (7, Some(1), "reaper"),
+            (450, Some(1), "bash"),
+            (500, Some(450), "sleep"),
+        ]);
+        app.model.write().collect_orphans(true);
+        app.set_narrow(Some(7));
+        app.on_events([exit(0, T0, 450, 1)]);
+        let orphans = app.model.write().take_orphans();
+        assert_eq!(orphans.len(), 1);
+        // What the pipeline does once /proc shows the new parent.
+        app.model.write().reparent(&orphans[0], 7);
+        app.on_events([sample(0, 500, T0 + 1, 1)]);
+        assert!(app.narrowed().is_some_and(|n| n.contains(&500)));
+        let rows = app.tree_rows();
+        let at = |pid| rows.iter().position(|r| r.pid == pid).unwrap();
+        assert_eq!(rows[at(500)].prefix, "│  └─ ", "under the reaper");
+        assert_eq!(at(500), at(7) + 1);
     }
 
     #[test]

@@ -160,9 +160,9 @@ fn lifetime(ns: u64) -> String {
 pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     use super::tree::Mark;
     let rows = app.tree_rows();
+    let processes: usize = rows.iter().map(|r| r.exited.max(1)).sum();
     let title = format!(
-        "Process tree ({} processes, t: stream){}",
-        rows.len(),
+        "Process tree ({processes} processes, t: stream){}",
         if app.paused { " [paused]" } else { "" }
     );
     let focused = app.focus == Pane::Tasks;
@@ -185,11 +185,17 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
         }
         let state = match r.mark {
             Mark::New => "new",
+            Mark::Exited if r.exited > 0 => "",
             Mark::Exited => "exited",
             Mark::None => "",
         };
+        // The row of a parent's folded exited children has no pid of its own.
+        let pid = match r.exited {
+            0 => r.pid.to_string(),
+            _ => String::new(),
+        };
         vec![
-            Span::styled(r.pid.to_string(), style),
+            Span::styled(pid, style),
             Span::styled(name, style),
             Span::styled(
                 if r.threads > 0 {
