@@ -148,6 +148,29 @@ impl CmdLine {
         self.escaped_args().join(" ")
     }
 
+    /// As [`CmdLine::line`], the first argument without its directory (`spin -x` for
+    /// `/usr/local/bin/spin -x`): for a column too narrow for the whole line.
+    pub fn short_line(&self) -> String {
+        let mut args = self.escaped_args();
+        if let Some(first) = args.first_mut() {
+            if let Some((_, base)) = first.rsplit_once('/').filter(|(_, b)| !b.is_empty()) {
+                *first = base.to_string();
+            }
+        }
+        args.join(" ")
+    }
+
+    /// The line for a column `width` characters wide: the whole line when it fits, else
+    /// [`CmdLine::short_line`].
+    pub fn line_within(&self, width: usize) -> String {
+        let line = self.line();
+        if line.chars().count() <= width {
+            line
+        } else {
+            self.short_line()
+        }
+    }
+
     /// For Python: each argument decoded (undecodable bytes as U+FFFD), the last one
     /// followed by the cut mark.
     pub fn lossy_args(&self) -> Vec<String> {
@@ -406,6 +429,17 @@ mod tests {
         // 10 bytes past the kept ones, 5 unread, the last of which is the final NUL.
         assert_eq!(cut.cut(), 14);
         assert_eq!(cut.lossy_args()[0].len(), MAX_ARGV + "…[+14 bytes]".len());
+        let long = CmdLine::new(
+            b"/usr/local/bin/spin\0--threads\x001\0",
+            0,
+            ArgvSource::Exec,
+        );
+        assert_eq!(long.line_within(40), "/usr/local/bin/spin --threads 1");
+        assert_eq!(long.line_within(20), "spin --threads 1");
+        assert_eq!(
+            CmdLine::new(b"dir/\0x\0", 0, ArgvSource::Exec).short_line(),
+            "dir/ x"
+        );
         let g = CmdLine::gone();
         assert!(g.is_gone() && g.args().next().is_none() && g.line().is_empty());
     }

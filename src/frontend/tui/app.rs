@@ -495,6 +495,12 @@ pub struct App {
     pub proc_alive: Option<fn(u32) -> bool>,
     /// Where each pane was drawn last: what a mouse click lands on.
     pub areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
+    /// The middle panes that did not fit at the last draw (Tab shows them).
+    pub folded: std::cell::RefCell<Vec<Pane>>,
+    /// The middle pane focused last while folded: shown in the row's last place.
+    pub pick: Option<Pane>,
+    /// `z`: the focused pane takes the whole screen but the status bar and the footer.
+    pub zoom: bool,
     /// Columns the log is scrolled to the right (Right/Left on the log).
     pub log_hscroll: usize,
 }
@@ -539,6 +545,9 @@ impl App {
             page_rows: Cell::new(10),
             proc_alive: None,
             areas: Default::default(),
+            folded: Default::default(),
+            pick: None,
+            zoom: false,
             log_hscroll: 0,
             cfg,
         }
@@ -891,6 +900,7 @@ impl App {
                     self.message = Some("nothing to go back from".into());
                 }
             }
+            Action::Zoom => self.zoom = !self.zoom,
             Action::Tree => {
                 self.tree = !self.tree;
                 self.tree_sel = 0;
@@ -1173,6 +1183,7 @@ impl App {
                     self.log.toggle_samples();
                 }
                 self.focus = view.focus;
+                (self.pick, self.zoom) = (view.pick, view.zoom);
                 self.top_scroll = view.top_scroll;
                 self.cpu_scroll = view.cpu_scroll;
                 for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
@@ -1233,6 +1244,9 @@ impl App {
             page_rows: self.page_rows.clone(),
             proc_alive: self.proc_alive,
             areas: self.areas.clone(),
+            folded: self.folded.clone(),
+            pick: self.pick,
+            zoom: self.zoom,
             log_hscroll: self.log_hscroll,
         }
     }
@@ -1242,6 +1256,11 @@ impl App {
         let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
         let n = panes.len() as isize;
         self.focus = panes[((i + step) % n + n) as usize % panes.len()];
+        // A pane that did not fit takes the middle row's last place while focused there.
+        let column = super::layout::column_of(self.focus);
+        if self.folded.borrow().contains(&column) {
+            self.pick = Some(self.focus);
+        }
     }
 
     /// Scroll the focused pane: negative is up (older for the streams).
@@ -1264,7 +1283,11 @@ impl App {
                 self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
                 self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
             }
-            Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
+            // The selection is the newest row shown: it reaches the oldest one.
+            Pane::Tasks => {
+                let v = self.task_scroll as isize - delta;
+                self.task_scroll = v.clamp(0, self.task_rows.len() as isize - 1).max(0) as usize;
+            }
             Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
             Pane::Symbols => {
                 let len = self.symbols.shown_len(self.narrowed());

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod input;
+pub mod layout;
 pub mod log;
 pub mod tasks;
 pub mod terminal;

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::Span;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
 
 use super::app::{App, Comm, Pane};
 use super::ui::{draw_grid, hms, pane_block, rel, scroll_note, shown_rows, window};
+use crate::cmdline::ArgvSource;
 use crate::event::{Event, EventKind};
 use crate::process::ProcessModel;
 
@@ -63,15 +65,35 @@ pub struct TaskRow {
     pub argv: Option<Arc<crate::cmdline::CmdLine>>,
 }
 
+/// What the command column shows for `r`: its exec's command line as the model knows it
+/// now (one read after the row was made, or a better one, may have come since), else as the
+/// row has it.
+pub fn command(r: &TaskRow, tasks: &ProcessModel, width: usize) -> String {
+    match (r.event, tasks.exec_argv(r.pid, r.time)) {
+        (TaskEvent::Exec, Some(argv)) if r.argv.as_ref() != Some(argv) => TaskRow {
+            argv: Some(argv.clone()),
+            ..r.clone()
+        }
+        .command_within(width),
+        _ => r.command_within(width),
+    }
+}
+
 impl TaskRow {
     /// What the comm column shows: an exec's command line when it was read (each argument
     /// escaped, joined by spaces, a cut marked), else the name; `[gone]` when the process
     /// had gone before its command line could be read.
     pub fn command(&self) -> String {
+        self.command_within(usize::MAX)
+    }
+
+    /// As [`TaskRow::command`], for a column `width` characters wide (see
+    /// [`crate::cmdline::CmdLine::line_within`]).
+    pub fn command_within(&self, width: usize) -> String {
         let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
         match self.argv.as_deref() {
             Some(argv) if argv.is_gone() => format!("{name} [gone]"),
-            Some(argv) => argv.line(),
+            Some(argv) => argv.line_within(width),
             None => name,
         }
     }
@@ -167,8 +189,16 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     );
     let focused = app.focus == Pane::Tasks;
     let block = pane_block(title, focused);
-    let visible = block.inner(area).height.saturating_sub(1).max(1) as usize;
+    let inner = block.inner(area);
     let sel = app.tree_selected(&rows);
+    let detail = match (focused, rows.get(sel)) {
+        (true, Some(r)) if r.exited == 0 => detail_lines(app, r.pid, None),
+        _ => Vec::new(),
+    };
+    let below = detail_rows(&detail, inner);
+    let visible = inner.height.saturating_sub(1 + below).max(1) as usize;
+    const TREE_WIDTHS: [u16; 4] = [7, 0, 5, 6];
+    let name_w = super::ui::grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
     let start = sel.saturating_sub(visible - 1);
     let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
         let mut style = match r.mark {
@@ -179,7 +209,11 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
         if focused && i == sel {
             style = style.add_modifier(Modifier::REVERSED);
         }
-        let mut name = format!("{}{}", r.prefix, r.name);
+        let whole = format!("{}{}", r.prefix, r.name);
+        let mut name = match whole.chars().count() <= name_w {
+            true => whole,
+            false => format!("{}{}", r.prefix, r.short),
+        };
         if r.folded > 0 {
             name.push_str(&format!(" [{} kernel threads folded]", r.folded));
         }
@@ -212,10 +246,72 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
         f,
         block,
         area,
-        &[7, 0, 5, 6],
+        &TREE_WIDTHS,
         &["pid", "process (command)", "thr", "state"],
         cells,
     );
+    draw_detail(f, detail, inner, below);
+}
+
+/// The selected process's whole command line, wrapped, and what it ran: for an exec at
+/// `exec` (a row of the stream), that exec's; else as the model knows the process now.
+fn detail_lines(app: &App, pid: u32, exec: Option<u64>) -> Vec<Line<'static>> {
+    let tasks = app.tasks();
+    let p = match exec {
+        Some(t) => tasks.process_at(pid, t),
+        None => tasks.process(pid),
+    };
+    let argv = match exec {
+        Some(t) => tasks.exec_argv(pid, t),
+        None => p.and_then(|p| p.argv.as_ref()),
+    };
+    let name = app.task_name(&tasks, pid);
+    let head = Span::styled(
+        format!("{pid} "),
+        Style::default().add_modifier(Modifier::BOLD),
+    );
+    let dim = Style::default().fg(Color::DarkGray);
+    let (line, source) = match argv {
+        Some(a) if !a.is_gone() => (
+            a.line(),
+            match a.source() {
+                ArgvSource::Exec => "argv as exec'd",
+                _ => "argv read from /proc later: the process may have rewritten it",
+            },
+        ),
+        Some(_) => (name, "argv: gone before it could be read"),
+        None => (name, "argv not read"),
+    };
+    // The file the exec ran, from its MMAP2 record (while the process is that exec).
+    let ran = p.filter(|p| exec.is_none_or(|t| p.exec() == Some(t)));
+    let exe = match ran.and_then(|p| p.exe.as_deref()) {
+        Some(path) => format!("exe {} · ", crate::text::escape(path)),
+        None => String::new(),
+    };
+    vec![
+        Line::from(vec![head, Span::raw(line)]),
+        Line::from(Span::styled(format!("{exe}{source}"), dim)),
+    ]
+}
+
+/// Rows the detail lines take at the bottom of `inner`: as many as they need wrapped, at
+/// most a third of the pane; one (the command line) in a pane of 5 or 6 rows (80×24);
+/// none in a smaller one.
+fn detail_rows(lines: &[Line], inner: Rect) -> u16 {
+    if lines.is_empty() || inner.height < 5 || inner.width == 0 {
+        return 0;
+    }
+    let w = inner.width as usize;
+    let need: usize = lines.iter().map(|l| l.width().max(1).div_ceil(w)).sum();
+    (need as u16).min((inner.height / 3).max(1))
+}
+
+fn draw_detail(f: &mut Frame, lines: Vec<Line<'static>>, inner: Rect, rows: u16) {
+    if rows == 0 {
+        return;
+    }
+    let r = Rect::new(inner.x, inner.y + inner.height - rows, inner.width, rows);
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), r);
 }
 
 pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
@@ -229,10 +325,33 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
         rows_all.len(),
         scroll_note(app.task_scroll, app.paused)
     );
-    let block = pane_block(title, app.focus == Pane::Tasks);
-    let visible = block.inner(area).height.saturating_sub(1) as usize;
+    let focused = app.focus == Pane::Tasks;
+    let block = pane_block(title, focused);
+    let inner = block.inner(area);
+    // The selected row: the newest shown (Enter narrows to it).
+    let selected = rows_all
+        .len()
+        .checked_sub(1 + app.task_scroll)
+        .and_then(|i| rows_all.get(i));
+    let detail = match (focused, selected) {
+        (true, Some(r)) => detail_lines(app, r.pid, (r.event == TaskEvent::Exec).then_some(r.time)),
+        _ => Vec::new(),
+    };
+    let below = detail_rows(&detail, inner);
+    let visible = inner.height.saturating_sub(1 + below) as usize;
+    // The selected row is the last of `window`; near the oldest, the page still fills.
     let (start, end) = window(rows_all.len(), app.task_scroll, visible);
-    let rows = rows_all.range(start..end).map(|r| {
+    let selected_at = end.checked_sub(1);
+    let end = (start + visible).min(rows_all.len()).max(end);
+    // After the detail lines, which take the model's lock of their own.
+    let tasks = app.tasks();
+    let widths = stream_widths(inner.width);
+    let command_w = super::ui::grid_widths(inner.width, &widths)[4] as usize;
+    let rows = rows_all.range(start..end).enumerate().map(|(i, r)| {
+        let mark = |s: Style| match focused && Some(start + i) == selected_at {
+            true => s.add_modifier(Modifier::REVERSED),
+            false => s,
+        };
         let color = match r.event {
             TaskEvent::Fork | TaskEvent::Thread => Color::Green,
             TaskEvent::Exit => Color::Red,
@@ -249,20 +368,33 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
             r.pid.to_string()
         };
         vec![
-            Span::raw(rel(app, r.time)),
-            Span::styled(r.event.name(), Style::default().fg(color)),
-            Span::raw(pid),
-            Span::raw(parent),
-            Span::raw(r.command()),
-            Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
+            Span::styled(rel(app, r.time), mark(Style::default())),
+            Span::styled(r.event.name(), mark(Style::default().fg(color))),
+            Span::styled(pid, mark(Style::default())),
+            Span::styled(parent, mark(Style::default())),
+            Span::styled(command(r, &tasks, command_w), mark(Style::default())),
+            Span::styled(
+                r.lifetime.map(lifetime).unwrap_or_default(),
+                mark(Style::default()),
+            ),
         ]
     });
-    draw_grid(f, block, area, STREAM_WIDTHS, STREAM_HEADER, rows);
+    draw_grid(f, block, area, &widths, STREAM_HEADER, rows);
+    drop(tasks);
+    draw_detail(f, detail, inner, below);
 }
 
-/// The columns of the task stream.
-const STREAM_WIDTHS: &[u16] = &[8, 6, 11, 0, 0, 8];
-const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "comm", "lived"];
+/// The widths of the task stream's columns in `inner` columns: the parent's a third of what
+/// the fixed ones leave (10 to 24), the command's the rest (at least
+/// [`super::layout::KEY_COLUMN`] in the narrowest pane the layout makes).
+fn stream_widths(inner: u16) -> Vec<u16> {
+    let [time, event, pid, parent_min, lived] = super::layout::STREAM_FIXED;
+    let flex = inner.saturating_sub(time + event + pid + lived + 5);
+    let parent = (flex / 3).clamp(parent_min, 24);
+    vec![time, event, pid, parent, 0, lived]
+}
+
+const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "command", "lived"];
 
 #[cfg(test)]
 mod tests {

@@ -42,6 +42,8 @@ pub struct TreeRow {
     pub prefix: String,
     /// The name, or the command line when it was read (escaped).
     pub name: String,
+    /// The same, its first argument without its directory (for a narrow column).
+    pub short: String,
     /// Threads besides the main one.
     pub threads: u32,
     pub mark: Mark,
@@ -76,13 +78,15 @@ fn exited_summary(model: &ProcessModel, pids: &[u32]) -> String {
     text
 }
 
-fn shown_name(model: &ProcessModel, p: &Process) -> String {
+/// The name a row shows, whole and short (the command's first argument without its
+/// directory, for a narrow column).
+fn shown_name(model: &ProcessModel, p: &Process) -> (String, String) {
     let comm = model
         .comm(p.pid)
         .map_or_else(|| "?".to_string(), |c| c.display());
     match p.argv.as_deref() {
-        Some(argv) if !argv.is_gone() => argv.line(),
-        _ => comm,
+        Some(argv) if !argv.is_gone() => (argv.line(), argv.short_line()),
+        _ => (comm.clone(), comm),
     }
 }
 
@@ -158,10 +162,12 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         let (pid, guides) = match item {
             Item::Process(pid, guides) => (pid, guides),
             Item::Exited(parent, guides, gone) => {
+                let name = exited_summary(model, &gone);
                 out.push(TreeRow {
                     pid: parent,
                     prefix: guides_prefix(&guides),
-                    name: exited_summary(model, &gone),
+                    short: name.clone(),
+                    name,
                     threads: 0,
                     mark: Mark::Exited,
                     folded: 0,
@@ -186,10 +192,12 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         } else {
             Mark::None
         };
+        let (whole, short) = shown_name(model, p);
         out.push(TreeRow {
             pid,
             prefix: guides_prefix(&guides),
-            name: shown_name(model, p),
+            name: whole,
+            short,
             threads: p.threads.saturating_sub(1),
             mark,
             folded: if fold { kids.len() } else { 0 },

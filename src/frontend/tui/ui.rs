@@ -21,8 +21,6 @@ use crate::filter::SYNTAX_HELP;
 /// The smallest terminal the layout fits in.
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 18;
-/// CPU rows shown at most before the pane scrolls.
-const MAX_CPU_ROWS: u16 = 8;
 
 /// Draw one frame into any backend.
 pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Error> {
@@ -30,85 +28,68 @@ pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Er
 }
 
 /// Draw the whole screen: the status bar from the live state, the panes from what they show
-/// (the snapshot taken at a pause, else the live state).
+/// (the snapshot taken at a pause, else the live state), where [`super::layout`] puts them.
 pub fn draw(f: &mut Frame, live: &App) {
+    use super::layout::{Spec, layout};
     let app = live.view();
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_too_small(f, area);
         return;
     }
-    let cpu_rows = (app.rates.cpus().len() as u16 + 1).min(MAX_CPU_ROWS);
     let footer = match &app.edit {
         Some(e) if e.error.is_some() => 2,
         _ => 1,
     };
-    let rest = area.height - 2 - (cpu_rows + 2) - footer;
-    let middle = (rest * 2 / 5).max(5).min(rest.saturating_sub(4));
-    // Plain arithmetic rather than `Layout`: without ratatui's layout cache every split runs
-    // the constraint solver, which was most of a frame's cost.
-    let chunks = stack(
+    let l = layout(
         area,
-        &[
-            2,
-            cpu_rows + 2,
-            middle,
-            area.height - 2 - (cpu_rows + 2) - middle - footer,
+        &Spec {
+            cpus: app.rates.cpus().len(),
             footer,
-        ],
+            symbols: app.symbols.has_samples(),
+            callchains: app.symbols.callchains,
+            scripts: app.scripts.len(),
+            pick: app.pick,
+            zoom: app.zoom.then_some(app.focus),
+        },
     );
-    // With samples, Top symbols stands between the task stream and Top tasks.
-    let symbols = app.symbols.has_samples();
-    let w = chunks[2].width;
-    let mid = match (symbols, app.scripts.is_empty()) {
-        (false, true) => columns(chunks[2], &[w * 62 / 100]),
-        (false, false) => columns(chunks[2], &[w * 46 / 100, w * 27 / 100]),
-        (true, true) => columns(chunks[2], &[w * 38 / 100, w * 38 / 100]),
-        (true, false) => columns(chunks[2], &[w * 30 / 100, w * 30 / 100, w * 18 / 100]),
+    draw_status(f, l.status, live, &l);
+    let drawn: Vec<(Pane, Rect)> = match l.zoomed {
+        Some(z) => vec![z],
+        None => {
+            let mut v = vec![(Pane::Cpus, l.cpus)];
+            v.extend(l.middle.iter().copied());
+            v.push((Pane::Log, l.log));
+            v
+        }
     };
-    let (sym_area, top_area, script_area) = if symbols {
-        (Some(mid[1]), mid[2], mid.get(3).copied())
-    } else {
-        (None, mid[1], mid.get(2).copied())
-    };
-    draw_status(f, chunks[0], live);
-    draw_cpus(f, chunks[1], app);
-    super::tasks::draw_tasks(f, mid[0], app);
-    if let Some(r) = sym_area {
-        draw_symbols(f, r, app);
+    let mut areas = Vec::new();
+    for &(pane, r) in &drawn {
+        match pane {
+            Pane::Cpus => draw_cpus(f, r, app),
+            Pane::Tasks => super::tasks::draw_tasks(f, r, app),
+            Pane::Symbols => draw_symbols(f, r, app),
+            Pane::Top => draw_top(f, r, app),
+            Pane::Log => draw_log(f, r, app),
+            Pane::Script(_) => {
+                // Each script its own pane, stacked in the script column.
+                let rects = script_panes(r, app.scripts.len());
+                for (i, sr) in rects.iter().enumerate() {
+                    draw_script(f, *sr, app, i, app.scripts.len() - rects.len());
+                    areas.push((Pane::Script(i), *sr));
+                }
+                continue;
+            }
+        }
+        areas.push((pane, r));
     }
-    draw_top(f, top_area, app);
-    // Each script its own pane, stacked in the script column.
-    let script_rects = script_area.map_or_else(Vec::new, |r| script_panes(r, app.scripts.len()));
-    for (i, r) in script_rects.iter().enumerate() {
-        draw_script(f, *r, app, i, app.scripts.len() - script_rects.len());
-    }
-    draw_log(f, chunks[3], app);
-    draw_footer(f, chunks[4], app);
-    let focused = match app.focus {
-        Pane::Cpus => chunks[1],
-        Pane::Tasks => mid[0],
-        Pane::Symbols => sym_area.unwrap_or(top_area),
-        Pane::Top => top_area,
-        Pane::Script(i) => script_rects.get(i).copied().unwrap_or(chunks[3]),
-        Pane::Log => chunks[3],
-    };
-    let mut areas = vec![
-        (Pane::Cpus, chunks[1]),
-        (Pane::Tasks, mid[0]),
-        (Pane::Top, top_area),
-        (Pane::Log, chunks[3]),
-    ];
-    if let Some(r) = sym_area {
-        areas.push((Pane::Symbols, r));
-    }
-    areas.extend(
-        script_rects
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (Pane::Script(i), *r)),
-    );
+    draw_footer(f, l.footer, app);
+    let focused = areas
+        .iter()
+        .find(|(p, _)| *p == app.focus)
+        .map_or(l.log, |(_, r)| *r);
     *app.areas.borrow_mut() = areas;
+    *app.folded.borrow_mut() = l.folded.clone();
     // Rows inside the borders, less the header row of the panes that have one.
     let chrome = match app.focus {
         Pane::Log | Pane::Script(_) => 2,
@@ -209,7 +190,7 @@ pub fn si(v: f64) -> String {
     }
 }
 
-fn draw_status(f: &mut Frame, area: Rect, app: &App) {
+fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let sep = Span::raw(" │ ");
     let mut l1 = vec![
@@ -228,21 +209,31 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
         l1.push(sep.clone());
     }
     l1.push(Span::styled(app.cfg.event.clone(), bold));
-    if let Some(fb) = &app.cfg.fallback {
-        l1.push(Span::styled(
-            format!(" ({fb})"),
-            Style::default().fg(Color::Yellow),
-        ));
-    }
-    // The target last: it can be long (a command line), the figures must stay visible.
     l1.extend([
         sep.clone(),
         Span::raw(hms(app.elapsed_secs())),
         sep.clone(),
         Span::raw(format!("{} rec/s", si(app.records_per_sec))),
-        sep.clone(),
-        Span::raw(app.cfg.target.clone()),
     ]);
+    // The panes that do not fit (or a zoom): before what can be long, so that an 80-column
+    // terminal still says how to reach them.
+    let panes = match (l.zoomed, l.folded.as_slice()) {
+        (Some((p, _)), _) => Some(format!("zoomed: {} (z)", super::layout::name_of(p))),
+        (None, []) => None,
+        (None, folded) => Some(folded.iter().fold("Tab:".to_string(), |t, p| {
+            format!("{t} +{}", super::layout::name_of(*p))
+        })),
+    };
+    if let Some(text) = panes {
+        l1.push(sep.clone());
+        l1.push(Span::styled(text, Style::default().fg(Color::Cyan)));
+    }
+    if let Some(fb) = &app.cfg.fallback {
+        l1.push(sep.clone());
+        l1.push(Span::styled(fb.clone(), Style::default().fg(Color::Yellow)));
+    }
+    // The target last: it can be long (a command line), the figures must stay visible.
+    l1.extend([sep.clone(), Span::raw(app.cfg.target.clone())]);
     let t = &app.totals;
     let mut l2 = vec![Span::raw(format!(
         " {} records: ",
@@ -588,8 +579,11 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
             .and_then(|p| p.cgroup.as_deref())
             .map(|c| crate::text::escape(c.as_bytes()))
     };
-    // The group's column only where the name keeps 12 columns, and at most 24 wide.
-    let spare = block.inner(area).width.saturating_sub(7 + 7 + 6 + 4 + 12);
+    // The group's column only where the name keeps its 15 columns, and at most 24 wide.
+    let spare = block
+        .inner(area)
+        .width
+        .saturating_sub(7 + 7 + 6 + 4 + super::layout::KEY_COLUMN);
     let cg_width = spare.min(24);
     let with_cgroup = cg_width >= 6 && shown.iter().any(|(id, _)| cgroup(*id).is_some());
     let header: Vec<&str> = {
@@ -705,18 +699,31 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
     });
     // With call chains: Children (the share of samples with the function anywhere on the
     // stack) and Self; without, one share.
-    let (widths, header): (&[u16], &[&str]) = if t.callchains {
+    let inner = area.width.saturating_sub(2);
+    let (widths, header): (Vec<u16>, &[&str]) = if t.callchains {
         (
-            &[6, 6, 7, 3, 14, 0],
+            symbol_widths(&[6, 6, 7, 3], inner),
             &["child", "self", "samples", "", "binary", "symbol"],
         )
     } else {
         (
-            &[6, 7, 3, 14, 0],
+            symbol_widths(&[6, 7, 3], inner),
             &["share", "samples", "", "binary", "symbol"],
         )
     };
-    draw_grid(f, block, area, widths, header, cells);
+    draw_grid(f, block, area, &widths, header, cells);
+}
+
+/// Top symbols' columns in `inner` columns: `fixed` ones, the binary's (14 wide, down to 8
+/// before the symbol's goes under [`super::layout::KEY_COLUMN`]), the symbol's (the rest).
+fn symbol_widths(fixed: &[u16], inner: u16) -> Vec<u16> {
+    let used: u16 = fixed.iter().sum::<u16>() + fixed.len() as u16 + 1;
+    let binary = inner
+        .saturating_sub(used + super::layout::KEY_COLUMN + super::layout::SYMBOL_MARK)
+        .clamp(8, 14);
+    let mut w = fixed.to_vec();
+    w.extend([binary, 0]);
+    w
 }
 
 /// The rows a pane shows: `len` of them from `start`, with their indexes in `rows`.
@@ -800,8 +807,17 @@ pub fn type_style(t: RecordType) -> Style {
 
 fn log_line(app: &App, ev: &Event) -> Line<'static> {
     // The event's Display escapes comm and file names. Right/Left scroll the record, the
-    // time stays.
-    let body = ev.to_string();
+    // time stays. An exec's command line follows its record (as the filter's words see it).
+    let mut body = ev.to_string();
+    if let crate::event::EventKind::Comm {
+        pid, exec: true, ..
+    } = ev.kind
+    {
+        if let Some(argv) = app.tasks().exec_argv(pid, ev.time).filter(|a| !a.is_gone()) {
+            body.push_str(" argv: ");
+            body.push_str(&argv.line());
+        }
+    }
     let body = match app.log_hscroll {
         0 => body,
         n => body.chars().skip(n).collect(),
@@ -883,12 +899,13 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
     let mut spans = Vec::new();
     for (k, what) in [
         ("q", "quit"),
-        ("space", "pause"),
+        ("?", "help"),
         ("/", "filter"),
         ("Tab", "focus"),
+        ("z", "zoom"),
+        ("space", "pause"),
         ("↑↓ PgUp PgDn", "scroll"),
         ("c", "clear"),
-        ("?", "help"),
     ] {
         spans.push(Span::styled(format!(" {k} "), key));
         spans.push(Span::raw(format!(" {what} ")));
