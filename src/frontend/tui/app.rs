@@ -481,6 +481,8 @@ pub struct App {
     pub tree_sel: usize,
     /// The process on that row: the selection follows it when rows above come and go.
     pub tree_pid: Option<u32>,
+    /// The selected row is the one of that process's folded exited children.
+    tree_exited: bool,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
     /// The model's count of re-parented orphans when the narrowed set last followed it.
@@ -538,6 +540,7 @@ impl App {
             tree: false,
             tree_sel: 0,
             tree_pid: None,
+            tree_exited: false,
             narrow: None,
             reparents: 0,
             message: None,
@@ -1013,7 +1016,10 @@ impl App {
     /// is in the tree, else the same place.
     pub fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
         self.tree_pid
-            .and_then(|pid| rows.iter().position(|r| r.pid == pid))
+            .and_then(|pid| {
+                rows.iter()
+                    .position(|r| r.pid == pid && (r.exited > 0) == self.tree_exited)
+            })
             .unwrap_or(self.tree_sel)
             .min(rows.len().saturating_sub(1))
     }
@@ -1147,7 +1153,7 @@ impl App {
                 let start = self.tree_selected(&rows).saturating_sub(visible - 1);
                 if let Some(r) = rows.get(start + row) {
                     self.tree_sel = start + row;
-                    self.tree_pid = Some(r.pid);
+                    (self.tree_pid, self.tree_exited) = (Some(r.pid), r.exited > 0);
                 }
             }
             Pane::Top if self.top_scroll + row < self.top_rows().len() => {
@@ -1191,7 +1197,7 @@ impl App {
                 }
                 self.tree = view.tree;
                 self.tree_sel = view.tree_sel;
-                self.tree_pid = view.tree_pid;
+                (self.tree_pid, self.tree_exited) = (view.tree_pid, view.tree_exited);
                 if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
                     self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
                 }
@@ -1237,6 +1243,7 @@ impl App {
             tree: self.tree,
             tree_sel: self.tree_sel,
             tree_pid: self.tree_pid,
+            tree_exited: self.tree_exited,
             narrow: self.narrow.clone(),
             reparents: self.reparents,
             message: None,
@@ -1282,6 +1289,7 @@ impl App {
                 let rows = self.tree_rows();
                 self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
                 self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
+                self.tree_exited = rows.get(self.tree_sel).is_some_and(|r| r.exited > 0);
             }
             // The selection is the newest row shown: it reaches the oldest one.
             Pane::Tasks => {

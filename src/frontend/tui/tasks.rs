@@ -197,6 +197,7 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     };
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below).max(1) as usize;
+    app.page_rows.set(visible);
     const TREE_WIDTHS: [u16; 4] = [7, 0, 5, 6];
     let name_w = super::ui::grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
     let start = sel.saturating_sub(visible - 1);
@@ -276,7 +277,7 @@ fn detail_lines(app: &App, pid: u32, exec: Option<u64>) -> Vec<Line<'static>> {
             a.line(),
             match a.source() {
                 ArgvSource::Exec => "argv as exec'd",
-                _ => "argv read from /proc later: the process may have rewritten it",
+                _ => "argv read from /proc: the process may have rewritten it",
             },
         ),
         Some(_) => (name, "argv: gone before it could be read"),
@@ -339,6 +340,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     };
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below) as usize;
+    app.page_rows.set(visible.max(1));
     // The selected row is the last of `window`; near the oldest, the page still fills.
     let (start, end) = window(rows_all.len(), app.task_scroll, visible);
     let selected_at = end.checked_sub(1);

@@ -90,13 +90,16 @@ pub fn draw(f: &mut Frame, live: &App) {
         .map_or(l.log, |(_, r)| *r);
     *app.areas.borrow_mut() = areas;
     *app.folded.borrow_mut() = l.folded.clone();
-    // Rows inside the borders, less the header row of the panes that have one.
+    // Rows inside the borders, less the header row of the panes that have one (the task
+    // pane says itself: its detail lines take rows too).
     let chrome = match app.focus {
         Pane::Log | Pane::Script(_) => 2,
         _ => 3,
     };
-    app.page_rows
-        .set(focused.height.saturating_sub(chrome).max(1) as usize);
+    if app.focus != Pane::Tasks {
+        app.page_rows
+            .set(focused.height.saturating_sub(chrome).max(1) as usize);
+    }
     if app.show_help {
         draw_help(f, area);
     }
