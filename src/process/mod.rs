@@ -226,6 +226,8 @@ impl Task {
 
 /// Address spaces an exec replaced, with the time each one ended.
 type OldSpaces = VecDeque<(u64, Arc<AddressSpace>)>;
+/// Earlier execs: when each was, and its command line.
+type OldExecs = VecDeque<(u64, Option<Arc<CmdLine>>)>;
 
 /// The address space of a process that has mapped nothing (known).
 static EMPTY_SPACE: AddressSpace = AddressSpace::new();
@@ -256,6 +258,9 @@ pub struct Process {
     /// something (copy on write); `None` while empty.
     space: Option<Arc<AddressSpace>>,
     old_spaces: Option<Box<OldSpaces>>,
+    /// The execs before the last one, with their command lines (`sh -c 'exec prog'` execs
+    /// twice within a chunk: the first one's line is filed after the second came).
+    old_execs: Option<Box<OldExecs>>,
     prev: Option<Box<Process>>,
 }
 
@@ -274,6 +279,7 @@ impl Process {
             cgroup: None,
             space: None,
             old_spaces: None,
+            old_execs: None,
             prev: None,
         }
     }
@@ -416,7 +422,8 @@ impl ProcessModel {
     pub fn exec_argv(&self, pid: u32, time: u64) -> Option<&Arc<CmdLine>> {
         let p = self.process_at(pid, time)?;
         if p.exec() != Some(time) {
-            return None;
+            let olds = p.old_execs.as_deref()?;
+            return olds.iter().find(|(t, _)| *t == time)?.1.as_ref();
         }
         p.argv.as_ref()
     }
@@ -604,6 +611,13 @@ impl ProcessModel {
         if exec {
             // A new program: a new, empty address space (the kernel reports the new image's
             // mappings right after), the old one kept for samples taken before.
+            if let Some(before) = p.exec() {
+                let olds = p.old_execs.get_or_insert_with(Box::default);
+                if olds.len() == OLD_SPACES {
+                    olds.pop_front();
+                }
+                olds.push_back((before, p.argv.take()));
+            }
             p.exec = time;
             p.argv = None;
             p.exe = None;
@@ -647,8 +661,19 @@ impl ProcessModel {
                 use crate::cmdline::ArgvSource::{Exec, Gone};
                 old.source() != Exec || argv.source() == Exec && old.source() == Gone
             };
-            if p.exec() == Some(time) && p.argv.as_deref().is_none_or(better) {
-                p.argv = Some(argv);
+            let slot = if p.exec() == Some(time) {
+                Some(&mut p.argv)
+            } else {
+                // An earlier exec (one that exec'd again within the chunk).
+                p.old_execs
+                    .as_deref_mut()
+                    .and_then(|o| o.iter_mut().find(|(t, _)| *t == time))
+                    .map(|(_, a)| a)
+            };
+            if let Some(slot) = slot {
+                if slot.as_deref().is_none_or(better) {
+                    *slot = Some(argv);
+                }
             }
         }
     }

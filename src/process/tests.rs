@@ -515,3 +515,30 @@ fn a_command_line_from_the_exec_is_never_replaced_by_a_later_read() {
     m.set_argv(200, T0 + 1, CmdLine::gone().shared());
     assert_eq!(raw(m.exec_argv(200, T0 + 1)), Some(&b"sleep\x000.1"[..]));
 }
+
+/// `sh -c 'exec sleep 1'`: two execs of one process within a chunk; each keeps its own
+/// command line, filed after both were applied.
+#[test]
+fn each_exec_of_a_process_keeps_its_command_line() {
+    let mut m = with_shell();
+    m.collect_execs(true);
+    m.apply(&[
+        fork(0, T0, 200, 100),
+        comm(0, T0 + 1, 200, b"sh", true),
+        comm(0, T0 + 5, 200, b"sleep", true),
+    ]);
+    assert_eq!(m.take_execs().len(), 2);
+    m.set_argv(200, T0 + 1, proc_argv(b"sh\0-c\0exec sleep 1").shared());
+    m.set_argv(200, T0 + 5, proc_argv(b"sleep\x001").shared());
+    assert_eq!(
+        raw(m.exec_argv(200, T0 + 1)),
+        Some(&b"sh\0-c\0exec sleep 1"[..])
+    );
+    assert_eq!(raw(m.exec_argv(200, T0 + 5)), Some(&b"sleep\x001"[..]));
+    assert_eq!(
+        raw(m.process(200).unwrap().argv.as_ref()),
+        Some(&b"sleep\x001"[..]),
+        "the process's own is the latest"
+    );
+    assert_eq!(m.exec_argv(200, T0 + 3), None, "no exec then");
+}
