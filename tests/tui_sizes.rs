@@ -200,6 +200,29 @@ fn at_80x24_each_pane_shown_keeps_its_key_column_and_tab_reaches_the_others() {
     s.quit_ok();
 }
 
+/// Read the screen until a frame is complete: the tree's rows unchanged for 150 ms (at most
+/// 2 s).
+fn settle(s: &mut Screen) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let rows = |t: &str| -> String {
+        t.lines()
+            .skip_while(|l| !l.contains("Process tree ("))
+            .skip(1)
+            .take_while(|l| !l.contains("Event log ("))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut last = rows(&s.text());
+    while Instant::now() < deadline {
+        s.pump(Duration::from_millis(150));
+        let now = rows(&s.text());
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// Page the tree (PgDn) until `cond` holds on the screen, at most `pages` times; each page
 /// waits for its frame (a busy debug build draws a frame of a large tree slowly).
 fn page_tree_until(s: &mut Screen, what: &str, pages: usize, cond: impl Fn(&str) -> bool) {
@@ -223,6 +246,7 @@ fn page_tree_until(s: &mut Screen, what: &str, pages: usize, cond: impl Fn(&str)
         while tree_rows(&s.text()) == before && Instant::now() < deadline {
             s.pump(Duration::from_millis(50));
         }
+        settle(s);
     }
     s.pump(Duration::from_millis(300));
     assert!(
