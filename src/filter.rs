@@ -11,7 +11,9 @@
 //!   the running task for samples), `ppid` the parent in fork/exit records;
 //! - `comm:bash` the name of the record's task: a substring, or a glob when it holds `*` or `?`
 //!   (case-insensitive, against the escaped name as it is displayed);
-//! - any other word matches anywhere in the `--plain` line, case-insensitively;
+//! - `argv:*--force*` the command line of the record's process (as the TUI shows it);
+//! - any other word matches anywhere in the `--plain` line, or in an exec's command line,
+//!   case-insensitively;
 //! - `!` before a term negates it.
 //!
 //! Names come from the process model ([`crate::process::ProcessModel`], seeded from `/proc`
@@ -35,6 +37,7 @@ Terms separated by spaces, all must match (AND); alternatives separated by
   ppid:1           the parent in fork/exit records
   cpu:0-1          the CPU that wrote the record
   comm:bash        task name: substring, or glob with * and ?
+  argv:*--force*   the process's command line: substring, or glob
   cgroup:*nginx*   the process's control group (container, service)
   filename:libc*   a mapped file (mmap records), or a tracepoint's filename
   event:NAME       the sample's event (substring or glob), e.g. event:sched:*
@@ -46,7 +49,8 @@ Terms separated by spaces, all must match (AND); alternatives separated by
                    mean the field (sched_wakeup's pid is the woken task)
   fields.NAME:V    always the field NAME (also one named type, event, ...)
   common_pid:1     always the running task (common_tid, common_comm, common_cpu)
-  word             any other word: found anywhere in the line (no case)
+  word             any other word: found anywhere in the line or in an
+                   exec's command line (no case)
   !term            negates a term, e.g. !type:sample !comm:kworker*";
 
 /// A malformed filter: one line that names the offending term in quotes.
@@ -61,6 +65,12 @@ pub trait CommLookup {
 
     /// The control group of process `pid` at `time`, if known.
     fn cgroup(&self, _pid: u32, _time: u64) -> Option<&str> {
+        None
+    }
+
+    /// The command line of process `pid` at `time` (for an exec at `time`, that exec's), if
+    /// known.
+    fn cmdline(&self, _pid: u32, _time: u64) -> Option<&crate::cmdline::CmdLine> {
         None
     }
 }
@@ -81,6 +91,11 @@ impl CommLookup for ProcessModel {
 
     fn cgroup(&self, pid: u32, time: u64) -> Option<&str> {
         self.process_at(pid, time)?.cgroup.as_deref()
+    }
+
+    fn cmdline(&self, pid: u32, time: u64) -> Option<&crate::cmdline::CmdLine> {
+        let p = self.process_at(pid, time)?;
+        p.argv.as_deref().filter(|a| !a.is_gone())
     }
 }
 
@@ -110,6 +125,8 @@ enum Test {
     CommonCpu(Vec<Range>),
     /// `common_comm`: the running task's name, always.
     CommonComm(Vec<Pattern>),
+    /// The process's command line, as shown (escaped, arguments joined by spaces).
+    Argv(Vec<Pattern>),
     Cgroup(Vec<Pattern>),
     Filename(Vec<Pattern>),
     /// The name of a sample's event.
@@ -251,6 +268,7 @@ fn parse_term(raw: &str) -> Result<Term, FilterError> {
                 "common_tid" => Test::CommonTid(parse_ranges(raw, "common_tid", value)?),
                 "common_cpu" => Test::CommonCpu(parse_ranges(raw, "common_cpu", value)?),
                 "common_comm" => Test::CommonComm(patterns(value)),
+                "argv" => Test::Argv(patterns(value)),
                 "cgroup" => Test::Cgroup(patterns(value)),
                 "filename" => Test::Filename(patterns(value)),
                 "event" => Test::Event(patterns(value)),
@@ -374,12 +392,19 @@ impl Filter {
     /// True when a term looks up task names (`comm:`): the filter then needs the process
     /// model.
     pub fn uses_names(&self) -> bool {
-        self.terms().any(|t| {
-            matches!(
-                t.test,
-                Test::Comm(_) | Test::Cgroup(_) | Test::CommonComm(_)
-            )
-        })
+        self.has_words
+            || self.terms().any(|t| {
+                matches!(
+                    t.test,
+                    Test::Comm(_) | Test::Cgroup(_) | Test::CommonComm(_) | Test::Argv(_)
+                )
+            })
+    }
+
+    /// True when a term looks at command lines (`argv:`, or a free word, which an exec's
+    /// command line may hold): they must then be read at each exec.
+    pub fn uses_argv(&self) -> bool {
+        self.has_words || self.terms().any(|t| matches!(t.test, Test::Argv(_)))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -449,6 +474,11 @@ impl Filter {
         if self.has_words {
             line.clear();
             let _ = write!(line, "{ev}");
+            if let EventKind::Comm { exec: true, .. } = ev.kind {
+                if let Some(argv) = comms.cmdline(ev.subject_pid(), ev.time) {
+                    let _ = write!(line, " argv: {}", argv.line());
+                }
+            }
         }
         self.groups.is_empty()
             || self.groups.iter().any(|g| {
@@ -501,6 +531,9 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
                 }
             })
         }
+        Test::Argv(pats) => comms
+            .cmdline(ev.subject_pid(), ev.time)
+            .is_some_and(|a| pattern_matches(pats, &a.line().to_lowercase())),
         Test::Cgroup(pats) => comms
             .cgroup(ev.subject_pid(), ev.time)
             .is_some_and(|c| pattern_matches(pats, &escape(c.as_bytes()).to_lowercase())),
@@ -656,6 +689,33 @@ mod tests {
         fn cgroup(&self, pid: u32, _time: u64) -> Option<&str> {
             (pid == 42).then_some("/system.slice/nginx.service")
         }
+    }
+
+    #[test]
+    fn argv_and_free_words_look_at_command_lines() {
+        use crate::cmdline::{ArgvSource, CmdLine};
+        let mut model = ProcessModel::new();
+        model.collect_execs(true);
+        let exec = comm(42, b"rm");
+        model.apply(std::slice::from_ref(&exec));
+        let argv = CmdLine::new(b"rm\0-rf\0/srv/data\0", 0, ArgvSource::Exec);
+        model.set_argv(42, 6, argv.shared());
+        let yes = |f: &str, e: &Event| Filter::parse(f).unwrap().matches(e, &model);
+        assert!(yes("argv:*-rf*", &exec));
+        assert!(yes("argv:/SRV/data", &exec), "a substring, any case");
+        assert!(
+            yes("argv:*-rf* type:sample", &sample(0, 42)),
+            "the process's samples"
+        );
+        assert!(!yes("argv:*--force*", &exec));
+        assert!(!yes("argv:rm", &comm(43, b"rm")), "no command line known");
+        // A free word finds the exec by its command line, as the log shows it.
+        assert!(yes("srv/data", &exec));
+        assert!(!yes("srv/data", &comm(43, b"rm")));
+        let f = Filter::parse("argv:x").unwrap();
+        assert!(f.uses_names() && f.uses_argv());
+        assert!(Filter::parse("word").unwrap().uses_argv());
+        assert!(!Filter::parse("comm:x").unwrap().uses_argv());
     }
 
     #[test]

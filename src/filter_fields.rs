@@ -176,7 +176,7 @@ pub fn check(formats: &[&Format], w: &Wanted<'_>, builtin: bool) -> Result<(), S
         };
         return Err(format!(
             "unknown filter key '{}' in '{}': {fields}; keys: type, pid, tid, ppid, cpu, comm, \
-             cgroup, filename, event, sym, dso, common_pid, common_tid, common_comm, common_cpu",
+             argv, cgroup, filename, event, sym, dso, common_pid, common_tid, common_comm, common_cpu",
             w.term.split(':').next().unwrap_or(w.name),
             w.term
         ));

@@ -8,6 +8,7 @@ pub mod callchain;
 pub mod callgraph;
 pub mod cli;
 pub mod clock;
+pub mod cmdline;
 pub mod command;
 pub mod event;
 pub mod filter;

@@ -50,6 +50,8 @@ pub struct MonitorConfig {
     pub cgroup: Option<std::path::PathBuf>,
     /// Show tracepoints' `common_*` fields.
     pub common_fields: bool,
+    /// Read command lines at each exec ([`crate::perf::exec_watch`]), when it can be opened.
+    pub exec_argv: bool,
 }
 
 impl MonitorConfig {
@@ -67,6 +69,7 @@ impl MonitorConfig {
             clockid: libc::CLOCK_MONOTONIC,
             cgroup: None,
             common_fields: false,
+            exec_argv: false,
         }
     }
 }
@@ -107,6 +110,8 @@ pub struct Monitor {
     threads: Vec<JoinHandle<()>>,
     child: Option<PausedChild>,
     child_status: Option<i32>,
+    /// The exec watcher, when asked for and it could be opened (ends when dropped).
+    pub execs: Option<crate::perf::exec_watch::ExecWatch>,
 }
 
 impl Monitor {
@@ -215,6 +220,17 @@ impl Monitor {
         if !matches!(target, Target::Command { .. }) {
             open::enable(&opened.rings).context("cannot enable the perf events")?;
         }
+        // Before the command runs, so that its first exec is seen too; best effort.
+        let execs = cfg.exec_argv.then(|| {
+            crate::perf::exec_watch::ExecWatch::start(crate::perf::exec_watch::WatchConfig {
+                target: target.clone(),
+                cpus: cpus.clone(),
+                clockid: cfg.clockid,
+                cgroup: cfg.cgroup.clone(),
+                proc_root: "/proc".into(),
+            })
+            .ok()
+        });
         let mut threads = Vec::with_capacity(opened.rings.len());
         for ring in opened.rings {
             let h = reader::spawn(ring, tx.clone(), pool.clone(), stop.clone(), stats.clone())
@@ -280,6 +296,7 @@ impl Monitor {
             threads,
             child,
             child_status: None,
+            execs: execs.flatten(),
         })
     }
 

@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
 
+use crate::cmdline::CmdLine;
 use crate::event::{Event, EventKind};
 use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
+use crate::perf::exec_watch::ExecTable;
 use crate::process::proc::{self, SeedOptions, SeedProcess};
-use crate::process::{ModelHandle, ProcessModel};
+use crate::process::{ExecSeen, ModelHandle, Orphan, ProcessModel};
 use crate::symbolize::Symbolize;
 
 /// Events the ordering window holds at most (its memory bound: about 80 bytes each).
@@ -40,6 +42,15 @@ const BATCHES_PER_TURN: usize = 64;
 const STAGE_BACKLOG: usize = 64;
 /// Command lines read after execs per second at most (each is two small `/proc` reads).
 const ARGV_PER_SECOND: u32 = 500;
+/// How long after an exec the exec watcher may still file its command line (the tracepoint
+/// fires at the end of the exec, after the COMM record), in the events' time.
+const EXEC_GRACE_NS: u64 = 1_000_000_000;
+/// Execs waiting for the exec watcher, at most.
+const MAX_LATE_EXECS: usize = 1024;
+/// Parents of orphans read from `/proc` per second at most.
+const ORPHANS_PER_SECOND: u32 = 2000;
+/// How long an orphan whose parent `/proc` does not show changed yet is looked at again.
+const ORPHAN_WAIT: Duration = Duration::from_secs(1);
 /// Symbolizer notes kept for the end of a run (one per binary it could not read, at most).
 pub const MAX_NOTES: usize = 64;
 /// How long the shutdown waits for a `/proc` snapshot still being read.
@@ -68,6 +79,10 @@ pub struct PipelineOptions {
     pub seed: Option<SeedOptions>,
     /// Read each exec'd process's command line (best effort, rate-limited).
     pub argv: bool,
+    /// Where the exec watcher files command lines read at the exec (when it runs).
+    pub execs: Option<Arc<ExecTable>>,
+    /// Follow orphans to their new parent (a `/proc` read each).
+    pub orphans: bool,
     /// Where `/proc` is.
     pub proc_root: PathBuf,
     /// Where the readers' emptied buffers go back to (the monitor's), if anywhere.
@@ -90,6 +105,8 @@ impl Default for PipelineOptions {
                 argv: false,
             }),
             argv: false,
+            execs: None,
+            orphans: true,
             proc_root: PathBuf::from("/proc"),
             pool: None,
             symbols: None,
@@ -128,6 +145,11 @@ pub struct Pipeline {
     /// Spare event buffers (from chunks the frontend gave back).
     spare: Vec<Vec<Event>>,
     argv_window: (Instant, u32),
+    /// Execs the exec watcher had not filed when they came out: taken when it does.
+    late_execs: VecDeque<ExecSeen>,
+    /// Orphans whose new parent is to be read, with when they were found.
+    orphans: Vec<(Orphan, Instant)>,
+    orphan_window: (Instant, u32),
     /// The `/proc` snapshot being read: the model learns it before the first chunk.
     seed: Option<Receiver<Vec<SeedProcess>>>,
     /// Chunks out of the ordering stage, waiting for the snapshot.
@@ -147,6 +169,7 @@ impl Pipeline {
     pub fn new(rx: Receiver<Batch>, cpus: &[u32], opts: PipelineOptions) -> Pipeline {
         let mut model = ProcessModel::new();
         model.collect_execs(opts.argv);
+        model.collect_orphans(opts.orphans && opts.model);
         let seed = opts.seed.clone().filter(|_| opts.model).and_then(|what| {
             // Read /proc on a thread of its own: on a busy machine it can take a while, and
             // the readers' batches must keep being taken meanwhile.
@@ -188,6 +211,9 @@ impl Pipeline {
             staged_watermark: 0,
             spare: Vec::new(),
             argv_window: (Instant::now(), 0),
+            late_execs: VecDeque::new(),
+            orphans: Vec::new(),
+            orphan_window: (Instant::now(), 0),
             seed,
             held: VecDeque::new(),
             held_events: 0,
@@ -457,14 +483,17 @@ impl Pipeline {
             }
             return;
         }
-        let execs = {
+        let (execs, orphans) = {
             let mut m = self.model.write();
             let root = &self.opts.proc_root;
             m.apply_chunk(&chunk, |pid, tid| proc::task_alive(root, pid, tid));
-            m.take_execs()
+            (m.take_execs(), m.take_orphans())
         };
-        if !execs.is_empty() {
+        if !execs.is_empty() || !self.late_execs.is_empty() {
             self.read_argv(execs);
+        }
+        if !orphans.is_empty() || !self.orphans.is_empty() {
+            self.follow_orphans(orphans);
         }
         if let Some(sym) = &mut self.symbolize {
             sym.name(&mut chunk.events, &self.model.read());
@@ -490,27 +519,84 @@ impl Pipeline {
         }
     }
 
-    /// Command lines of the processes that exec'd, while the budget lasts.
-    fn read_argv(&mut self, execs: Vec<crate::process::ExecSeen>) {
+    /// Command lines of the processes that exec'd: the exec watcher's, filed at the exec
+    /// (see [`crate::perf::exec_watch`]); else read from `/proc` now, while the budget lasts
+    /// (one the watcher files later still replaces it).
+    fn read_argv(&mut self, execs: Vec<ExecSeen>) {
         let now = Instant::now();
         if now.duration_since(self.argv_window.0) >= Duration::from_secs(1) {
             self.argv_window = (now, 0);
         }
-        let mut read = Vec::new();
+        let mut read: Vec<(u32, u64, Arc<CmdLine>)> = Vec::new();
+        if let Some(table) = &self.opts.execs {
+            let progress = table.progress();
+            self.late_execs.retain(|e| match table.take(e.pid, e.time) {
+                Some(argv) => {
+                    read.push((e.pid, e.time, argv));
+                    false
+                }
+                None => progress < e.time.saturating_add(EXEC_GRACE_NS),
+            });
+        }
         for e in execs {
+            if let Some(table) = &self.opts.execs {
+                if let Some(argv) = table.take(e.pid, e.time) {
+                    read.push((e.pid, e.time, argv));
+                    continue;
+                }
+                if self.late_execs.len() < MAX_LATE_EXECS {
+                    self.late_execs.push_back(e);
+                }
+            }
             if self.argv_window.1 >= ARGV_PER_SECOND {
-                break;
+                continue;
             }
             self.argv_window.1 += 1;
-            // Gone (or exec'd again) before it could be read: said as an empty line.
+            // Gone (or exec'd again) before it could be read: said as such.
             let argv = proc::read_cmdline_if(&self.opts.proc_root, e.pid, e.comm.as_bytes())
-                .unwrap_or_else(|| Arc::from(&[][..]));
-            read.push((e, argv));
+                .unwrap_or_else(CmdLine::gone);
+            read.push((e.pid, e.time, argv.shared()));
         }
         if !read.is_empty() {
             let mut m = self.model.write();
-            for (e, argv) in read {
-                m.set_argv(e.pid, e.time, argv);
+            for (pid, time, argv) in read {
+                m.set_argv(pid, time, argv);
+            }
+        }
+    }
+
+    /// The new parents of orphans, from `/proc` (the kernel re-parents them to the nearest
+    /// subreaper, or the init of their pid namespace, and no record says so). One whose
+    /// parent `/proc` does not show changed yet is looked at again on later chunks, for
+    /// [`ORPHAN_WAIT`]; one that is gone is left to its exit record, which names its parent.
+    fn follow_orphans(&mut self, found: Vec<Orphan>) {
+        let now = Instant::now();
+        if now.duration_since(self.orphan_window.0) >= Duration::from_secs(1) {
+            self.orphan_window = (now, 0);
+        }
+        self.orphans.extend(found.into_iter().map(|o| (o, now)));
+        let root = &self.opts.proc_root;
+        let window = &mut self.orphan_window;
+        let mut moved = Vec::new();
+        self.orphans.retain(|(o, since)| {
+            if window.1 >= ORPHANS_PER_SECOND {
+                return now.duration_since(*since) < ORPHAN_WAIT * 2;
+            }
+            window.1 += 1;
+            let comm = Some(o.comm.as_bytes()).filter(|c| !c.is_empty());
+            match proc::read_ppid_if(root, o.pid, comm) {
+                Some(pp) if pp != o.parent => {
+                    moved.push((*o, pp));
+                    false
+                }
+                Some(_) => now.duration_since(*since) < ORPHAN_WAIT,
+                None => false,
+            }
+        });
+        if !moved.is_empty() {
+            let mut m = self.model.write();
+            for (o, pp) in moved {
+                m.reparent(&o, pp);
             }
         }
     }
@@ -688,6 +774,88 @@ mod tests {
         select! { recv(p.batches()) -> m => p.take(m) }
         assert_eq!(p.next_chunk().map(|c| c.events.len()), Some(1));
         assert_eq!(late.load(Ordering::Relaxed), 1);
+    }
+
+    /// Take what the channel holds and the chunks that are ready.
+    fn turn(p: &mut Pipeline) -> Vec<Chunk> {
+        let m = p.batches().recv_timeout(Duration::from_secs(5));
+        p.take(m.map_err(|_| RecvError));
+        std::iter::from_fn(|| p.next_chunk()).collect()
+    }
+
+    #[test]
+    fn command_lines_come_from_the_exec_watcher_and_a_late_one_replaces_a_read() {
+        use crate::cmdline::{ArgvSource, CmdLine};
+        let empty_proc = tempfile::tempdir().unwrap();
+        let table = Arc::new(ExecTable::default());
+        let (tx, rx) = bounded(16);
+        let opts = PipelineOptions {
+            argv: true,
+            execs: Some(table.clone()),
+            proc_root: empty_proc.path().into(),
+            ..quiet()
+        };
+        let mut p = Pipeline::new(rx, &[0], opts);
+        let exec = |raw: &[u8]| CmdLine::new(raw, 0, ArgvSource::Exec);
+        // Filed by the watcher just after the COMM record (the tracepoint comes later).
+        table.insert(50, 20 * MS + 5, exec(b"child\0-x\0"), None);
+        tx.send(batch(
+            0,
+            100 * MS,
+            vec![
+                comm(0, 20 * MS, 50, b"child", true),
+                comm(0, 30 * MS, 51, b"late", true),
+            ],
+            false,
+        ))
+        .unwrap();
+        tx.send(batch(0, 200 * MS, vec![], false)).unwrap();
+        turn(&mut p);
+        let source = |p: &Pipeline, pid, t| p.model().read().exec_argv(pid, t).map(|a| a.source());
+        assert_eq!(source(&p, 50, 20 * MS), Some(ArgvSource::Exec));
+        assert_eq!(
+            p.model().read().exec_argv(50, 20 * MS).map(|a| a.line()),
+            Some("child -x".to_string())
+        );
+        // Not filed yet: read from /proc at once (gone here), then the watcher's replaces it.
+        assert_eq!(source(&p, 51, 30 * MS), Some(ArgvSource::Gone));
+        table.insert(51, 30 * MS + 9, exec(b"late\0"), None);
+        tx.send(batch(0, 300 * MS, vec![sample(0, 1, 250 * MS, 1)], false))
+            .unwrap();
+        turn(&mut p);
+        assert_eq!(source(&p, 51, 30 * MS), Some(ArgvSource::Exec));
+        assert!(table.take(51, 0).is_none(), "taken");
+    }
+
+    #[test]
+    fn orphans_get_the_parent_proc_shows() {
+        let fake = tempfile::tempdir().unwrap();
+        let stat = fake.path().join("301");
+        std::fs::create_dir_all(&stat).unwrap();
+        std::fs::write(stat.join("stat"), "301 (sleep) S 1 300 300 0").unwrap();
+        let (tx, rx) = bounded(16);
+        let opts = PipelineOptions {
+            proc_root: fake.path().into(),
+            ..quiet()
+        };
+        let mut p = Pipeline::new(rx, &[0], opts);
+        tx.send(batch(
+            0,
+            100 * MS,
+            vec![
+                fork(0, 10 * MS, 300, 100),
+                fork(0, 11 * MS, 301, 300),
+                comm(0, 12 * MS, 301, b"sleep", true),
+                exit(0, 20 * MS, 300, 100),
+            ],
+            false,
+        ))
+        .unwrap();
+        tx.send(batch(0, 200 * MS, vec![], false)).unwrap();
+        turn(&mut p);
+        let m = p.model().read();
+        assert_eq!(m.process(301).and_then(|p| p.ppid()), Some(1));
+        assert_eq!(m.reparents(), 1);
     }
 
     #[test]

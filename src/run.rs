@@ -84,6 +84,8 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
             .map_or(libc::CLOCK_MONOTONIC, |c: crate::cli::ClockId| c.id),
         cgroup,
         common_fields: cli.common_fields,
+        // Set by run() once it knows what reads command lines.
+        exec_argv: false,
     })
 }
 
@@ -148,7 +150,8 @@ pub fn run(cli: Cli) -> Result<i32> {
     } else {
         Format::Plain
     };
-    let cfg = monitor_config(&cli)?;
+    let mut cfg = monitor_config(&cli)?;
+    cfg.exec_argv = argv_wanted(&cli, interactive);
     if let Some(f) = &cli.filter {
         let formats: Vec<_> = cfg
             .events
@@ -175,6 +178,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         PipelineOptions {
             hide: (!cli.show_self).then(|| (std::process::id(), mon.hidden_self.clone())),
             late: Some(mon.late.clone()),
+            execs: mon.execs.as_ref().map(|w| w.table()),
             ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
         },
     );
@@ -311,12 +315,19 @@ fn pipeline_options(
             maps: samples,
             argv: interactive,
         }),
-        // Command lines at exec: shown by the TUI, written as `argv` by --json, read by
-        // scripts as `event.argv`.
-        argv: interactive || cli.json || !cli.script.is_empty(),
+        argv: argv_wanted(cli, interactive),
         pool: Some(pool),
         ..PipelineOptions::default()
     }
+}
+
+/// Command lines at exec: shown by the TUI, written as `argv` by --json, read by scripts as
+/// `event.argv`, matched by `--filter argv:`.
+fn argv_wanted(cli: &Cli, interactive: bool) -> bool {
+    interactive
+        || cli.json
+        || !cli.script.is_empty()
+        || cli.filter.as_ref().is_some_and(|f| f.uses_argv())
 }
 
 /// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):

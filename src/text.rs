@@ -227,15 +227,6 @@ pub fn until_nul(bytes: &[u8]) -> &[u8] {
     }
 }
 
-/// A command line as `/proc/PID/cmdline` holds it (arguments ended by NULs) for a screen:
-/// each argument escaped, joined by spaces (the last NUL already cut).
-pub fn argv_line(argv: &[u8]) -> String {
-    argv.split(|&b| b == 0)
-        .map(escape)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Append `v` in lower-case hex digits, as many as it needs (one for zero), no prefix.
 #[inline]
 pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {

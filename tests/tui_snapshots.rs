@@ -158,7 +158,7 @@ fn tiny_terminal() {
 }
 
 #[test]
-fn script_pane_beside_top_tasks() {
+fn a_script_pane_comes_before_top_tasks() {
     let mut a = app();
     a.on_pane_msg(PaneMsg::Lines {
         script: "count.py".into(),
@@ -217,6 +217,34 @@ fn process_tree() {
             .any(|l| l.contains("└─ make") && l.contains("exited")),
         "make under bash, marked exited:\n{s}"
     );
+    insta::assert_snapshot!(s);
+}
+
+/// ~1000 `/bin/true` a second under bash: the tree folds bash's exited children into one
+/// row that counts them by name, as forkstat summarises.
+#[test]
+fn a_fork_storm_is_one_row_in_the_tree() {
+    let mut a = app();
+    let mut evs = Vec::new();
+    for i in 0..1500u32 {
+        let t = T0 + 3 * NS + u64::from(i) * 1_000_000;
+        evs.push(tk::fork(1, t, 2000 + i, 500));
+        evs.push(comm(
+            2000 + i,
+            t + 1000,
+            if i % 100 == 7 { b"sh" } else { b"true" },
+        ));
+        evs.push(tk::exit(1, t + 300_000, 2000 + i, 500));
+    }
+    a.on_events(evs);
+    a.on_tick(T0 + 5 * NS);
+    key(&mut a, KeyCode::Char('t'));
+    let s = screen(&a, 120, 40);
+    assert!(
+        s.contains("+1500 exited: true ×1485, sh ×15"),
+        "one row for the storm:\n{s}"
+    );
+    assert!(s.contains("Process tree (1505 processes"), "{s}");
     insta::assert_snapshot!(s);
 }
 
@@ -282,6 +310,208 @@ fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
     assert!(fork(&after).contains("1.100 pid: 500"), "{after}");
     key(&mut a, KeyCode::Left);
     assert_eq!(screen(&a, 110, 36), before);
+}
+
+/// A busy system-wide run with call chains: `spin` in `hot_b` (through `middle` and
+/// `main`), `dd` in the kernel's read and write paths, kdamond now and then, and a shell
+/// that starts commands with long command lines.
+fn busy() -> App {
+    use perfwatch::cmdline::{ArgvSource, CmdLine};
+    let model = perfwatch::process::ModelHandle::default();
+    let mut a = App::new(AppConfig {
+        history: 10_000,
+        ..AppConfig::system_wide("cpu-clock", RateUnit::Utilisation, vec![0, 1], T0)
+    })
+    .with_model(model.clone());
+    a.seed_tasks([
+        (1, (*b"systemd").into()),
+        (81, (*b"kdamond.0").into()),
+        (500, (*b"bash").into()),
+    ]);
+    model.write().collect_execs(true);
+    let n = perfwatch::testkit::named::Names::new();
+    let mut evs = Vec::new();
+    let cmds: [(&[u8], &[u8]); 3] = [
+        (b"spin", b"/usr/local/bin/spin --threads 1 --seconds 600"),
+        (b"dd", b"dd if=/dev/zero of=/dev/null bs=1 count=20000000"),
+        (b"sleep", b"sleep 0.777"),
+    ];
+    for (i, (comm_name, _)) in cmds.iter().enumerate() {
+        let pid = 600 + i as u32;
+        let t = T0 + i as u64 * 1_000_000;
+        evs.push(tk::fork(1, t, pid, 500));
+        evs.push(comm(pid, t + 1000, comm_name));
+    }
+    for ms in 0..3000u64 {
+        let t = T0 + 10_000_000 + ms * 1_000_000;
+        evs.push(n.sample(600, t, &["hot_b", "middle", "main"], true));
+        let chain: &[&str] = match ms % 4 {
+            0 | 1 => &[
+                "k_copy_to_user",
+                "k_vfs_read",
+                "k_ksys_read",
+                "k_do_syscall_64",
+            ],
+            2 => &["k_vfs_write", "k_ksys_write", "k_do_syscall_64"],
+            _ => &["k_pv_native_safe_halt"],
+        };
+        let pid = if ms % 4 == 3 { 81 } else { 601 };
+        evs.push(n.sample(pid, t + 500, chain, true));
+    }
+    evs.push(tk::exit(1, T0 + 2_900_000_000, 602, 500));
+    a.on_events(evs);
+    for (i, (_, argv)) in cmds.iter().enumerate() {
+        let mut raw = argv
+            .iter()
+            .map(|&b| if b == b' ' { 0 } else { b })
+            .collect::<Vec<_>>();
+        raw.push(0);
+        let t = T0 + i as u64 * 1_000_000 + 1000;
+        let c = CmdLine::new(&raw, 0, ArgvSource::Exec).shared();
+        model.write().set_argv(600 + i as u32, t, c);
+    }
+    a.on_tick(T0 + 3 * NS + NS / 2);
+    let mut per = vec![
+        CpuSnapshot {
+            cpu: 0,
+            ..Default::default()
+        },
+        CpuSnapshot {
+            cpu: 1,
+            ..Default::default()
+        },
+    ];
+    per[0].records[RecordType::Sample.index()] = 3000;
+    per[1].records[RecordType::Sample.index()] = 3000;
+    per[1].records[RecordType::Fork.index()] = 3;
+    per[1].records[RecordType::Exit.index()] = 1;
+    per[0].records[RecordType::Comm.index()] = 3;
+    a.set_totals(Totals::of(per));
+    a
+}
+
+/// Every pane shown keeps its key column readable (at least 15 columns); what does not fit
+/// is folded behind Tab, and the status bar says so.
+#[track_caller]
+fn readable_at(w: u16, h: u16, shown: &[&str], folded: &str) -> String {
+    let s = screen(&busy(), w, h);
+    for want in shown {
+        assert!(s.contains(want), "{w}x{h}: {want:?} not shown:\n{s}");
+    }
+    let status = s.lines().next().unwrap_or_default();
+    assert!(status.contains(folded), "{w}x{h}: status {status:?}");
+    s
+}
+
+#[test]
+fn at_80x24_one_middle_pane_and_the_others_behind_tab() {
+    let s = readable_at(
+        80,
+        24,
+        &["dd if=/dev/zero", "sleep 0.777"],
+        "Tab: +Top symbols +Top tasks",
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn at_120x40_tasks_and_top_symbols() {
+    let s = readable_at(
+        120,
+        40,
+        &["spin --threads", "k_pv_native_saf", "k_copy_to_user"],
+        "Tab: +Top tasks",
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn at_160x45_every_pane() {
+    let s = readable_at(
+        160,
+        45,
+        &["/usr/local/bin/spin", "k_pv_native_saf", "kdamond.0"],
+        "rec/s │ system-wide",
+    );
+    insta::assert_snapshot!(s);
+}
+
+/// The focused task pane shows the selected row's whole command line and the file its exec
+/// ran (its MMAP2 record), wrapped under the rows; the log shows an exec's command line.
+#[test]
+fn the_selected_task_shows_its_whole_command_line_and_what_ran() {
+    let mut a = busy();
+    a.on_events([tk::mmap2(
+        0,
+        T0 + 1_000_000 + 2000,
+        601,
+        0x400000,
+        0x1000,
+        0,
+        b"/usr/bin/dd",
+        7,
+    )]);
+    a.focus = perfwatch::tui::app::Pane::Tasks;
+    screen(&a, 80, 30);
+    // Up from the newest (sleep's exit) to dd's exec, three rows back.
+    for _ in 0..3 {
+        key(&mut a, KeyCode::Up);
+    }
+    let s = screen(&a, 80, 30);
+    assert!(
+        s.contains("601 dd if=/dev/zero of=/dev/null bs=1 count=20000000"),
+        "{s}"
+    );
+    assert!(s.contains("exe /usr/bin/dd · argv as exec'd"), "{s}");
+    insta::assert_snapshot!(s);
+    // The tree: the selected process, as the model knows it now.
+    key(&mut a, KeyCode::Char('t'));
+    let rows = a.tree_rows();
+    let at = rows.iter().position(|r| r.pid == 600).unwrap();
+    for _ in 0..at {
+        key(&mut a, KeyCode::Down);
+    }
+    let s = screen(&a, 120, 40);
+    assert!(
+        s.contains("600 /usr/local/bin/spin --threads 1 --seconds 600"),
+        "{s}"
+    );
+    let s = screen(&a, 160, 45);
+    assert!(
+        s.lines()
+            .any(|l| l.contains("comm: dd }") && l.contains("argv: dd if=/dev/zero")),
+        "the log's exec record with its command line: {s}"
+    );
+}
+
+/// Tab to a folded pane shows it in the middle row's last place; `z` zooms the focused pane.
+#[test]
+fn tab_brings_a_folded_pane_and_z_zooms() {
+    let mut a = busy();
+    screen(&a, 80, 24);
+    // Log → CPUs → Tasks → Top symbols → Top tasks.
+    for _ in 0..4 {
+        a.on_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    }
+    assert_eq!(a.focus, perfwatch::tui::app::Pane::Top);
+    let s = screen(&a, 80, 24);
+    assert!(
+        s.contains("Top tasks (samples") && s.contains("kdamond.0"),
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .next()
+            .unwrap()
+            .contains("Tab: +Tasks +Top symbols"),
+        "{s}"
+    );
+    key(&mut a, KeyCode::Char('z'));
+    let s = screen(&a, 80, 24);
+    assert!(s.contains("zoomed: Top tasks (z)"), "{s}");
+    assert!(!s.contains("Event log"), "{s}");
+    key(&mut a, KeyCode::Char('z'));
+    assert!(screen(&a, 80, 24).contains("Event log"));
 }
 
 #[test]

@@ -238,20 +238,26 @@ fn json_line(
                 .uint("tid", *tid as u64)
                 .text("comm", comm)
                 .boolean("exec", *exec);
-            // An exec's command line, as read from /proc just after it: null when the
-            // process was gone first (or too many execs came that second to read them all).
+            // An exec's command line (see crate::cmdline): null when the process was gone
+            // first (or too many execs came that second to read them all); where it was
+            // read, and how many bytes were cut (the last argument ends with the mark).
             if let (true, Some(tasks)) = (*exec, tasks) {
                 m.key("argv");
-                match tasks.exec_argv(*pid, ev.time).filter(|a| !a.is_empty()) {
+                match tasks.exec_argv(*pid, ev.time).filter(|a| !a.is_gone()) {
                     Some(argv) => {
                         m.out.push(b'[');
-                        for (i, arg) in argv.split(|&b| b == 0).enumerate() {
+                        for (i, arg) in argv.escaped_args().iter().enumerate() {
                             if i > 0 {
                                 m.out.push(b',');
                             }
-                            json_text(arg, m.out, m.scratch);
+                            json_quoted(arg.as_bytes(), m.out);
                         }
                         m.out.push(b']');
+                        m.key("argv_source");
+                        json_quoted(argv.source().name().as_bytes(), m.out);
+                        if argv.cut() > 0 {
+                            m.uint("argv_cut", argv.cut());
+                        }
                     }
                     None => m.out.extend_from_slice(b"null"),
                 }
@@ -354,8 +360,13 @@ fn json_event_members(m: &mut Members<'_>, ev: &Event) {
 fn json_text(raw: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     scratch.clear();
     crate::text::escape_to(raw, scratch);
+    json_quoted(scratch, out);
+}
+
+/// Text already escaped for a screen (one line, nothing raw), as a JSON string.
+fn json_quoted(escaped: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    for &b in scratch.iter() {
+    for &b in escaped {
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),

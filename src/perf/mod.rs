@@ -4,6 +4,7 @@
 
 pub mod cpus;
 pub mod events;
+pub mod exec_watch;
 pub mod open;
 pub mod printfmt;
 pub mod reader;

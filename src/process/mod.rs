@@ -2,8 +2,8 @@
 //! ordered stream and read by everything downstream (the filter's `comm:`, the TUI, the
 //! script module's `perfwatch.comm`, the symbolizer).
 //!
-//! pid/tid → name, parent, threads, start, exec time and argv (best effort), exit time, and
-//! the address space (the executable mappings of MMAP/MMAP2 records, shared by a process's
+//! pid/tid → name, parent, threads, start, exec time, argv (best effort) and the exec'd file,
+//! exit time, and the address space (the executable mappings of MMAP/MMAP2 records, shared by a process's
 //! threads, copied on write when a fork copies it, replaced by exec). Seeded at start from
 //! `/proc` ([`proc`]) with the tasks that exist and their executable mappings, as perf
 //! synthesises them.
@@ -15,6 +15,14 @@
 //! every lookup takes the event's time: names have a short history, an exec keeps the
 //! address spaces it replaced for a while, and a reused pid keeps its previous owner. A
 //! lookup at time T answers as of T.
+//!
+//! **Orphans are followed**: when a process exits, the kernel gives its live children a new
+//! parent (the nearest child subreaper above it, else the init of its pid namespace), and no
+//! record says so. The model lists them ([`ProcessModel::take_orphans`]); the writer reads
+//! each one's parent from `/proc/PID/stat` (in perfwatch's pid namespace, which a rule of
+//! thumb could not get right for containers and subreapers) and sets it
+//! ([`ProcessModel::reparent`]). An exit record names the parent at the exit too, and is
+//! believed over anything the model had.
 //!
 //! **Bounded**: exited tasks are kept [`EXITED_KEEP_NS`] of stream time after their exit (for
 //! records that mention them late, and readers that lag), then forgotten; at most
@@ -32,6 +40,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rustc_hash::FxHashMap;
 
+use crate::cmdline::CmdLine;
 use crate::event::{Event, EventKind, TaskRecord};
 use crate::order::Chunk;
 pub use maps::{AddressSpace, MappedFile, Mapping};
@@ -217,6 +226,8 @@ impl Task {
 
 /// Address spaces an exec replaced, with the time each one ended.
 type OldSpaces = VecDeque<(u64, Arc<AddressSpace>)>;
+/// Earlier execs: when each was, and its command line.
+type OldExecs = VecDeque<(u64, Option<Arc<CmdLine>>)>;
 
 /// The address space of a process that has mapped nothing (known).
 static EMPTY_SPACE: AddressSpace = AddressSpace::new();
@@ -231,9 +242,15 @@ pub struct Process {
     start: u64,
     exit: u64,
     exec: u64,
-    /// Its command line (`/proc/PID/cmdline`: NUL-separated, untrusted), read at start and
-    /// at exec when the model is asked to ([`ProcessModel::set_argv`]); a fork copies it.
-    pub argv: Option<Arc<[u8]>>,
+    /// Its command line, read at start (`/proc`) and at exec when the model is asked to
+    /// ([`ProcessModel::set_argv`]); a fork copies it.
+    pub argv: Option<Arc<CmdLine>>,
+    /// The file its last exec ran (untrusted path): the first executable file mapping after
+    /// the exec, as its MMAP2 record named it (for a `#!` script, the interpreter); from
+    /// `/proc/PID/exe` at start. A fork copies it.
+    pub exe: Option<Arc<[u8]>>,
+    /// An exec happened and its executable mapping has not been seen yet.
+    exe_wanted: bool,
     /// Its control group, from `/proc` at start; a fork inherits its parent's (as the kernel
     /// does, short of CLONE_INTO_CGROUP). A later move between groups is not seen.
     pub cgroup: Option<Arc<str>>,
@@ -241,6 +258,9 @@ pub struct Process {
     /// something (copy on write); `None` while empty.
     space: Option<Arc<AddressSpace>>,
     old_spaces: Option<Box<OldSpaces>>,
+    /// The execs before the last one, with their command lines (`sh -c 'exec prog'` execs
+    /// twice within a chunk: the first one's line is filed after the second came).
+    old_execs: Option<Box<OldExecs>>,
     prev: Option<Box<Process>>,
 }
 
@@ -254,9 +274,12 @@ impl Process {
             exit: NO_TIME,
             exec: NO_TIME,
             argv: None,
+            exe: None,
+            exe_wanted: false,
             cgroup: None,
             space: None,
             old_spaces: None,
+            old_execs: None,
             prev: None,
         }
     }
@@ -316,6 +339,16 @@ pub struct ExecSeen {
     pub comm: Comm,
 }
 
+/// A live process whose parent exited: the kernel has given it a new parent, which the
+/// writer reads from `/proc` ([`ProcessModel::reparent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    pub pid: u32,
+    /// The parent that exited.
+    pub parent: u32,
+    pub comm: Comm,
+}
+
 /// The tasks and processes.
 #[derive(Debug, Default)]
 pub struct ProcessModel {
@@ -327,6 +360,11 @@ pub struct ProcessModel {
     execs: Vec<ExecSeen>,
     /// Whether to collect execs for argv.
     want_argv: bool,
+    /// Processes that exited since the writer last asked for orphans (when collected).
+    exited: Vec<u32>,
+    want_orphans: bool,
+    /// How many times a parent changed after a fork ([`ProcessModel::reparents`]).
+    reparents: u64,
 }
 
 impl ProcessModel {
@@ -337,6 +375,11 @@ impl ProcessModel {
     /// Ask for the execs seen, so that their command lines can be read.
     pub fn collect_execs(&mut self, on: bool) {
         self.want_argv = on;
+    }
+
+    /// Ask for the live children of processes that exit ([`ProcessModel::take_orphans`]).
+    pub fn collect_orphans(&mut self, on: bool) {
+        self.want_orphans = on;
     }
 
     /// Tasks known (threads, live and exited).
@@ -373,13 +416,14 @@ impl ProcessModel {
         self.processes.get(&pid)
     }
 
-    /// The command line of process `pid`'s exec at `time`: `Some(argv)` (NUL-separated,
-    /// untrusted) when it was read, `Some(empty)` when the process had exited or exec'd again
-    /// before it could be, `None` when it was not read (not asked for, or over the budget).
-    pub fn exec_argv(&self, pid: u32, time: u64) -> Option<&Arc<[u8]>> {
+    /// The command line of process `pid`'s exec at `time`: `Some` when it was read (or
+    /// found gone: [`CmdLine::is_gone`]), `None` when it was not read (not asked for, or
+    /// over the budget).
+    pub fn exec_argv(&self, pid: u32, time: u64) -> Option<&Arc<CmdLine>> {
         let p = self.process_at(pid, time)?;
         if p.exec() != Some(time) {
-            return None;
+            let olds = p.old_execs.as_deref()?;
+            return olds.iter().find(|(t, _)| *t == time)?.1.as_ref();
         }
         p.argv.as_ref()
     }
@@ -440,6 +484,10 @@ impl ProcessModel {
             EventKind::Mmap(m) if m.pid != u32::MAX => {
                 let map = Mapping::from_record(m, ev.time);
                 let p = self.process_entry(m.pid, ev.time);
+                if p.exe_wanted && is_exe_mapping(m) {
+                    p.exe = Some(Arc::from(&m.filename[..]));
+                    p.exe_wanted = false;
+                }
                 Arc::make_mut(p.space.get_or_insert_with(Arc::default)).insert(map);
             }
             _ => {}
@@ -499,6 +547,7 @@ impl ProcessModel {
             if let Some(parent) = self.processes.get(&t.ppid) {
                 p.space = parent.space.clone();
                 p.argv = parent.argv.clone();
+                p.exe = parent.exe.clone();
                 p.cgroup = parent.cgroup.clone();
             }
             task.ppid = t.ppid;
@@ -527,15 +576,28 @@ impl ProcessModel {
         let (task, made) = self.task_entry(t.tid, t.pid);
         let was_alive = !made && task.exit().is_none();
         task.exit = t.time;
-        if task.ppid == NO_ID && t.pid != t.ppid {
-            task.ppid = t.ppid;
+        // The kernel writes the parent the task has at its exit (`real_parent`): after a
+        // re-parenting, the new one.
+        let parent = (t.pid != t.ppid).then_some(t.ppid);
+        if let Some(pp) = parent {
+            task.ppid = pp;
         }
+        let want_orphans = self.want_orphans;
         let p = self.process_entry(t.pid, t.time);
         if was_alive {
             p.threads = p.threads.saturating_sub(1);
         }
+        let moved = parent.is_some_and(|pp| p.ppid != NO_ID && p.ppid != pp);
+        if let Some(pp) = parent {
+            p.ppid = pp;
+        }
+        let ended = p.threads == 0 && p.exit().is_none();
         if p.threads == 0 {
             p.exit = t.time;
+        }
+        self.reparents += moved as u64;
+        if ended && want_orphans {
+            self.exited.push(t.pid);
         }
     }
 
@@ -549,8 +611,17 @@ impl ProcessModel {
         if exec {
             // A new program: a new, empty address space (the kernel reports the new image's
             // mappings right after), the old one kept for samples taken before.
+            if let Some(before) = p.exec() {
+                let olds = p.old_execs.get_or_insert_with(Box::default);
+                if olds.len() == OLD_SPACES {
+                    olds.pop_front();
+                }
+                olds.push_back((before, p.argv.take()));
+            }
             p.exec = time;
             p.argv = None;
+            p.exe = None;
+            p.exe_wanted = true;
             if let Some(old) = p.space.take().filter(|s| !s.is_empty()) {
                 let olds = p.old_spaces.get_or_insert_with(Box::default);
                 if olds.len() == OLD_SPACES {
@@ -582,13 +653,76 @@ impl ProcessModel {
         std::mem::take(&mut self.execs)
     }
 
-    /// Record process `pid`'s command line, read after its exec at `time`.
-    pub fn set_argv(&mut self, pid: u32, time: u64, argv: Arc<[u8]>) {
+    /// Record process `pid`'s command line, read for its exec at `time`. A command line
+    /// from the exec itself is never replaced by one read later from `/proc`.
+    pub fn set_argv(&mut self, pid: u32, time: u64, argv: Arc<CmdLine>) {
         if let Some(p) = self.processes.get_mut(&pid) {
-            if p.exec() == Some(time) {
-                p.argv = Some(argv);
+            let better = |old: &CmdLine| {
+                use crate::cmdline::ArgvSource::{Exec, Gone};
+                old.source() != Exec || argv.source() == Exec && old.source() == Gone
+            };
+            let slot = if p.exec() == Some(time) {
+                Some(&mut p.argv)
+            } else {
+                // An earlier exec (one that exec'd again within the chunk).
+                p.old_execs
+                    .as_deref_mut()
+                    .and_then(|o| o.iter_mut().find(|(t, _)| *t == time))
+                    .map(|(_, a)| a)
+            };
+            if let Some(slot) = slot {
+                if slot.as_deref().is_none_or(better) {
+                    *slot = Some(argv);
+                }
             }
         }
+    }
+
+    /// The live processes whose parent exited since the last call (when
+    /// [`ProcessModel::collect_orphans`] is on): one walk over the processes per call that
+    /// has exits to look at.
+    pub fn take_orphans(&mut self) -> Vec<Orphan> {
+        if self.exited.is_empty() {
+            return Vec::new();
+        }
+        let gone: rustc_hash::FxHashSet<u32> = self.exited.drain(..).collect();
+        let mut out: Vec<Orphan> = self
+            .processes
+            .values()
+            .filter(|p| p.exit().is_none() && gone.contains(&p.ppid) && p.ppid != p.pid)
+            .map(|p| Orphan {
+                pid: p.pid,
+                parent: p.ppid,
+                comm: self.comm(p.pid).copied().unwrap_or_default(),
+            })
+            .collect();
+        out.sort_unstable_by_key(|o| o.pid);
+        out
+    }
+
+    /// Process `pid`, which `orphan` said had lost its parent, now has `ppid` (read from
+    /// `/proc`): its threads too. Nothing changes when it no longer has the parent it lost
+    /// (an exit record said better meanwhile).
+    pub fn reparent(&mut self, orphan: &Orphan, ppid: u32) {
+        let Some(p) = self.processes.get_mut(&orphan.pid) else {
+            return;
+        };
+        if p.ppid != orphan.parent || ppid == orphan.parent || ppid == orphan.pid {
+            return;
+        }
+        p.ppid = ppid;
+        self.reparents += 1;
+        for t in self.tasks.values_mut() {
+            if t.pid == orphan.pid && t.exit().is_none() {
+                t.ppid = ppid;
+            }
+        }
+    }
+
+    /// How many times a process's parent changed after its fork (orphans re-parented): a
+    /// reader that keeps sets of descendants refreshes them when it moves.
+    pub fn reparents(&self) -> u64 {
+        self.reparents
     }
 
     /// Learn what existed before perfwatch started (read from `/proc` after the events
@@ -600,7 +734,8 @@ impl ProcessModel {
             if !known {
                 let mut p = Process::new(sp.pid);
                 p.ppid = sp.ppid.unwrap_or(NO_ID);
-                p.argv = sp.argv.map(Arc::from);
+                p.argv = sp.argv.map(Arc::new);
+                p.exe = sp.exe.map(Arc::from);
                 p.cgroup = sp.cgroup;
                 if !sp.maps.is_empty() {
                     let mut space = AddressSpace::default();
@@ -635,6 +770,7 @@ impl ProcessModel {
             threads: vec![(pid, comm.into())],
             maps: Vec::new(),
             argv: None,
+            exe: None,
             cgroup: None,
         }]);
     }
@@ -717,6 +853,16 @@ impl ProcessModel {
             }
         }
     }
+}
+
+/// Whether a mapping is the executable one an exec maps first: a file mapped executable
+/// (MMAP records without MMAP2's protection are executable ones).
+fn is_exe_mapping(m: &crate::event::MmapRecord) -> bool {
+    let exec = m
+        .mmap2
+        .as_ref()
+        .is_none_or(|x| x.prot & libc::PROT_EXEC as u32 != 0);
+    exec && !m.filename.starts_with(b"[") && &m.filename[..] != b"//anon"
 }
 
 /// Put `new` at `key`; an entry already there (the id was reused) becomes its `prev`, one

@@ -1,21 +1,20 @@
 //! What existed before perfwatch started, read from `/proc` the way `perf` synthesises it:
 //! every process with its parent and its threads' names, its executable mappings (with
 //! device and inode), and (when asked) its command line. Also the reads the model's writer
-//! makes later: a command line after an exec, whether a task still exists.
+//! makes later: a command line after an exec, the parent of an orphan, whether a task still
+//! exists.
 //!
 //! Everything read here is untrusted text (names, paths, command lines are chosen by whoever
 //! runs the process); it is stored raw and escaped where it is shown. Processes that vanish
 //! while they are read are skipped; nothing here fails.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::maps::{MappedFile, Mapping};
+use crate::cmdline::CmdLine;
+pub use crate::cmdline::MAX_ARGV;
 use crate::symbols::FileIdentity;
-
-/// Bytes of a command line kept at most.
-pub const MAX_ARGV: usize = 4096;
 
 /// One process as `/proc` showed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,8 +25,10 @@ pub struct SeedProcess {
     pub threads: Vec<(u32, Box<[u8]>)>,
     /// Its executable mappings.
     pub maps: Vec<Mapping>,
-    /// Its command line, NUL-separated (when asked for).
-    pub argv: Option<Box<[u8]>>,
+    /// Its command line (when asked for).
+    pub argv: Option<CmdLine>,
+    /// The file it runs (`/proc/PID/exe`), when asked for its command line.
+    pub exe: Option<Box<[u8]>>,
     /// Its control group (`/system.slice/cron.service`), when the machine has them.
     pub cgroup: Option<Arc<str>>,
 }
@@ -89,10 +90,13 @@ pub fn process(root: &Path, pid: u32, opts: &SeedOptions) -> Option<SeedProcess>
     } else {
         Vec::new()
     };
-    let argv = if opts.argv {
-        read_cmdline(root, pid)
+    let (argv, exe) = if opts.argv {
+        let exe = std::fs::read_link(base.join("exe"))
+            .ok()
+            .map(|p| p.into_os_string().into_encoded_bytes().into_boxed_slice());
+        (read_cmdline(root, pid), exe)
     } else {
-        None
+        (None, None)
     };
     let cgroup = std::fs::read(base.join("cgroup"))
         .ok()
@@ -104,6 +108,7 @@ pub fn process(root: &Path, pid: u32, opts: &SeedOptions) -> Option<SeedProcess>
         threads,
         maps,
         argv,
+        exe,
         cgroup,
     })
 }
@@ -137,26 +142,31 @@ fn read_comm(dir: &Path) -> Option<Box<[u8]>> {
     Some(comm.into_boxed_slice())
 }
 
-/// The command line of `pid` (at most [`MAX_ARGV`] bytes, without the last NUL); `None`
-/// when it cannot be read or is empty (a kernel thread, a zombie).
-pub fn read_cmdline(root: &Path, pid: u32) -> Option<Box<[u8]>> {
-    let f = std::fs::File::open(root.join(pid.to_string()).join("cmdline")).ok()?;
-    let mut buf = Vec::with_capacity(256);
-    f.take(MAX_ARGV as u64).read_to_end(&mut buf).ok()?;
-    while buf.last() == Some(&0) {
-        buf.pop();
-    }
-    (!buf.is_empty()).then(|| buf.into_boxed_slice())
+/// The command line of `pid` (see [`crate::cmdline::read_proc`]).
+pub fn read_cmdline(root: &Path, pid: u32) -> Option<CmdLine> {
+    crate::cmdline::read_proc(root, pid)
 }
 
 /// The command line after an exec: read only while `/proc` still shows the program that
 /// exec'd under that name (it may have exec'd again or exited by the time this runs).
-pub fn read_cmdline_if(root: &Path, pid: u32, comm: &[u8]) -> Option<Arc<[u8]>> {
+pub fn read_cmdline_if(root: &Path, pid: u32, comm: &[u8]) -> Option<CmdLine> {
     let now = read_comm(&root.join(pid.to_string()))?;
     if &*now != comm {
         return None;
     }
-    read_cmdline(root, pid).map(Arc::from)
+    read_cmdline(root, pid)
+}
+
+/// The parent of process `pid` now, while `/proc` still shows it under the name `comm` when
+/// one is given (a pid reused since is not taken for it).
+pub fn read_ppid_if(root: &Path, pid: u32, comm: Option<&[u8]>) -> Option<u32> {
+    let stat = std::fs::read(root.join(pid.to_string()).join("stat")).ok()?;
+    let open = stat.iter().position(|&b| b == b'(')?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    if comm.is_some_and(|c| stat.get(open + 1..close) != Some(c)) {
+        return None;
+    }
+    parse_ppid(&stat)
 }
 
 /// Whether task `tid` of process `pid` still exists.
@@ -355,13 +365,64 @@ mod tests {
                 (0x7ff000000000, b"[vdso]")
             ]
         );
-        assert_eq!(p.argv.as_deref(), Some(&b"srv\0--port\x001"[..]));
+        assert_eq!(
+            p.argv.as_ref().map(|a| a.raw()),
+            Some(&b"srv\0--port\x001"[..])
+        );
         let bare = snapshot(d.path(), &SeedOptions::default());
         assert!(bare[0].maps.is_empty() && bare[0].argv.is_none());
         assert!(task_alive(d.path(), 42, 43));
         assert!(!task_alive(d.path(), 42, 44));
         assert!(read_cmdline_if(d.path(), 42, b"srv (x)").is_some());
         assert!(read_cmdline_if(d.path(), 42, b"other").is_none());
+    }
+
+    /// A `stat` line of pid 42 named `name`, parent `ppid`, argument area `args` bytes long.
+    fn stat_line(name: &str, ppid: u32, args: u64) -> String {
+        // Fields 3 (state) to 52, after the name: 4 is the parent, 48 and 49 the area.
+        let mut f: Vec<String> = (3..=52).map(|_| "0".to_string()).collect();
+        f[0] = "S".into();
+        f[4 - 3] = ppid.to_string();
+        f[48 - 3] = "140000000".into();
+        f[49 - 3] = (140000000 + args).to_string();
+        format!("42 ({name}) {}", f.join(" "))
+    }
+
+    #[test]
+    fn a_long_command_line_is_cut_and_counted() {
+        let d = fake_proc();
+        let p = d.path().join("42");
+        let mut cmd = b"rm\0".to_vec();
+        cmd.extend(std::iter::repeat_n(b'p', 5000));
+        cmd.extend_from_slice(b"\0--really-delete-everything\0");
+        std::fs::write(p.join("cmdline"), &cmd).unwrap();
+        // The length from stat.
+        std::fs::write(p.join("stat"), stat_line("srv (x)", 7, cmd.len() as u64)).unwrap();
+        let c = read_cmdline(d.path(), 42).unwrap();
+        assert_eq!(c.raw().len(), MAX_ARGV);
+        assert_eq!(c.cut(), (cmd.len() - 1 - MAX_ARGV) as u64);
+        assert!(c.line().ends_with(&format!("…[+{} bytes]", c.cut())));
+        // Without it, by reading on: the same count.
+        std::fs::write(p.join("stat"), "42 (srv (x)) S 7").unwrap();
+        assert_eq!(read_cmdline(d.path(), 42).unwrap().cut(), c.cut());
+        // A short one is whole.
+        std::fs::write(p.join("cmdline"), b"a\0b\0").unwrap();
+        let c = read_cmdline(d.path(), 42).unwrap();
+        assert_eq!((c.raw(), c.cut()), (&b"a\0b"[..], 0));
+    }
+
+    #[test]
+    fn the_parent_of_an_orphan_is_read_only_under_its_name() {
+        let d = fake_proc();
+        std::fs::write(d.path().join("42/stat"), stat_line("srv (x)", 1, 10)).unwrap();
+        assert_eq!(read_ppid_if(d.path(), 42, Some(b"srv (x)")), Some(1));
+        assert_eq!(read_ppid_if(d.path(), 42, None), Some(1));
+        assert_eq!(
+            read_ppid_if(d.path(), 42, Some(b"other")),
+            None,
+            "pid reused"
+        );
+        assert_eq!(read_ppid_if(d.path(), 43, None), None, "gone");
     }
 
     #[test]

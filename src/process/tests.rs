@@ -1,6 +1,7 @@
 //! The process model against crafted record sequences.
 
 use super::*;
+use crate::cmdline::{ArgvSource, CmdLine};
 use crate::testkit::events::{comm, comm_of, exit, fork, mmap2, thread, thread_exit};
 
 const S: u64 = 1_000_000_000;
@@ -32,10 +33,21 @@ fn with_shell() -> ProcessModel {
             &mmap_rec(100, 0x400000, 0x1000, 0, b"/bin/bash"),
             0,
         )],
-        argv: Some((*b"bash\0-l").into()),
+        argv: Some(proc_argv(b"bash\0-l")),
+        exe: Some((*b"/bin/bash").into()),
         cgroup: None,
     }]);
     m
+}
+
+/// A command line as `/proc` gives it, NUL-separated.
+fn proc_argv(raw: &[u8]) -> CmdLine {
+    CmdLine::new(raw, 0, ArgvSource::Proc)
+}
+
+/// Its raw bytes, to compare.
+fn raw(c: Option<&Arc<CmdLine>>) -> Option<&[u8]> {
+    c.map(|c| c.raw())
 }
 
 fn mmap_rec(pid: u32, start: u64, len: u64, pgoff: u64, file: &[u8]) -> crate::event::MmapRecord {
@@ -57,7 +69,8 @@ fn fork_inherits_name_parent_maps_and_argv() {
     assert_eq!(name(&m, 200, T0).as_deref(), Some("bash"));
     let p = m.process(200).unwrap();
     assert_eq!((p.threads, m.threads(200)), (1, vec![200]));
-    assert_eq!(p.argv.as_deref(), Some(&b"bash\0-l"[..]));
+    assert_eq!(raw(p.argv.as_ref()), Some(&b"bash\0-l"[..]));
+    assert_eq!(p.exe.as_deref(), Some(&b"/bin/bash"[..]));
     assert_eq!(
         path(&m, 200, T0, 0x400010),
         Some(("/bin/bash".into(), 0x10))
@@ -121,21 +134,18 @@ fn exec_renames_and_replaces_the_maps_and_lookups_answer_as_of_their_time() {
     let execs = m.take_execs();
     assert_eq!(execs.len(), 1);
     assert_eq!((execs[0].pid, execs[0].time), (200, T0 + 10));
-    m.set_argv(200, T0 + 10, Arc::from(&b"sleep\x001"[..]));
+    m.set_argv(200, T0 + 10, proc_argv(b"sleep\x001").shared());
     assert_eq!(
-        m.process(200).unwrap().argv.as_deref(),
+        raw(m.process(200).unwrap().argv.as_ref()),
         Some(&b"sleep\x001"[..])
     );
     // A stale read (for an earlier exec) is not taken.
-    m.set_argv(200, T0 + 3, Arc::from(&b"wrong"[..]));
+    m.set_argv(200, T0 + 3, proc_argv(b"wrong").shared());
     assert_eq!(
-        m.process(200).unwrap().argv.as_deref(),
+        raw(m.process(200).unwrap().argv.as_ref()),
         Some(&b"sleep\x001"[..])
     );
-    assert_eq!(
-        m.exec_argv(200, T0 + 10).map(|a| &a[..]),
-        Some(&b"sleep\x001"[..])
-    );
+    assert_eq!(raw(m.exec_argv(200, T0 + 10)), Some(&b"sleep\x001"[..]));
     assert_eq!(m.exec_argv(200, T0 + 3), None, "not that exec");
     assert_eq!(m.exec_argv(999, T0 + 10), None);
 }
@@ -271,6 +281,7 @@ fn seeding_fills_gaps_and_never_overrides_the_stream() {
             threads: vec![(100, (*b"bash").into()), (101, (*b"bash-helper").into())],
             maps: vec![],
             argv: None,
+            exe: None,
             cgroup: None,
         },
         proc::SeedProcess {
@@ -279,6 +290,7 @@ fn seeding_fills_gaps_and_never_overrides_the_stream() {
             threads: vec![(200, (*b"stale").into())],
             maps: vec![],
             argv: None,
+            exe: None,
             cgroup: None,
         },
     ]);
@@ -365,4 +377,168 @@ fn the_handle_is_shared_between_threads() {
         .join()
         .unwrap();
     assert_eq!(got, Some(b"nine".to_vec()));
+}
+
+/// A child forks, its parent exits: the kernel re-parents the child, and the model follows
+/// once the writer has read the new parent (here: told).
+#[test]
+fn orphans_are_listed_and_follow_their_new_parent() {
+    let mut m = with_shell();
+    m.collect_orphans(true);
+    // bash (100) runs `bash -c 'sleep 42.5 & exit'`: 300, whose child 301 sleeps.
+    m.apply(&spawned(300, T0, b"bash"));
+    m.apply(&[
+        fork(0, T0 + 10, 301, 300),
+        thread(0, T0 + 11, 301, 302, 301),
+    ]);
+    m.apply(&[comm(0, T0 + 12, 301, b"sleep", true)]);
+    assert!(m.take_orphans().is_empty(), "nobody exited yet");
+    m.apply(&[exit(0, T0 + 20, 300, 100)]);
+    let orphans = m.take_orphans();
+    assert_eq!(
+        orphans,
+        [Orphan {
+            pid: 301,
+            parent: 300,
+            comm: Comm::new(b"sleep")
+        }]
+    );
+    assert!(m.take_orphans().is_empty(), "said once");
+    let before = m.reparents();
+    m.reparent(&orphans[0], 1);
+    assert_eq!(m.process(301).and_then(Process::ppid), Some(1));
+    assert_eq!(m.task(301).and_then(Task::ppid), Some(1));
+    assert_eq!(m.task(302).and_then(Task::ppid), Some(1), "its threads too");
+    assert_eq!(m.reparents(), before + 1);
+    // A stale answer (the parent is already another one) changes nothing.
+    m.reparent(&orphans[0], 77);
+    assert_eq!(m.process(301).and_then(Process::ppid), Some(1));
+    // Its exit record names the parent it has then: a subreaper that took it later.
+    m.apply(&[exit(0, T0 + 50, 301, 55)]);
+    assert_eq!(m.process(301).and_then(Process::ppid), Some(55));
+    assert_eq!(m.reparents(), before + 2);
+    // Dead children are no orphans; a model not asked lists nothing.
+    let family = [
+        fork(0, T0 + 10, 301, 300),
+        exit(0, T0 + 15, 301, 300),
+        fork(0, T0 + 16, 303, 300),
+        exit(0, T0 + 20, 300, 100),
+    ];
+    let mut dead = with_shell();
+    dead.collect_orphans(true);
+    dead.apply(&spawned(300, T0, b"bash"));
+    dead.apply(&family);
+    assert_eq!(
+        dead.take_orphans()
+            .iter()
+            .map(|o| o.pid)
+            .collect::<Vec<_>>(),
+        [303]
+    );
+    let mut quiet = with_shell();
+    quiet.apply(&spawned(300, T0, b"bash"));
+    quiet.apply(&family);
+    assert!(quiet.take_orphans().is_empty());
+}
+
+#[test]
+fn the_execd_file_is_the_first_executable_mapping_after_the_exec() {
+    use crate::testkit::events::{mmap_record, mmap2_extra};
+    let mut m = with_shell();
+    let data = |t: u64, file: &[u8]| {
+        let mut r = mmap_rec(200, 0x600000, 0x1000, 0, file);
+        r.mmap2 = Some(mmap2_extra(
+            4,
+            libc::PROT_READ as u32,
+            libc::MAP_PRIVATE as u32,
+        ));
+        mmap_record(0, t, r)
+    };
+    m.apply(&spawned(200, T0, b"innocent-daemo"));
+    assert_eq!(
+        m.process(200).and_then(|p| p.exe.clone()),
+        None,
+        "not mapped yet"
+    );
+    m.apply(&[
+        data(T0 + 2, b"/tmp/data.bin"),
+        mmap2(0, T0 + 3, 200, 0x7ff000, 0x1000, 0, b"[vdso]", 0),
+        mmap2(0, T0 + 4, 200, 0x400000, 0x1000, 0, b"/tmp/evil", 9),
+        mmap2(0, T0 + 5, 200, 0x7f0000, 0x1000, 0, b"/lib/ld.so", 10),
+    ]);
+    assert_eq!(
+        m.process(200).and_then(|p| p.exe.clone()).as_deref(),
+        Some(&b"/tmp/evil"[..])
+    );
+    // A fork copies it; the next exec forgets it until its own mapping comes.
+    m.apply(&[fork(0, T0 + 6, 201, 200)]);
+    assert_eq!(
+        m.process(201).and_then(|p| p.exe.clone()).as_deref(),
+        Some(&b"/tmp/evil"[..])
+    );
+    m.apply(&[comm(0, T0 + 7, 201, b"ls", true)]);
+    assert_eq!(m.process(201).and_then(|p| p.exe.clone()), None);
+    m.apply(&[mmap2(
+        0,
+        T0 + 8,
+        201,
+        0x400000,
+        0x1000,
+        0,
+        b"/usr/bin/ls",
+        11,
+    )]);
+    assert_eq!(
+        m.process(201).and_then(|p| p.exe.clone()).as_deref(),
+        Some(&b"/usr/bin/ls"[..])
+    );
+}
+
+#[test]
+fn a_command_line_from_the_exec_is_never_replaced_by_a_later_read() {
+    let mut m = with_shell();
+    m.collect_execs(true);
+    m.apply(&spawned(200, T0, b"sleep"));
+    let exec = |raw: &[u8]| CmdLine::new(raw, 0, ArgvSource::Exec).shared();
+    let source = |m: &ProcessModel| m.exec_argv(200, T0 + 1).map(|a| a.source());
+    m.set_argv(200, T0 + 1, CmdLine::gone().shared());
+    assert_eq!(source(&m), Some(ArgvSource::Gone));
+    m.set_argv(200, T0 + 1, proc_argv(b"rewritten").shared());
+    assert_eq!(source(&m), Some(ArgvSource::Proc), "a read beats nothing");
+    m.set_argv(200, T0 + 1, exec(b"sleep\x000.1"));
+    assert_eq!(
+        source(&m),
+        Some(ArgvSource::Exec),
+        "the exec's own beats a read"
+    );
+    m.set_argv(200, T0 + 1, proc_argv(b"rewritten").shared());
+    m.set_argv(200, T0 + 1, CmdLine::gone().shared());
+    assert_eq!(raw(m.exec_argv(200, T0 + 1)), Some(&b"sleep\x000.1"[..]));
+}
+
+/// `sh -c 'exec sleep 1'`: two execs of one process within a chunk; each keeps its own
+/// command line, filed after both were applied.
+#[test]
+fn each_exec_of_a_process_keeps_its_command_line() {
+    let mut m = with_shell();
+    m.collect_execs(true);
+    m.apply(&[
+        fork(0, T0, 200, 100),
+        comm(0, T0 + 1, 200, b"sh", true),
+        comm(0, T0 + 5, 200, b"sleep", true),
+    ]);
+    assert_eq!(m.take_execs().len(), 2);
+    m.set_argv(200, T0 + 1, proc_argv(b"sh\0-c\0exec sleep 1").shared());
+    m.set_argv(200, T0 + 5, proc_argv(b"sleep\x001").shared());
+    assert_eq!(
+        raw(m.exec_argv(200, T0 + 1)),
+        Some(&b"sh\0-c\0exec sleep 1"[..])
+    );
+    assert_eq!(raw(m.exec_argv(200, T0 + 5)), Some(&b"sleep\x001"[..]));
+    assert_eq!(
+        raw(m.process(200).unwrap().argv.as_ref()),
+        Some(&b"sleep\x001"[..]),
+        "the process's own is the latest"
+    );
+    assert_eq!(m.exec_argv(200, T0 + 3), None, "no exec then");
 }

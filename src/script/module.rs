@@ -47,17 +47,18 @@ fn comm(pid: u32) -> Option<String> {
         .map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned())
 }
 
-/// `event.argv` of an exec: its command line as read from `/proc` just after it, one `str`
-/// per argument (undecodable bytes as U+FFFD); None when it could not be read.
-pub fn exec_argv(pid: u32, time: u64) -> Option<Vec<String>> {
+/// The command line of an exec (see [`crate::cmdline`]); None when it could not be read.
+pub fn exec_cmdline(pid: u32, time: u64) -> Option<std::sync::Arc<crate::cmdline::CmdLine>> {
     let model = MODEL.lock().ok()?.clone()?;
     let m = model.read();
-    let argv = m.exec_argv(pid, time).filter(|a| !a.is_empty())?;
-    Some(
-        argv.split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect(),
-    )
+    m.exec_argv(pid, time).filter(|a| !a.is_gone()).cloned()
+}
+
+/// `event.argv` of an exec: its command line, one `str` per argument (undecodable bytes as
+/// U+FFFD), the last one followed by `…[+N bytes]` when it was cut; None when it could not
+/// be read.
+pub fn exec_argv(pid: u32, time: u64) -> Option<Vec<String>> {
+    exec_cmdline(pid, time).map(|c| c.lossy_args())
 }
 
 /// Where print() output goes: the pane of the script that is running.

@@ -102,6 +102,16 @@ pub fn member(ev: &Event, name: &str) -> Option<Value> {
             true => super::module::exec_argv(*pid, ev.time).map_or(Null, Strs),
             false => Null,
         },
+        // Where the command line was read ("exec" or "proc"), and how many bytes were cut.
+        (EventKind::Comm { pid, exec, .. }, "argv_source") => match exec {
+            true => super::module::exec_cmdline(*pid, ev.time)
+                .map_or(Null, |c| Str(c.source().name().into())),
+            false => Null,
+        },
+        (EventKind::Comm { pid, exec, .. }, "argv_cut") => match exec {
+            true => super::module::exec_cmdline(*pid, ev.time).map_or(Null, |c| UInt(c.cut())),
+            false => Null,
+        },
         (EventKind::Mmap(m), _) => match (name, m.mmap2) {
             ("pid", _) => UInt(m.pid.into()),
             ("tid", _) => UInt(m.tid.into()),

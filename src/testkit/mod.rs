@@ -5,9 +5,11 @@
 //! - [`records`]: raw records, byte for byte as the kernel writes them into a ring;
 //! - [`tracepoints`]: tracepoint formats and RAW data;
 //! - [`events`]: decoded [`crate::event::Event`]s, for everything after the decoder;
-//! - [`symbols`]: a crafted kernel for the symbolizer.
+//! - [`symbols`]: a crafted kernel for the symbolizer;
+//! - [`named`]: samples named as the symbolizer names them.
 
 pub mod events;
+pub mod named;
 pub mod records;
 pub mod symbols;
 pub mod tracepoints;

@@ -12,7 +12,6 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -20,6 +19,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 
 use super::input::{Action, map_key};
 use super::log::Log;
+pub use super::tasks::{TASK_ROWS, TaskEvent, TaskRow};
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
@@ -32,8 +32,6 @@ use crate::text::escape;
 
 /// Log entries kept by default (`--history`).
 pub const DEFAULT_HISTORY: usize = 10_000;
-/// Rows of the task stream kept.
-pub const TASK_ROWS: usize = 2_000;
 /// Seconds of per-CPU rate history (the sparklines).
 pub const RATE_SECONDS: usize = 60;
 /// How long after a second ends its rate is final: a reader sends a batch at least every
@@ -221,63 +219,6 @@ impl EventRates {
     fn close(&mut self, now: u64) {
         for (_, r) in &mut self.others {
             r.close(now);
-        }
-    }
-}
-
-/// What a row of the task stream reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskEvent {
-    Fork,
-    /// A fork that created a thread in the same process.
-    Thread,
-    Exit,
-    /// A comm record written by execve.
-    Exec,
-    /// A rename (prctl).
-    Comm,
-}
-
-impl TaskEvent {
-    pub fn name(self) -> &'static str {
-        match self {
-            TaskEvent::Fork => "fork",
-            TaskEvent::Thread => "thread",
-            TaskEvent::Exit => "exit",
-            TaskEvent::Exec => "exec",
-            TaskEvent::Comm => "comm",
-        }
-    }
-}
-
-/// One row of the task stream, complete at ingest so that drawing needs no lookups.
-#[derive(Clone, Debug)]
-pub struct TaskRow {
-    pub time: u64,
-    pub event: TaskEvent,
-    pub pid: u32,
-    pub tid: u32,
-    /// Unknown for a comm record of a task whose fork was not seen.
-    pub ppid: Option<u32>,
-    pub comm: Option<Comm>,
-    pub parent_comm: Option<Comm>,
-    /// For an exit whose fork was seen: how long the task lived, in ns.
-    pub lifetime: Option<u64>,
-    /// For an exec: its command line (NUL-separated, untrusted), read from `/proc` just
-    /// after; empty when the process was gone before it could be read.
-    pub argv: Option<Arc<[u8]>>,
-}
-
-impl TaskRow {
-    /// What the comm column shows: an exec's command line when it was read (each argument
-    /// escaped, joined by spaces), else the name; `[gone]` when the process had gone before
-    /// its command line could be read.
-    pub fn command(&self) -> String {
-        let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
-        match self.argv.as_deref() {
-            Some([]) => format!("{name} [gone]"),
-            Some(argv) => crate::text::argv_line(argv),
-            None => name,
         }
     }
 }
@@ -501,7 +442,7 @@ pub struct App {
     pub event_rates: EventRates,
     pub rates: Rates,
     /// The process model (written by the pipeline; the app only reads it).
-    model: ModelHandle,
+    pub(super) model: ModelHandle,
     task_rows: VecDeque<TaskRow>,
     /// Samples by pid since the last second closed.
     top_acc: FxHashMap<u32, (u32, u64)>,
@@ -546,8 +487,12 @@ pub struct App {
     pub tree_sel: usize,
     /// The process on that row: the selection follows it when rows above come and go.
     pub tree_pid: Option<u32>,
+    /// The selected row is the one of that process's folded exited children.
+    tree_exited: bool,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
+    /// The model's count of re-parented orphans when the narrowed set last followed it.
+    reparents: u64,
     /// A message for the footer (e.g. why a key did nothing).
     pub message: Option<String>,
     pub quit: bool,
@@ -558,6 +503,12 @@ pub struct App {
     pub proc_alive: Option<fn(u32) -> bool>,
     /// Where each pane was drawn last: what a mouse click lands on.
     pub areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
+    /// The middle panes that did not fit at the last draw (Tab shows them).
+    pub folded: std::cell::RefCell<Vec<Pane>>,
+    /// The middle pane focused last while folded: shown in the row's last place.
+    pub pick: Option<Pane>,
+    /// `z`: the focused pane takes the whole screen but the status bar and the footer.
+    pub zoom: bool,
     /// Columns the log is scrolled to the right (Right/Left on the log).
     pub log_hscroll: usize,
 }
@@ -595,12 +546,17 @@ impl App {
             tree: false,
             tree_sel: 0,
             tree_pid: None,
+            tree_exited: false,
             narrow: None,
+            reparents: 0,
             message: None,
             quit: false,
             page_rows: Cell::new(10),
             proc_alive: None,
             areas: Default::default(),
+            folded: Default::default(),
+            pick: None,
+            zoom: false,
             log_hscroll: 0,
             cfg,
         }
@@ -662,6 +618,14 @@ impl App {
     pub fn on_chunk(&mut self, chunk: Chunk) {
         let model = self.model.clone();
         let tasks = model.read();
+        if tasks.reparents() != self.reparents {
+            // Orphans re-parented into the narrowed processes join them (those that left
+            // stay: they were started there).
+            self.reparents = tasks.reparents();
+            if let Some(n) = self.narrow.as_mut() {
+                n.pids.extend(super::tree::descendants(&tasks, n.pid));
+            }
+        }
         for ev in chunk.events {
             self.account(&ev);
             self.ingest(ev, &tasks);
@@ -708,68 +672,7 @@ impl App {
                 n.pids.insert(t.pid);
             }
         }
-        let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
-        let row = match &ev.kind {
-            EventKind::Fork(t) => {
-                let thread = t.pid == t.ppid && t.tid != t.pid;
-                Some(TaskRow {
-                    time: ev.time,
-                    event: if thread {
-                        TaskEvent::Thread
-                    } else {
-                        TaskEvent::Fork
-                    },
-                    pid: t.pid,
-                    tid: t.tid,
-                    ppid: Some(t.ppid),
-                    // What it inherited at the fork.
-                    comm: name(t.tid),
-                    parent_comm: name(t.ppid),
-                    lifetime: None,
-                    argv: None,
-                })
-            }
-            EventKind::Exit(t) => {
-                let task = tasks.task_at(t.tid, ev.time);
-                Some(TaskRow {
-                    time: ev.time,
-                    event: TaskEvent::Exit,
-                    pid: t.pid,
-                    tid: t.tid,
-                    ppid: Some(t.ppid),
-                    comm: name(t.tid),
-                    parent_comm: name(t.ppid),
-                    lifetime: task
-                        .and_then(|k| k.start())
-                        .map(|s| t.time.saturating_sub(s)),
-                    argv: None,
-                })
-            }
-            EventKind::Comm { comm, exec, .. } => {
-                let (pid, tid) = ev.subject();
-                let ppid = tasks.task_at(tid, ev.time).and_then(|k| k.ppid());
-                Some(TaskRow {
-                    time: ev.time,
-                    event: if *exec {
-                        TaskEvent::Exec
-                    } else {
-                        TaskEvent::Comm
-                    },
-                    pid,
-                    tid,
-                    ppid,
-                    comm: Some(Comm::new(comm)),
-                    parent_comm: ppid.and_then(name),
-                    lifetime: None,
-                    argv: if *exec {
-                        tasks.exec_argv(pid, ev.time).cloned()
-                    } else {
-                        None
-                    },
-                })
-            }
-            _ => None,
-        };
+        let row = super::tasks::row_of(&ev, tasks);
         if let Some(row) = row {
             self.push_task_row(row);
         }
@@ -1006,6 +909,7 @@ impl App {
                     self.message = Some("nothing to go back from".into());
                 }
             }
+            Action::Zoom => self.zoom = !self.zoom,
             Action::Tree => {
                 self.tree = !self.tree;
                 self.tree_sel = 0;
@@ -1118,7 +1022,10 @@ impl App {
     /// is in the tree, else the same place.
     pub fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
         self.tree_pid
-            .and_then(|pid| rows.iter().position(|r| r.pid == pid))
+            .and_then(|pid| {
+                rows.iter()
+                    .position(|r| r.pid == pid && (r.exited > 0) == self.tree_exited)
+            })
             .unwrap_or(self.tree_sel)
             .min(rows.len().saturating_sub(1))
     }
@@ -1252,7 +1159,7 @@ impl App {
                 let start = self.tree_selected(&rows).saturating_sub(visible - 1);
                 if let Some(r) = rows.get(start + row) {
                     self.tree_sel = start + row;
-                    self.tree_pid = Some(r.pid);
+                    (self.tree_pid, self.tree_exited) = (Some(r.pid), r.exited > 0);
                 }
             }
             Pane::Top if self.top_scroll + row < self.top_rows().len() => {
@@ -1288,6 +1195,7 @@ impl App {
                     self.log.toggle_samples();
                 }
                 self.focus = view.focus;
+                (self.pick, self.zoom) = (view.pick, view.zoom);
                 self.top_scroll = view.top_scroll;
                 self.cpu_scroll = view.cpu_scroll;
                 for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
@@ -1295,7 +1203,7 @@ impl App {
                 }
                 self.tree = view.tree;
                 self.tree_sel = view.tree_sel;
-                self.tree_pid = view.tree_pid;
+                (self.tree_pid, self.tree_exited) = (view.tree_pid, view.tree_exited);
                 if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
                     self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
                 }
@@ -1341,12 +1249,17 @@ impl App {
             tree: self.tree,
             tree_sel: self.tree_sel,
             tree_pid: self.tree_pid,
+            tree_exited: self.tree_exited,
             narrow: self.narrow.clone(),
+            reparents: self.reparents,
             message: None,
             quit: false,
             page_rows: self.page_rows.clone(),
             proc_alive: self.proc_alive,
             areas: self.areas.clone(),
+            folded: self.folded.clone(),
+            pick: self.pick,
+            zoom: self.zoom,
             log_hscroll: self.log_hscroll,
         }
     }
@@ -1356,6 +1269,11 @@ impl App {
         let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
         let n = panes.len() as isize;
         self.focus = panes[((i + step) % n + n) as usize % panes.len()];
+        // A pane that did not fit takes the middle row's last place while focused there.
+        let column = super::layout::column_of(self.focus);
+        if self.folded.borrow().contains(&column) {
+            self.pick = Some(self.focus);
+        }
     }
 
     /// Scroll the focused pane: negative is up (older for the streams).
@@ -1377,8 +1295,13 @@ impl App {
                 let rows = self.tree_rows();
                 self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
                 self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
+                self.tree_exited = rows.get(self.tree_sel).is_some_and(|r| r.exited > 0);
             }
-            Pane::Tasks => self.task_scroll = back(self.task_scroll, delta, self.task_rows.len()),
+            // The selection is the newest row shown: it reaches the oldest one.
+            Pane::Tasks => {
+                let v = self.task_scroll as isize - delta;
+                self.task_scroll = v.clamp(0, self.task_rows.len() as isize - 1).max(0) as usize;
+            }
             Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
             Pane::Symbols => {
                 let len = self.symbols.shown_len(self.narrowed());
@@ -1545,83 +1468,6 @@ pub(crate) mod tests {
             app.on_tick(T0 + s * NS + RATE_LAG_NS);
         }
         assert_eq!(app.rates.history(0).len(), RATE_SECONDS);
-    }
-
-    #[test]
-    fn task_stream_has_parent_names_and_lifetimes() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.seed_tasks([(1, (*b"systemd").into()), (100, (*b"bash").into())]);
-        app.on_events([
-            ev(0, 100, T0 + 1, EventKind::Fork(task(200, 100, T0 + 1))),
-            ev(
-                0,
-                200,
-                T0 + 2,
-                EventKind::Comm {
-                    pid: 200,
-                    tid: 200,
-                    comm: (*b"sleep").into(),
-                    exec: true,
-                },
-            ),
-            ev(
-                0,
-                200,
-                T0 + 5_000,
-                EventKind::Exit(task(200, 100, T0 + 5_000)),
-            ),
-        ]);
-        let rows: Vec<TaskRow> = app.task_rows().iter().cloned().collect();
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].event, TaskEvent::Fork);
-        assert_eq!(
-            rows[0].comm.unwrap().as_bytes(),
-            b"bash",
-            "inherits the parent's name"
-        );
-        assert_eq!(rows[0].parent_comm.unwrap().as_bytes(), b"bash");
-        assert_eq!(rows[1].event, TaskEvent::Exec);
-        assert_eq!(rows[1].comm.unwrap().as_bytes(), b"sleep");
-        assert_eq!(rows[2].event, TaskEvent::Exit);
-        assert_eq!(rows[2].comm.unwrap().as_bytes(), b"sleep");
-        assert_eq!(rows[2].lifetime, Some(4_999));
-        assert_eq!(rows[2].parent_comm.unwrap().as_bytes(), b"bash");
-        // An exit whose fork was not seen has no lifetime.
-        app.on_events([ev(
-            0,
-            1,
-            T0 + 6_000,
-            EventKind::Exit(task(1, 0, T0 + 6_000)),
-        )]);
-        assert_eq!(app.task_rows().back().unwrap().lifetime, None);
-        assert_eq!(
-            app.task_rows().back().unwrap().comm.unwrap().as_bytes(),
-            b"systemd"
-        );
-    }
-
-    #[test]
-    fn exec_rows_show_the_command_line_escaped_or_say_it_was_gone() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        let exec = |pid: u32, time: u64| crate::testkit::events::comm(0, time, pid, b"sleep", true);
-        {
-            // What the pipeline does between applying a chunk and passing it on.
-            let mut m = app.model.write();
-            m.collect_execs(true);
-            m.apply(&[exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)]);
-            m.set_argv(200, T0 + 1, Arc::from(&b"sleep\x000.777"[..]));
-            m.set_argv(201, T0 + 2, Arc::from(&b"sleep\x00\x1b[2J\x00a b"[..]));
-            m.set_argv(202, T0 + 3, Arc::from(&[][..]));
-        }
-        app.on_chunk(Chunk {
-            events: vec![exec(200, T0 + 1), exec(201, T0 + 2), exec(202, T0 + 3)],
-            watermark: T0 + 3,
-        });
-        let shown: Vec<String> = app.task_rows().iter().map(TaskRow::command).collect();
-        assert_eq!(shown, ["sleep 0.777", "sleep \\x1b[2J a b", "sleep [gone]"]);
-        // Not read (not asked, or over the budget): the name.
-        app.on_events([exec(203, T0 + 4)]);
-        assert_eq!(app.task_rows().back().unwrap().command(), "sleep");
     }
 
     #[test]
@@ -1866,6 +1712,32 @@ pub(crate) mod tests {
         assert_eq!(app.log_len(), 6, "all again");
         app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert_eq!(app.message.as_deref(), Some("nothing to go back from"));
+    }
+
+    #[test]
+    fn a_narrowed_view_follows_orphans_to_their_new_parent() {
+        use crate::testkit::events::exit;
+        // 450 (bash, under init) runs 500; 7 is a child subreaper under init.
+        let mut app = App::new(cfg(RateUnit::Records, 100));
+        *app.model.write() = super::super::tree::tests::seeded(&[
+            (1, Some(0), "init"),
+            (7, Some(1), "reaper"),
+            (450, Some(1), "bash"),
+            (500, Some(450), "sleep"),
+        ]);
+        app.model.write().collect_orphans(true);
+        app.set_narrow(Some(7));
+        app.on_events([exit(0, T0, 450, 1)]);
+        let orphans = app.model.write().take_orphans();
+        assert_eq!(orphans.len(), 1);
+        // What the pipeline does once /proc shows the new parent.
+        app.model.write().reparent(&orphans[0], 7);
+        app.on_events([sample(0, 500, T0 + 1, 1)]);
+        assert!(app.narrowed().is_some_and(|n| n.contains(&500)));
+        let rows = app.tree_rows();
+        let at = |pid| rows.iter().position(|r| r.pid == pid).unwrap();
+        assert_eq!(rows[at(500)].prefix, "│  └─ ", "under the reaper");
+        assert_eq!(at(500), at(7) + 1);
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum Action {
     Tree,
     /// `H`: Top tasks per thread, or per process.
     Threads,
+    /// `z`: the focused pane on the whole screen, or back.
+    Zoom,
     None,
 }
 
@@ -47,7 +49,11 @@ pub const KEYS: &[(&str, &str)] = &[
         "/",
         "filter: live preview; Enter apply, Esc cancel, Ctrl-U clear",
     ),
-    ("Tab, Shift-Tab", "move focus between panes"),
+    (
+        "Tab, Shift-Tab",
+        "move focus between panes (a pane that does not fit takes a place)",
+    ),
+    ("z", "zoom: the focused pane on the whole screen, and back"),
     ("Up/Down, k/j", "scroll the focused pane by a line"),
     ("PgUp/PgDn", "scroll by a page"),
     (
@@ -111,6 +117,7 @@ pub fn map_key(key: KeyEvent) -> Action {
         KeyCode::Char('S') => Action::Samples,
         KeyCode::Char('t') => Action::Tree,
         KeyCode::Char('H') => Action::Threads,
+        KeyCode::Char('z') => Action::Zoom,
         _ => Action::None,
     }
 }

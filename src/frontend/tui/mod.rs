@@ -11,7 +11,9 @@
 
 pub mod app;
 pub mod input;
+pub mod layout;
 pub mod log;
+pub mod tasks;
 pub mod terminal;
 pub mod top_symbols;
 pub mod tree;

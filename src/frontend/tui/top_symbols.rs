@@ -340,71 +340,12 @@ impl TopSymbols {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::EventKind;
     use crate::frontend::tui::app::{App, Pane, RateUnit};
-    use crate::symbolize::SampleNames;
-    use crate::symbols::{Dso, DsoKind, Symbolized};
-    use crate::testkit::events::{comm, sample_at};
+    use crate::testkit::events::comm;
+    use crate::testkit::named::Names;
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     const NS: u64 = 1_000_000_000;
-
-    /// Symbols of a program and of the kernel, as the symbolizer would hand them out.
-    struct Names {
-        prog: Arc<Dso>,
-        kernel: Arc<Dso>,
-    }
-
-    impl Names {
-        fn new() -> Names {
-            Names {
-                prog: Dso::new("/usr/local/bin/spin", DsoKind::File),
-                kernel: Dso::new("[kernel.kallsyms]", DsoKind::Kernel),
-            }
-        }
-
-        fn sym(&self, name: &str) -> Symbolized {
-            let kernel = name.starts_with("k_");
-            let (dso, dso_key) = if kernel {
-                (&self.kernel, 1)
-            } else {
-                (&self.prog, 2)
-            };
-            // The start stands for the function: a stable number per name.
-            let start = name
-                .bytes()
-                .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-            Symbolized::new(
-                Symbol::new(
-                    Some(name.into()),
-                    Arc::clone(dso),
-                    SymbolKey {
-                        dso: dso_key,
-                        start,
-                    },
-                ),
-                4,
-            )
-        }
-
-        /// A sample of `pid` at `time` whose chain is `chain` (innermost first); without
-        /// call chains when `g` is false (only the innermost counts then).
-        fn sample(&self, pid: u32, time: u64, chain: &[&str], g: bool) -> Event {
-            let mut ev = sample_at(0, pid, time, 0x401000, 1);
-            if let EventKind::Sample { sym, .. } = &mut ev.kind {
-                *sym = Some(Box::new(SampleNames {
-                    ip: Some(self.sym(chain[0])),
-                    frames: if g {
-                        chain.iter().map(|n| Some(self.sym(n))).collect()
-                    } else {
-                        Box::new([])
-                    },
-                    args: Box::new([]),
-                }));
-            }
-            ev
-        }
-    }
 
     fn shown(t: &TopSymbols, narrow: Narrowed) -> Vec<(usize, String, u64, u64)> {
         t.rows(narrow)

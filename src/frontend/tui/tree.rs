@@ -2,6 +2,11 @@
 //! processes that started or exited in the last seconds marked (htop's tree, forkstat's
 //! marks), and the set of a process and its descendants that Enter narrows the views to.
 //!
+//! A parent's exited children are folded into one row when there are more than
+//! [`FOLD_EXITED`] of them (`+5912 exited: true ×5900, sh ×12`, as forkstat summarises): a
+//! fork storm of short-lived programs is one row, not thousands. Those with children of
+//! their own still shown stay rows of their own.
+//!
 //! Built from the process model when drawn (a few hundred or thousand processes: a sort and
 //! a walk), so it is never stale and costs nothing while the stream view is shown.
 
@@ -14,6 +19,10 @@ pub const RECENT_NS: u64 = 5_000_000_000;
 
 /// pid 2: the kernel threads' parent. Its children are folded into a count.
 const KTHREADD: u32 = 2;
+/// A parent's exited children are shown one by one up to this many, else as one row.
+pub const FOLD_EXITED: usize = 3;
+/// Names the row of folded exited children lists, the most frequent first.
+const FOLD_NAMES: usize = 3;
 
 /// How a row is marked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,20 +42,51 @@ pub struct TreeRow {
     pub prefix: String,
     /// The name, or the command line when it was read (escaped).
     pub name: String,
+    /// The same, its first argument without its directory (for a narrow column).
+    pub short: String,
     /// Threads besides the main one.
     pub threads: u32,
     pub mark: Mark,
     /// Kernel threads folded under this row (kthreadd).
     pub folded: usize,
+    /// A row that stands for this many exited children of `pid` (its `name` says which).
+    pub exited: usize,
 }
 
-fn shown_name(model: &ProcessModel, p: &Process) -> String {
+/// The name of the row that stands for a parent's exited children: how many, and how many of
+/// each name, the most frequent first.
+fn exited_summary(model: &ProcessModel, pids: &[u32]) -> String {
+    let mut by_name: FxHashMap<String, usize> = FxHashMap::default();
+    for &pid in pids {
+        let name = model
+            .comm(pid)
+            .map_or_else(|| "?".to_string(), |c| c.display());
+        *by_name.entry(name).or_default() += 1;
+    }
+    let mut names: Vec<(String, usize)> = by_name.into_iter().collect();
+    names.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut text = format!("+{} exited: ", pids.len());
+    for (i, (name, n)) in names.iter().take(FOLD_NAMES).enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(&format!("{name} ×{n}"));
+    }
+    if names.len() > FOLD_NAMES {
+        text.push_str(&format!(", +{} more names", names.len() - FOLD_NAMES));
+    }
+    text
+}
+
+/// The name a row shows, whole and short (the command's first argument without its
+/// directory, for a narrow column).
+fn shown_name(model: &ProcessModel, p: &Process) -> (String, String) {
     let comm = model
         .comm(p.pid)
         .map_or_else(|| "?".to_string(), |c| c.display());
     match p.argv.as_deref() {
-        Some(argv) if !argv.is_empty() => crate::text::argv_line(argv),
-        _ => comm,
+        Some(argv) if !argv.is_gone() => (argv.line(), argv.short_line()),
+        _ => (comm.clone(), comm),
     }
 }
 
@@ -58,6 +98,26 @@ fn shown(p: &Process, now: u64, alive: &dyn Fn(u32) -> bool) -> bool {
         Some(e) => now.saturating_sub(e) <= RECENT_NS,
         None => p.start().is_some() || alive(p.pid),
     }
+}
+
+/// The guides before a name, from its ancestors' (true where that ancestor was a last child,
+/// its own last).
+fn guides_prefix(guides: &[bool]) -> String {
+    let mut prefix = String::new();
+    if let Some((last, above)) = guides.split_last() {
+        for &l in above {
+            prefix.push_str(if l { "   " } else { "│  " });
+        }
+        prefix.push_str(if *last { "└─ " } else { "├─ " });
+    }
+    prefix
+}
+
+/// What the walk has still to show: a process, or the row of a parent's folded exited
+/// children; each with its guides.
+enum Item {
+    Process(u32, Vec<bool>),
+    Exited(u32, Vec<bool>, Vec<u32>),
 }
 
 /// The tree as of `now` (CLOCK_MONOTONIC ns, the records' clock), depth first, children
@@ -81,8 +141,11 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         c.sort_unstable();
     }
     let mut out = Vec::with_capacity(procs.len());
-    // (pid, guides of its ancestors: true where that ancestor was a last child, is last)
-    let mut stack: Vec<(u32, Vec<bool>)> = roots.iter().rev().map(|&r| (r, Vec::new())).collect();
+    let mut stack: Vec<Item> = roots
+        .iter()
+        .rev()
+        .map(|&r| Item::Process(r, Vec::new()))
+        .collect();
     let mut seen = FxHashSet::default();
     // What no root leads to (a parent cycle in bad data) is walked from its lowest pid.
     let mut rest: Vec<u32> = procs.keys().copied().collect();
@@ -90,23 +153,33 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
     let mut next_root = |seen: &FxHashSet<u32>| {
         while let Some(p) = rest.pop() {
             if !seen.contains(&p) {
-                return Some((p, Vec::new()));
+                return Some(Item::Process(p, Vec::new()));
             }
         }
         None
     };
-    while let Some((pid, guides)) = stack.pop().or_else(|| next_root(&seen)) {
+    while let Some(item) = stack.pop().or_else(|| next_root(&seen)) {
+        let (pid, guides) = match item {
+            Item::Process(pid, guides) => (pid, guides),
+            Item::Exited(parent, guides, gone) => {
+                let name = exited_summary(model, &gone);
+                out.push(TreeRow {
+                    pid: parent,
+                    prefix: guides_prefix(&guides),
+                    short: name.clone(),
+                    name,
+                    threads: 0,
+                    mark: Mark::Exited,
+                    folded: 0,
+                    exited: gone.len(),
+                });
+                continue;
+            }
+        };
         if !seen.insert(pid) {
             continue; // a cycle in corrupt data: never loop
         }
         let Some(p) = procs.get(&pid) else { continue };
-        let mut prefix = String::new();
-        if let Some((last, above)) = guides.split_last() {
-            for &l in above {
-                prefix.push_str(if l { "   " } else { "│  " });
-            }
-            prefix.push_str(if *last { "└─ " } else { "├─ " });
-        }
         let kids = children.get(&pid).map(Vec::as_slice).unwrap_or_default();
         let fold = pid == KTHREADD;
         let mark = if p.exit().is_some() {
@@ -119,13 +192,16 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         } else {
             Mark::None
         };
+        let (whole, short) = shown_name(model, p);
         out.push(TreeRow {
             pid,
-            prefix,
-            name: shown_name(model, p),
+            prefix: guides_prefix(&guides),
+            name: whole,
+            short,
             threads: p.threads.saturating_sub(1),
             mark,
             folded: if fold { kids.len() } else { 0 },
+            exited: 0,
         });
         if fold {
             // Folded: neither they nor what is below them are walked again.
@@ -135,12 +211,31 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
                     todo.extend(children.get(&k).into_iter().flatten().copied());
                 }
             }
+            continue;
+        }
+        // Exited children with nothing shown below them: one row, after the others, when
+        // they are many.
+        let (gone, shown): (Vec<u32>, Vec<u32>) = kids.iter().partition(|k| {
+            procs.get(k).is_some_and(|c| c.exit().is_some()) && !children.contains_key(k)
+        });
+        let (gone, kids) = if gone.len() > FOLD_EXITED {
+            (gone, shown)
         } else {
-            for (i, &k) in kids.iter().enumerate().rev() {
-                let mut g = guides.clone();
-                g.push(i + 1 == kids.len());
-                stack.push((k, g));
-            }
+            (Vec::new(), kids.to_vec())
+        };
+        if !gone.is_empty() {
+            seen.extend(gone.iter().copied());
+            let mut g = guides.clone();
+            g.push(true);
+            stack.push(Item::Exited(pid, g, gone));
+        }
+        let last_is_a_kid = stack
+            .last()
+            .is_none_or(|i| !matches!(i, Item::Exited(p, ..) if *p == pid));
+        for (i, &k) in kids.iter().enumerate().rev() {
+            let mut g = guides.clone();
+            g.push(i + 1 == kids.len() && last_is_a_kid);
+            stack.push(Item::Process(k, g));
         }
     }
     out
@@ -198,6 +293,7 @@ pub(crate) mod tests {
                     threads: vec![(*pid, comm.as_bytes().into())],
                     maps: Vec::new(),
                     argv: None,
+                    exe: None,
                     cgroup: None,
                 })
                 .collect(),
@@ -246,7 +342,8 @@ pub(crate) mod tests {
             tk::fork(0, T0 + 2, 301, 100),
             tk::exit(0, T0 + S, 301, 100),
         ]);
-        m.set_argv(300, T0 + 1, std::sync::Arc::from(&b"sleep\x005"[..]));
+        let argv = crate::cmdline::CmdLine::new(b"sleep\x005", 0, crate::cmdline::ArgvSource::Exec);
+        m.set_argv(300, T0 + 1, argv.shared());
         assert_eq!(
             lines(&rows(&m, T0 + 2 * S, &|_| true)),
             [
@@ -261,6 +358,72 @@ pub(crate) mod tests {
             lines(&rows(&m, T0 + 10 * S, &|_| true)),
             ["1 init", "└─ 100 bash", "   └─ 300 sleep 5"]
         );
+    }
+
+    #[test]
+    fn a_fork_storm_is_one_row_per_parent_and_a_few_exits_stay_rows() {
+        let mut m = seeded(&[(1, Some(0), "init"), (100, Some(1), "bash")]);
+        let mut evs = Vec::new();
+        // bash runs 5900 `true`, 12 `sh` (one of which has a live child) and a live sleep.
+        for i in 0..5900u32 {
+            let t = T0 + u64::from(i) * 1000;
+            evs.push(tk::fork(0, t, 1000 + i, 100));
+            evs.push(tk::comm(0, t + 1, 1000 + i, b"true", true));
+            evs.push(tk::exit(0, t + 2, 1000 + i, 100));
+        }
+        for i in 0..12u32 {
+            let t = T0 + S + u64::from(i) * 1000;
+            evs.push(tk::fork(0, t, 8000 + i, 100));
+            evs.push(tk::comm(0, t + 1, 8000 + i, b"sh", true));
+            evs.push(tk::exit(0, t + 5, 8000 + i, 100));
+        }
+        evs.push(tk::fork(0, T0 + S + 50_000, 9000, 8003));
+        evs.push(tk::fork(0, T0 + 2 * S, 9500, 100));
+        evs.push(tk::comm(0, T0 + 2 * S + 1, 9500, b"sleep", true));
+        // A parent with three exited children keeps them as rows.
+        for i in 0..3u32 {
+            evs.push(tk::fork(0, T0 + 2 * S + 10 + u64::from(i), 9600 + i, 1));
+            evs.push(tk::exit(0, T0 + 2 * S + 20 + u64::from(i), 9600 + i, 1));
+        }
+        m.apply(&evs);
+        let r = rows(&m, T0 + 3 * S, &|_| true);
+        assert_eq!(
+            lines(&r),
+            [
+                "1 init",
+                "├─ 100 bash",
+                "│  ├─ 8003 sh x",
+                "│  │  └─ 9000 sh +",
+                "│  ├─ 9500 sleep +",
+                "│  └─ 100 +5911 exited: true ×5900, sh ×11 x",
+                "├─ 9600 init x",
+                "├─ 9601 init x",
+                "└─ 9602 init x",
+            ]
+        );
+        assert_eq!(r[5].exited, 5911);
+        assert_eq!(
+            r.iter().map(|r| r.exited.max(1)).sum::<usize>(),
+            1 + 1 + 5900 + 12 + 1 + 1 + 3,
+            "every process counted"
+        );
+    }
+
+    #[test]
+    fn the_row_of_exited_children_lists_the_most_frequent_names_first() {
+        let mut m = seeded(&[(1, Some(0), "init")]);
+        let names: [&[u8]; 6] = [b"a", b"b", b"b", b"c", b"d", b"d"];
+        for (i, n) in names.iter().enumerate() {
+            let (pid, t) = (10 + i as u32, T0 + i as u64 * 10);
+            m.apply(&[
+                tk::fork(0, t, pid, 1),
+                tk::comm(0, t + 1, pid, n, true),
+                tk::exit(0, t + 2, pid, 1),
+            ]);
+        }
+        let r = rows(&m, T0 + S, &|_| true);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[1].name, "+6 exited: b ×2, d ×2, a ×1, +1 more names");
     }
 
     #[test]

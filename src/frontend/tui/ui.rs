@@ -13,7 +13,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
 
-use super::app::{App, Pane, RateUnit, TaskEvent};
+use super::app::{App, Pane, RateUnit};
 use super::input::KEYS;
 use crate::event::{Event, RecordType};
 use crate::filter::SYNTAX_HELP;
@@ -21,8 +21,6 @@ use crate::filter::SYNTAX_HELP;
 /// The smallest terminal the layout fits in.
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 18;
-/// CPU rows shown at most before the pane scrolls.
-const MAX_CPU_ROWS: u16 = 8;
 
 /// Draw one frame into any backend.
 pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Error> {
@@ -30,92 +28,78 @@ pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Er
 }
 
 /// Draw the whole screen: the status bar from the live state, the panes from what they show
-/// (the snapshot taken at a pause, else the live state).
+/// (the snapshot taken at a pause, else the live state), where [`super::layout`] puts them.
 pub fn draw(f: &mut Frame, live: &App) {
+    use super::layout::{Spec, layout};
     let app = live.view();
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_too_small(f, area);
         return;
     }
-    let cpu_rows = (app.rates.cpus().len() as u16 + 1).min(MAX_CPU_ROWS);
     let footer = match &app.edit {
         Some(e) if e.error.is_some() => 2,
         _ => 1,
     };
-    let rest = area.height - 2 - (cpu_rows + 2) - footer;
-    let middle = (rest * 2 / 5).max(5).min(rest.saturating_sub(4));
-    // Plain arithmetic rather than `Layout`: without ratatui's layout cache every split runs
-    // the constraint solver, which was most of a frame's cost.
-    let chunks = stack(
+    let l = layout(
         area,
-        &[
-            2,
-            cpu_rows + 2,
-            middle,
-            area.height - 2 - (cpu_rows + 2) - middle - footer,
+        &Spec {
+            cpus: app.rates.cpus().len(),
             footer,
-        ],
+            symbols: app.symbols.has_samples(),
+            callchains: app.symbols.callchains,
+            scripts: app.scripts.len(),
+            pick: app.pick,
+            zoom: app.zoom.then_some(app.focus),
+        },
     );
-    // With samples, Top symbols stands between the task stream and Top tasks.
-    let symbols = app.symbols.has_samples();
-    let w = chunks[2].width;
-    let mid = match (symbols, app.scripts.is_empty()) {
-        (false, true) => columns(chunks[2], &[w * 62 / 100]),
-        (false, false) => columns(chunks[2], &[w * 46 / 100, w * 27 / 100]),
-        (true, true) => columns(chunks[2], &[w * 38 / 100, w * 38 / 100]),
-        (true, false) => columns(chunks[2], &[w * 30 / 100, w * 30 / 100, w * 18 / 100]),
+    draw_status(f, l.status, live, &l);
+    let drawn: Vec<(Pane, Rect)> = match l.zoomed {
+        Some(z) => vec![z],
+        None => {
+            let mut v = vec![(Pane::Cpus, l.cpus)];
+            v.extend(l.middle.iter().copied());
+            v.push((Pane::Log, l.log));
+            v
+        }
     };
-    let (sym_area, top_area, script_area) = if symbols {
-        (Some(mid[1]), mid[2], mid.get(3).copied())
-    } else {
-        (None, mid[1], mid.get(2).copied())
-    };
-    draw_status(f, chunks[0], live);
-    draw_cpus(f, chunks[1], app);
-    draw_tasks(f, mid[0], app);
-    if let Some(r) = sym_area {
-        draw_symbols(f, r, app);
+    let mut areas = Vec::new();
+    for &(pane, r) in &drawn {
+        match pane {
+            Pane::Cpus => draw_cpus(f, r, app),
+            Pane::Tasks => super::tasks::draw_tasks(f, r, app),
+            Pane::Symbols => draw_symbols(f, r, app),
+            Pane::Top => draw_top(f, r, app),
+            Pane::Log => draw_log(f, r, app),
+            Pane::Script(_) => {
+                // Each script its own pane, stacked in the script column.
+                let rects = script_panes(r, app.scripts.len());
+                for (i, sr) in rects.iter().enumerate() {
+                    draw_script(f, *sr, app, i, app.scripts.len() - rects.len());
+                    areas.push((Pane::Script(i), *sr));
+                }
+                continue;
+            }
+        }
+        areas.push((pane, r));
     }
-    draw_top(f, top_area, app);
-    // Each script its own pane, stacked in the script column.
-    let script_rects = script_area.map_or_else(Vec::new, |r| script_panes(r, app.scripts.len()));
-    for (i, r) in script_rects.iter().enumerate() {
-        draw_script(f, *r, app, i, app.scripts.len() - script_rects.len());
-    }
-    draw_log(f, chunks[3], app);
-    draw_footer(f, chunks[4], app);
-    let focused = match app.focus {
-        Pane::Cpus => chunks[1],
-        Pane::Tasks => mid[0],
-        Pane::Symbols => sym_area.unwrap_or(top_area),
-        Pane::Top => top_area,
-        Pane::Script(i) => script_rects.get(i).copied().unwrap_or(chunks[3]),
-        Pane::Log => chunks[3],
-    };
-    let mut areas = vec![
-        (Pane::Cpus, chunks[1]),
-        (Pane::Tasks, mid[0]),
-        (Pane::Top, top_area),
-        (Pane::Log, chunks[3]),
-    ];
-    if let Some(r) = sym_area {
-        areas.push((Pane::Symbols, r));
-    }
-    areas.extend(
-        script_rects
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (Pane::Script(i), *r)),
-    );
+    draw_footer(f, l.footer, app);
+    let focused = areas
+        .iter()
+        .find(|(p, _)| *p == app.focus)
+        .map_or(l.log, |(_, r)| *r);
     *app.areas.borrow_mut() = areas;
-    // Rows inside the borders, less the header row of the panes that have one.
+    *app.folded.borrow_mut() = l.folded.clone();
+    // Rows inside the borders, less the header row of the panes that have one (the task
+    // pane says itself: its detail lines take rows too).
     let chrome = match app.focus {
         Pane::Log | Pane::Script(_) => 2,
         _ => 3,
     };
-    app.page_rows
-        .set(focused.height.saturating_sub(chrome).max(1) as usize);
+    if app.focus != Pane::Tasks {
+        app.page_rows
+            .set(focused.height.saturating_sub(chrome).max(1) as usize);
+    }
     if app.show_help {
         draw_help(f, area);
     }
@@ -180,7 +164,7 @@ fn draw_too_small(f: &mut Frame, area: Rect) {
     );
 }
 
-fn hms(secs: f64) -> String {
+pub(super) fn hms(secs: f64) -> String {
     let s = secs.max(0.0) as u64;
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
@@ -209,7 +193,7 @@ pub fn si(v: f64) -> String {
     }
 }
 
-fn draw_status(f: &mut Frame, area: Rect, app: &App) {
+fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let sep = Span::raw(" │ ");
     let mut l1 = vec![
@@ -228,21 +212,31 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
         l1.push(sep.clone());
     }
     l1.push(Span::styled(app.cfg.event.clone(), bold));
-    if let Some(fb) = &app.cfg.fallback {
-        l1.push(Span::styled(
-            format!(" ({fb})"),
-            Style::default().fg(Color::Yellow),
-        ));
-    }
-    // The target last: it can be long (a command line), the figures must stay visible.
     l1.extend([
         sep.clone(),
         Span::raw(hms(app.elapsed_secs())),
         sep.clone(),
         Span::raw(format!("{} rec/s", si(app.records_per_sec))),
-        sep.clone(),
-        Span::raw(app.cfg.target.clone()),
     ]);
+    // The panes that do not fit (or a zoom): before what can be long, so that an 80-column
+    // terminal still says how to reach them.
+    let panes = match (l.zoomed, l.folded.as_slice()) {
+        (Some((p, _)), _) => Some(format!("zoomed: {} (z)", super::layout::name_of(p))),
+        (None, []) => None,
+        (None, folded) => Some(folded.iter().fold("Tab:".to_string(), |t, p| {
+            format!("{t} +{}", super::layout::name_of(*p))
+        })),
+    };
+    if let Some(text) = panes {
+        l1.push(sep.clone());
+        l1.push(Span::styled(text, Style::default().fg(Color::Cyan)));
+    }
+    if let Some(fb) = &app.cfg.fallback {
+        l1.push(sep.clone());
+        l1.push(Span::styled(fb.clone(), Style::default().fg(Color::Yellow)));
+    }
+    // The target last: it can be long (a command line), the figures must stay visible.
+    l1.extend([sep.clone(), Span::raw(app.cfg.target.clone())]);
     let t = &app.totals;
     let mut l2 = vec![Span::raw(format!(
         " {} records: ",
@@ -286,7 +280,7 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
 }
 
-fn pane_block(title: String, focused: bool) -> Block<'static> {
+pub(super) fn pane_block(title: String, focused: bool) -> Block<'static> {
     let style = if focused {
         Style::default()
             .fg(Color::Cyan)
@@ -457,31 +451,18 @@ fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
 }
 
 /// Seconds since the start, as the streams show times.
-fn rel(app: &App, t: u64) -> String {
+pub(super) fn rel(app: &App, t: u64) -> String {
     let ns = t.saturating_sub(app.cfg.start_ns);
     format!("{:>8.3}", ns as f64 / 1e9)
 }
 
-fn lifetime(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s < 1e-3 {
-        format!("{:.0}µs", s * 1e6)
-    } else if s < 1.0 {
-        format!("{:.1}ms", s * 1e3)
-    } else if s < 120.0 {
-        format!("{s:.2}s")
-    } else {
-        hms(s)
-    }
-}
-
 /// The rows `[start, end)` of a stream of `len` rows scrolled `back` from the newest.
-fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
+pub(super) fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
     let end = len.saturating_sub(back.min(len.saturating_sub(1)));
     (end.saturating_sub(rows), end)
 }
 
-fn scroll_note(back: usize, paused: bool) -> String {
+pub(super) fn scroll_note(back: usize, paused: bool) -> String {
     match (back, paused) {
         (0, false) => String::new(),
         (0, true) => " [paused]".into(),
@@ -491,7 +472,7 @@ fn scroll_note(back: usize, paused: bool) -> String {
 
 /// Column widths: the fixed ones as given (0 marks a flexible column), the flexible ones
 /// sharing what is left, with one blank between columns.
-fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
+pub(super) fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
     let gaps = spec.len().saturating_sub(1) as u16;
     let fixed: u16 = spec.iter().sum();
     let flex = spec.iter().filter(|w| **w == 0).count() as u16;
@@ -517,7 +498,7 @@ fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
 
 /// A table drawn cell by cell into computed rectangles. ratatui's `Table` lays its columns
 /// out with the constraint solver on every frame, which cost more than everything else drawn.
-fn draw_grid<'a>(
+pub(super) fn draw_grid<'a>(
     f: &mut Frame,
     block: Block<'a>,
     area: Rect,
@@ -549,7 +530,7 @@ fn draw_grid<'a>(
 }
 
 /// ` of PID comm (+children)` when the views are narrowed to a process.
-fn narrowed(app: &App) -> String {
+pub(super) fn narrowed(app: &App) -> String {
     match &app.narrow {
         Some(n) => {
             let tasks = app.tasks();
@@ -558,107 +539,6 @@ fn narrowed(app: &App) -> String {
         None => String::new(),
     }
 }
-
-fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
-    use super::tree::Mark;
-    let rows = app.tree_rows();
-    let title = format!(
-        "Process tree ({} processes, t: stream){}",
-        rows.len(),
-        if app.paused { " [paused]" } else { "" }
-    );
-    let focused = app.focus == Pane::Tasks;
-    let block = pane_block(title, focused);
-    let visible = block.inner(area).height.saturating_sub(1).max(1) as usize;
-    let sel = app.tree_selected(&rows);
-    let start = sel.saturating_sub(visible - 1);
-    let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
-        let mut style = match r.mark {
-            Mark::New => Style::default().fg(Color::Green),
-            Mark::Exited => Style::default().fg(Color::Red),
-            Mark::None => Style::default(),
-        };
-        if focused && i == sel {
-            style = style.add_modifier(Modifier::REVERSED);
-        }
-        let mut name = format!("{}{}", r.prefix, r.name);
-        if r.folded > 0 {
-            name.push_str(&format!(" [{} kernel threads folded]", r.folded));
-        }
-        let state = match r.mark {
-            Mark::New => "new",
-            Mark::Exited => "exited",
-            Mark::None => "",
-        };
-        vec![
-            Span::styled(r.pid.to_string(), style),
-            Span::styled(name, style),
-            Span::styled(
-                if r.threads > 0 {
-                    format!("+{}", r.threads)
-                } else {
-                    String::new()
-                },
-                style,
-            ),
-            Span::styled(state, style),
-        ]
-    });
-    draw_grid(
-        f,
-        block,
-        area,
-        &[7, 0, 5, 6],
-        &["pid", "process (command)", "thr", "state"],
-        cells,
-    );
-}
-
-fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
-    if app.tree {
-        draw_tree(f, area, app);
-        return;
-    }
-    let rows_all = app.task_rows();
-    let title = format!(
-        "Tasks: fork/exit/exec ({}){}",
-        rows_all.len(),
-        scroll_note(app.task_scroll, app.paused)
-    );
-    let block = pane_block(title, app.focus == Pane::Tasks);
-    let visible = block.inner(area).height.saturating_sub(1) as usize;
-    let (start, end) = window(rows_all.len(), app.task_scroll, visible);
-    let rows = rows_all.range(start..end).map(|r| {
-        let color = match r.event {
-            TaskEvent::Fork | TaskEvent::Thread => Color::Green,
-            TaskEvent::Exit => Color::Red,
-            TaskEvent::Exec | TaskEvent::Comm => Color::Yellow,
-        };
-        let parent = match (r.ppid, r.parent_comm) {
-            (Some(p), Some(c)) => format!("{p} ({})", c.display()),
-            (Some(p), None) => p.to_string(),
-            (None, _) => "?".to_string(),
-        };
-        let pid = if r.tid != r.pid {
-            format!("{}/{}", r.pid, r.tid)
-        } else {
-            r.pid.to_string()
-        };
-        vec![
-            Span::raw(rel(app, r.time)),
-            Span::styled(r.event.name(), Style::default().fg(color)),
-            Span::raw(pid),
-            Span::raw(parent),
-            Span::raw(r.command()),
-            Span::raw(r.lifetime.map(lifetime).unwrap_or_default()),
-        ]
-    });
-    draw_grid(f, block, area, STREAM_WIDTHS, STREAM_HEADER, rows);
-}
-
-/// The columns of the task stream.
-const STREAM_WIDTHS: &[u16] = &[8, 6, 11, 0, 0, 8];
-const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "comm", "lived"];
 
 /// The columns of a list of tasks by samples (Top tasks, the tasks running a symbol).
 const TASK_WIDTHS: &[u16] = &[7, 0, 7, 6];
@@ -702,8 +582,11 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
             .and_then(|p| p.cgroup.as_deref())
             .map(|c| crate::text::escape(c.as_bytes()))
     };
-    // The group's column only where the name keeps 12 columns, and at most 24 wide.
-    let spare = block.inner(area).width.saturating_sub(7 + 7 + 6 + 4 + 12);
+    // The group's column only where the name keeps its 15 columns, and at most 24 wide.
+    let spare = block
+        .inner(area)
+        .width
+        .saturating_sub(7 + 7 + 6 + 4 + super::layout::KEY_COLUMN);
     let cg_width = spare.min(24);
     let with_cgroup = cg_width >= 6 && shown.iter().any(|(id, _)| cgroup(*id).is_some());
     let header: Vec<&str> = {
@@ -819,22 +702,39 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
     });
     // With call chains: Children (the share of samples with the function anywhere on the
     // stack) and Self; without, one share.
-    let (widths, header): (&[u16], &[&str]) = if t.callchains {
+    let inner = area.width.saturating_sub(2);
+    let (widths, header): (Vec<u16>, &[&str]) = if t.callchains {
         (
-            &[6, 6, 7, 3, 14, 0],
+            symbol_widths(&[6, 6, 7, 3], inner),
             &["child", "self", "samples", "", "binary", "symbol"],
         )
     } else {
         (
-            &[6, 7, 3, 14, 0],
+            symbol_widths(&[6, 7, 3], inner),
             &["share", "samples", "", "binary", "symbol"],
         )
     };
-    draw_grid(f, block, area, widths, header, cells);
+    draw_grid(f, block, area, &widths, header, cells);
+}
+
+/// Top symbols' columns in `inner` columns: `fixed` ones, the binary's (14 wide, down to 8
+/// before the symbol's goes under [`super::layout::KEY_COLUMN`]), the symbol's (the rest).
+fn symbol_widths(fixed: &[u16], inner: u16) -> Vec<u16> {
+    let used: u16 = fixed.iter().sum::<u16>() + fixed.len() as u16 + 1;
+    let binary = inner
+        .saturating_sub(used + super::layout::KEY_COLUMN + super::layout::SYMBOL_MARK)
+        .clamp(8, 14);
+    let mut w = fixed.to_vec();
+    w.extend([binary, 0]);
+    w
 }
 
 /// The rows a pane shows: `len` of them from `start`, with their indexes in `rows`.
-fn shown_rows<T>(rows: &[T], start: usize, len: usize) -> impl Iterator<Item = (usize, &T)> {
+pub(super) fn shown_rows<T>(
+    rows: &[T],
+    start: usize,
+    len: usize,
+) -> impl Iterator<Item = (usize, &T)> {
     rows.iter().enumerate().skip(start).take(len)
 }
 
@@ -910,8 +810,17 @@ pub fn type_style(t: RecordType) -> Style {
 
 fn log_line(app: &App, ev: &Event) -> Line<'static> {
     // The event's Display escapes comm and file names. Right/Left scroll the record, the
-    // time stays.
-    let body = ev.to_string();
+    // time stays. An exec's command line follows its record (as the filter's words see it).
+    let mut body = ev.to_string();
+    if let crate::event::EventKind::Comm {
+        pid, exec: true, ..
+    } = ev.kind
+    {
+        if let Some(argv) = app.tasks().exec_argv(pid, ev.time).filter(|a| !a.is_gone()) {
+            body.push_str(" argv: ");
+            body.push_str(&argv.line());
+        }
+    }
     let body = match app.log_hscroll {
         0 => body,
         n => body.chars().skip(n).collect(),
@@ -993,12 +902,13 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
     let mut spans = Vec::new();
     for (k, what) in [
         ("q", "quit"),
-        ("space", "pause"),
+        ("?", "help"),
         ("/", "filter"),
         ("Tab", "focus"),
+        ("z", "zoom"),
+        ("space", "pause"),
         ("↑↓ PgUp PgDn", "scroll"),
         ("c", "clear"),
-        ("?", "help"),
     ] {
         spans.push(Span::styled(format!(" {k} "), key));
         spans.push(Span::raw(format!(" {what} ")));
@@ -1079,12 +989,5 @@ mod tests {
     fn grid_columns_share_the_rest() {
         assert_eq!(grid_widths(40, &[8, 0, 0, 8]), vec![8, 10, 11, 8]);
         assert_eq!(grid_widths(10, &[8, 0, 8]), vec![8, 0, 8]);
-    }
-
-    #[test]
-    fn lifetimes() {
-        assert_eq!(lifetime(4_999), "5µs");
-        assert_eq!(lifetime(12_300_000), "12.3ms");
-        assert_eq!(lifetime(2_500_000_000), "2.50s");
     }
 }
