@@ -111,8 +111,8 @@ fn finish(mut c: Child, what: &str) -> String {
 }
 
 /// One run of `argv`, watched by `perf record -g -e cpu-clock -F 1000 -p PID` and
-/// `perfwatch ARGS -g -e cpu-clock -F 1000 -p PID`: the perf.data file, and perfwatch's
-/// stderr.
+/// `perfwatch ARGS -g -e cpu-clock -F 1000 -p PID` (its stdout into `dir/perfwatch.out`):
+/// the perf.data file, and perfwatch's stderr.
 fn side_by_side(dir: &Path, argv: &[&str], perfwatch_args: &[&str]) -> (PathBuf, String) {
     let mut target = Stopped::start(argv);
     let pid = target.pid().to_string();
@@ -139,7 +139,7 @@ fn side_by_side(dir: &Path, argv: &[&str], perfwatch_args: &[&str]) -> (PathBuf,
     let mut pw = common::perfwatch()
         .args(perfwatch_args)
         .args(["-g", "-e", "cpu-clock", "-F", "1000", "-p", &pid])
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("perfwatch.out")).unwrap())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -328,4 +328,149 @@ fn folded_stacks_of_a_frameless_binary_fold_as_perfs_do() {
         / 2.0;
     println!("total variation distance {tvd:.3}");
     assert!(tvd <= 0.1, "total variation distance {tvd:.3}");
+}
+
+/// A C program built here (`cc -O1 FLAGS`).
+fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let out = dir.join(name);
+    let st = Command::new("cc")
+        .arg("-O1")
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&c)
+        .status()
+        .expect("cc (a C compiler is needed: .ci/run installs one)");
+    assert!(st.success(), "cc failed");
+    out
+}
+
+/// The names perf gave addresses of the run: each sample's own address (`perf script -G`,
+/// where user addresses are absolute), and the kernel frames of every chain.
+fn perf_names(data: &Path) -> HashMap<u64, String> {
+    let mut names = HashMap::new();
+    let own = Command::new("perf")
+        .args(["script", "-G", "-F", "ip,sym,dso", "-i"])
+        .arg(data)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    for l in String::from_utf8_lossy(&own.stdout).lines() {
+        let l = l.trim();
+        if let Some((addr, rest)) = l.split_once(' ')
+            && let Ok(addr) = u64::from_str_radix(addr, 16)
+            && let Some((sym, _)) = rest.rsplit_once(" (")
+        {
+            names.insert(addr, sym.to_string());
+        }
+    }
+    for s in perf_script(data) {
+        for (addr, sym, _) in s.frames {
+            if addr >> 63 == 1 {
+                names.insert(addr, sym);
+            }
+        }
+    }
+    names.retain(|_, n| n != "[unknown]");
+    names
+}
+
+/// The names perfwatch's `--json` gave the same: each sample's address, and its chain's
+/// kernel frames.
+fn perfwatch_names(out: &Path) -> HashMap<u64, String> {
+    let hex = |v: &serde_json::Value| {
+        v.as_str()
+            .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+            .or_else(|| v.as_u64())
+    };
+    let mut names = HashMap::new();
+    let text = std::fs::read_to_string(out).unwrap();
+    for v in common::json_lines(&text) {
+        if v["type"] != "sample" {
+            continue;
+        }
+        let ip = hex(&v["sample_ip"]).or_else(|| hex(&v["ip"]));
+        if let (Some(ip), Some(sym)) = (ip, v["sym"].as_str()) {
+            names.insert(ip, sym.to_string());
+        }
+        for f in v["callchain"].as_array().into_iter().flatten() {
+            if let (Some(ip), Some(sym)) = (hex(&f["ip"]), f["sym"].as_str())
+                && ip >> 63 == 1
+            {
+                names.insert(ip, sym.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Issue 22: where the symbol table offers several names for one address, perfwatch shows
+/// the one perf shows (perf's `choose_best_symbol`): libc's `write` (with libc6-dbg's
+/// `.symtab`, `__GI___libc_write` among six aliases; with `.dynsym` alone, `write`), the
+/// kernel's zero-argument syscalls (`__ia32_sys_getuid`, `__x64_sys_getuid` and
+/// `__do_sys_getuid` at one address), and every other address of the run that both name.
+#[test]
+fn aliases_are_named_as_perf_names_them() {
+    require_perf!();
+    require_perf_tool!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "aliases",
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+int main(void) {
+    int fd = open("/dev/null", O_WRONLY);
+    char c = 'x';
+    unsigned long n = 0;
+    for (long i = 0; i < 3000000; i++) {
+        n += getuid();
+        n += write(fd, &c, 1);
+    }
+    return n == 0;
+}
+"#,
+        &[],
+    );
+    let (data, said) = side_by_side(dir.path(), &[prog.to_str().unwrap()], &["--json"]);
+    let perf = perf_names(&data);
+    let pw = perfwatch_names(&dir.path().join("perfwatch.out"));
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for (addr, p) in &perf {
+        // perf shows a symbol as it is (`name`), perfwatch demangled: compare C names.
+        if let Some(w) = pw.get(addr) {
+            compared += 1;
+            if w != p {
+                differ.push(format!("{addr:#x}: perf {p}, perfwatch {w}"));
+            }
+        }
+    }
+    println!("{compared} addresses named by both\n{said}");
+    assert!(compared >= 10, "only {compared} addresses to compare");
+    assert!(differ.is_empty(), "names differ:\n{}", differ.join("\n"));
+    // The aliased functions were among them.
+    let both: std::collections::HashSet<&String> = perf
+        .iter()
+        .filter(|(a, _)| pw.contains_key(a))
+        .map(|(_, n)| n)
+        .collect();
+    println!("{both:?}");
+    assert!(
+        both.iter().any(|n| n.ends_with("sys_getuid")),
+        "no getuid frame named by both: {both:?}"
+    );
+    let user: Vec<&String> = perf
+        .iter()
+        .filter(|(a, _)| *a >> 63 == 0 && pw.contains_key(a))
+        .map(|(_, n)| n)
+        .collect();
+    println!("user: {user:?}");
+    assert!(
+        user.iter().any(|n| n.ends_with("write")),
+        "no libc write named by both: {user:?}"
+    );
 }

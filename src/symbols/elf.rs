@@ -329,8 +329,9 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
             .filter(|&end| end > start)
             .unwrap_or(start.saturating_add(1));
         let bind = sym.st_bind();
+        // As perf reads bindings: only STB_GLOBAL is global (not STB_GNU_UNIQUE).
         let weak = bind == elf::STB_WEAK;
-        let global = bind == elf::STB_GLOBAL || bind == elf::STB_GNU_UNIQUE;
+        let global = bind == elf::STB_GLOBAL;
         builder
             .push(
                 start,
