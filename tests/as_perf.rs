@@ -474,3 +474,65 @@ int main(void) {
         "no libc write named by both: {user:?}"
     );
 }
+
+/// Issue 22: a sample in a PLT stub is named as perf names it, `memcmp@plt`, not
+/// `[unknown]`: a program that spends a fair share of its time going through `memcmp`'s stub,
+/// built with a lazy PLT and with IBT stubs (`.plt.sec`, which perf 6.1 leaves `[unknown]`
+/// and newer perfs and binutils name `memcmp@plt` too).
+#[test]
+fn plt_stubs_are_named_as_perf_names_them() {
+    require_perf!();
+    require_perf_tool!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? strtol(argv[1], 0, 10) : 1000;
+    char a[8] = "abcdefg", b[8] = "abcdefh";
+    long s = 0;
+    for (long i = 0; i < n; i++) s += memcmp(a, b, (size_t)(i & 7));
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+    for (name, flags) in [
+        ("lazy", &["-fno-builtin"][..]),
+        (
+            "ibt",
+            &["-fno-builtin", "-fcf-protection", "-Wl,-z,ibtplt"][..],
+        ),
+    ] {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        let prog = cc(&sub, name, src, flags);
+        let (data, _) = side_by_side(&sub, &[prog.to_str().unwrap(), "60000000"], &["--json"]);
+        let perf = perf_names(&data);
+        let pw = perfwatch_names(&sub.join("perfwatch.out"));
+        let stubs: Vec<&String> = pw.values().filter(|n| n.ends_with("@plt")).collect();
+        println!("{name}: perfwatch's stubs {stubs:?}");
+        assert!(
+            stubs.iter().any(|n| *n == "memcmp@plt"),
+            "{name}: no sample named memcmp@plt: {pw:?}"
+        );
+        let mut differ = Vec::new();
+        let mut compared = 0;
+        for (addr, p) in &perf {
+            if let Some(w) = pw.get(addr) {
+                compared += 1;
+                if w != p {
+                    differ.push(format!("{addr:#x}: perf {p}, perfwatch {w}"));
+                }
+            }
+        }
+        assert!(compared > 0, "{name}: no address named by both");
+        assert!(differ.is_empty(), "{name}: {}", differ.join("\n"));
+        if name == "lazy" {
+            assert!(
+                perf.values().any(|n| n == "memcmp@plt"),
+                "perf named no sample memcmp@plt"
+            );
+        }
+    }
+}

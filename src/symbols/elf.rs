@@ -13,6 +13,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
 use object::read::{ReadCache, ReadRef, StringTable};
 
+use super::plt::{self, PltSymbol};
 use super::request::BuildId;
 use super::table::{TableBuilder, TooLarge, rank};
 
@@ -83,6 +84,8 @@ pub(crate) struct ElfFacts {
     pub symtab_functions: usize,
     /// Functions found in `.dynsym`.
     pub dynsym_functions: usize,
+    /// The PLT stubs, named (when asked for).
+    pub plt: Vec<PltSymbol>,
 }
 
 /// Which symbol tables to read.
@@ -90,6 +93,8 @@ pub(crate) struct ElfFacts {
 pub(crate) struct Want {
     pub symtab: bool,
     pub dynsym: bool,
+    /// Name the PLT stubs ([`super::plt`]).
+    pub plt: bool,
 }
 
 /// Note sections larger than this are not searched for a build id.
@@ -197,7 +202,29 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
             facts.dynsym_functions += n;
         }
     }
+    if want.plt {
+        facts.plt = plt::synthesize(
+            header,
+            &sections,
+            shstrtab.as_ref(),
+            endian,
+            data,
+            max_section,
+        );
+    }
     Ok(facts)
+}
+
+/// Add the synthesized PLT stubs to a table being built (as sized global functions, as perf
+/// inserts them); stops quietly where the table is full.
+pub(crate) fn push_plt(builder: &mut TableBuilder, plt: &[PltSymbol]) {
+    for p in plt {
+        let end = p.start.saturating_add(p.size);
+        let r = rank(true, false, true, &p.name);
+        if builder.push(p.start, p.size, end, r, &p.name, 0).is_err() {
+            return;
+        }
+    }
 }
 
 fn section_names<'d, Elf: FileHeader, R: ReadRef<'d>>(
@@ -216,7 +243,7 @@ fn section_names<'d, Elf: FileHeader, R: ReadRef<'d>>(
 
 /// A section's bytes, refused beyond `max` (so a crafted header cannot make perfwatch
 /// allocate what the file claims).
-fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
+pub(crate) fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
     sh: &Elf::SectionHeader,
     endian: Elf::Endian,
     data: R,
@@ -356,10 +383,12 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<usize, ElfError> {
         Want {
             symtab: true,
             dynsym: true,
+            plt: true,
         },
         &mut builder,
         64 << 20,
     )?;
+    push_plt(&mut builder, &facts.plt);
     let table = builder.build(facts.symtab_functions > 0);
     for i in 0..table.len() as u32 {
         // Empty only at the very top of the address space.

@@ -228,6 +228,7 @@ impl ElfJob {
         let all = Want {
             symtab: true,
             dynsym: true,
+            plt: true,
         };
         let mut builder = TableBuilder::new(self.max_bytes);
         let facts = elf::read_file(opened.file, all, &mut builder, self.max_bytes as u64)?;
@@ -242,6 +243,7 @@ impl ElfJob {
             )));
         }
         if facts.symtab_functions > 0 {
+            elf::push_plt(&mut builder, &facts.plt);
             return Ok(LoadedElf {
                 table: builder.build(true),
                 segments: facts.segments,
@@ -250,7 +252,7 @@ impl ElfJob {
             });
         }
         if let Some(id) = build_id
-            && let Some((table, path)) = self.debug_file(id, facts.debuglink.as_deref())
+            && let Some((table, path)) = self.debug_file(id, facts.debuglink.as_deref(), &facts.plt)
         {
             return Ok(LoadedElf {
                 table,
@@ -259,6 +261,7 @@ impl ElfJob {
                 build_id,
             });
         }
+        elf::push_plt(&mut builder, &facts.plt);
         let from = if facts.dynsym_functions > 0 {
             SymbolsFrom::Dynsym
         } else {
@@ -276,7 +279,12 @@ impl ElfJob {
     /// directory, then by `.gnu_debuglink` beside the binary, in its `.debug/`, and under each
     /// debug directory (gdb's order). Without a build id to compare, no debug file is used: a
     /// debug link alone cannot tell an old debug file from the right one.
-    fn debug_file(&self, id: BuildId, debuglink: Option<&[u8]>) -> Option<(SymbolTable, String)> {
+    fn debug_file(
+        &self,
+        id: BuildId,
+        debuglink: Option<&[u8]>,
+        plt: &[super::plt::PltSymbol],
+    ) -> Option<(SymbolTable, String)> {
         let hex = id.to_hex();
         let mut candidates: Vec<Vec<u8>> = Vec::new();
         if hex.len() > 2 {
@@ -311,12 +319,14 @@ impl ElfJob {
             let want = Want {
                 symtab: true,
                 dynsym: false,
+                plt: false,
             };
             let Ok(facts) = elf::read_file(o.file, want, &mut builder, self.max_bytes as u64)
             else {
                 continue;
             };
             if facts.build_id == Some(id) && facts.symtab_functions > 0 {
+                elf::push_plt(&mut builder, plt);
                 return Some((builder.build(true), escape(&c)));
             }
         }

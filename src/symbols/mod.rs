@@ -38,6 +38,7 @@ pub mod kernel;
 mod load;
 mod loader;
 pub mod perfmap;
+mod plt;
 mod request;
 pub mod service;
 mod symbol;
@@ -716,6 +717,7 @@ impl Symbolizer {
                 let want = elf::Want {
                     symtab: true,
                     dynsym: true,
+                    plt: false,
                 };
                 match elf::read(img, want, &mut builder, 1 << 20) {
                     Ok(facts) if builder.len() > 0 => {
