@@ -86,6 +86,8 @@ pub(crate) struct ElfFacts {
     pub dynsym_functions: usize,
     /// The PLT stubs, named (when asked for).
     pub plt: Vec<PltSymbol>,
+    /// The `.gnu_debugdata` section, still compressed (when asked for).
+    pub gnu_debugdata: Option<Vec<u8>>,
 }
 
 /// Which symbol tables to read.
@@ -93,8 +95,9 @@ pub(crate) struct ElfFacts {
 pub(crate) struct Want {
     pub symtab: bool,
     pub dynsym: bool,
-    /// Name the PLT stubs ([`super::plt`]).
-    pub plt: bool,
+    /// The binary itself (not a debug file): name its PLT stubs ([`super::plt`]) and keep
+    /// its `.gnu_debugdata` (MiniDebugInfo).
+    pub runtime: bool,
 }
 
 /// Note sections larger than this are not searched for a build id.
@@ -191,6 +194,12 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
         if name == b".gnu_debuglink" && ty != elf::SHT_NOBITS {
             facts.debuglink = debuglink::<Elf, R>(sh, endian, data);
         }
+        if name == b".gnu_debugdata" && ty != elf::SHT_NOBITS && want.runtime {
+            let max = max_section.min(super::debug_file::MAX_PACKED);
+            facts.gnu_debugdata = section_bytes::<Elf, R>(sh, endian, data, max)
+                .ok()
+                .map(<[u8]>::to_vec);
+        }
         let is_symtab = ty == elf::SHT_SYMTAB;
         if !(is_symtab && want.symtab || ty == elf::SHT_DYNSYM && want.dynsym) {
             continue;
@@ -202,7 +211,7 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
             facts.dynsym_functions += n;
         }
     }
-    if want.plt {
+    if want.runtime {
         facts.plt = plt::synthesize(
             header,
             &sections,
@@ -383,7 +392,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<usize, ElfError> {
         Want {
             symtab: true,
             dynsym: true,
-            plt: true,
+            runtime: true,
         },
         &mut builder,
         64 << 20,

@@ -416,7 +416,7 @@ int main(int argc, char **argv) {
         let want = crate::symbols::elf::Want {
             symtab: false,
             dynsym: false,
-            plt: true,
+            runtime: true,
         };
         let facts = crate::symbols::elf::read(&bytes[..], want, &mut b, 1 << 20).unwrap();
         facts

@@ -31,7 +31,7 @@ pub enum DsoKind {
 pub struct Dso {
     name: Box<str>,
     kind: DsoKind,
-    /// What a frame in it without a function name is called: [`unnamed_label`].
+    /// What a frame in it without a function name is called: `unnamed_label`.
     label: Box<str>,
 }
 
@@ -62,7 +62,7 @@ impl Dso {
     }
 
     /// What an unnamed frame in this binary is called, `[liblzma.so.5.4.1]` (see
-    /// [`unnamed_label`]).
+    /// `unnamed_label`).
     pub fn unnamed(&self) -> &str {
         &self.label
     }
