@@ -26,8 +26,12 @@ pub(crate) struct PltSymbol {
     pub name: Vec<u8>,
 }
 
-/// More stubs than this are not a PLT (a crafted relocation count).
-const MAX_STUBS: usize = 1 << 20;
+/// Stubs named at most: real binaries have hundreds, a large C++ program some thousands; a
+/// crafted relocation section is not read past this (nor allocated for).
+const MAX_STUBS: usize = 1 << 16;
+
+/// Relocation sections larger than this are not read for stub names.
+const MAX_RELOC_BYTES: u64 = 8 << 20;
 
 /// The stub sizes of a machine's PLT: (header, entry); `None` when unknown.
 fn sizes(machine: elf::Machine, entsize: u64, addralign: u64) -> Option<(u64, u64)> {
@@ -73,6 +77,12 @@ impl<'a, 'd, Elf: FileHeader, R: ReadRef<'d>> Sections<'a, 'd, Elf, R> {
 
     fn bytes(&self, sh: &Elf::SectionHeader) -> Option<&'d [u8]> {
         section_bytes::<Elf, R>(sh, self.endian, self.data, self.max).ok()
+    }
+
+    /// A relocation section's bytes, unless it is larger than any real PLT's needs (a huge
+    /// library's `.rela.dyn` is not read whole to name a few `.plt.got` stubs).
+    fn relocations(&self, sh: &Elf::SectionHeader) -> Option<&'d [u8]> {
+        section_bytes::<Elf, R>(sh, self.endian, self.data, self.max.min(MAX_RELOC_BYTES)).ok()
     }
 
     /// The symbols of the symbol table at `index`, and their names.
@@ -186,7 +196,7 @@ pub(crate) fn synthesize<'d, Elf: FileHeader, R: ReadRef<'d>>(
     let Some(symbols) = s.symbols(link) else {
         return out;
     };
-    let Some(bytes) = s.bytes(rel) else {
+    let Some(bytes) = s.relocations(rel) else {
         return out;
     };
     // (GOT slot, symbol index, IFUNC resolver) per stub, in the stubs' order: x86 puts
@@ -195,6 +205,7 @@ pub(crate) fn synthesize<'d, Elf: FileHeader, R: ReadRef<'d>>(
         let r: &[Elf::Rela] = object::pod::slice_from_all_bytes(bytes).unwrap_or(&[]);
         let mips64el = header.is_mips64el(endian);
         r.iter()
+            .take(MAX_STUBS)
             .map(|r| {
                 // x86-64 puts an IFUNC's address in the addend of an IRELATIVE relocation.
                 let ifunc = (machine == elf::EM_X86_64
@@ -206,10 +217,10 @@ pub(crate) fn synthesize<'d, Elf: FileHeader, R: ReadRef<'d>>(
     } else {
         let r: &[Elf::Rel] = object::pod::slice_from_all_bytes(bytes).unwrap_or(&[]);
         r.iter()
+            .take(MAX_STUBS)
             .map(|r| (r.r_offset(endian).into(), r.r_sym(endian), None))
             .collect()
     };
-    relocs.truncate(MAX_STUBS);
     if lazy {
         // A .plt with as many stubs as relocations has no header.
         if (relocs.len() as u64).checked_mul(entry_size) == Some(plt_size) {
@@ -340,13 +351,14 @@ fn plt_got<'d, Elf: FileHeader, R: ReadRef<'d>>(
     if machine == elf::EM_X86_64
         && let Some(dyn_rel) = s.by_name(b".rela.dyn")
         && dyn_rel.sh_type(endian) == elf::SHT_RELA
-        && let Some(bytes) = s.bytes(dyn_rel)
+        && let Some(bytes) = s.relocations(dyn_rel)
     {
         let r: &[Elf::Rela] = object::pod::slice_from_all_bytes(bytes).unwrap_or(&[]);
         slots = r
             .iter()
             .map(|r| (r.r_offset(endian).into(), r.r_sym(endian, false)))
             .filter(|&(_, sym)| sym != 0)
+            .take(MAX_STUBS)
             .collect();
         slots.sort_unstable();
         symbols = s.symbols(dyn_rel.sh_link(endian));
