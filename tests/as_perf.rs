@@ -176,11 +176,12 @@ fn perf_script_with(data: &Path, fields: &str) -> Vec<PerfSample> {
     for block in text.split("\n\n") {
         let mut lines = block.lines().filter(|l| !l.trim().is_empty());
         let Some(head) = lines.next() else { continue };
-        // `COMM PID`: the name may hold spaces.
+        // `COMM PID`: the name may hold spaces; perf pads it to the widest one seen.
         let comm = head
             .trim()
             .rsplit_once(' ')
             .map_or(head.trim(), |(c, _)| c)
+            .trim()
             .to_string();
         let mut frames = Vec::new();
         for l in lines {

@@ -115,20 +115,25 @@ impl TableBuilder {
         // Several symbols at one address: perf gives each sizeless one the extent up to the
         // next symbol (`symbols__fixup_end`) before it chooses among them, which leaves all
         // but the last of them (in table order) sizeless still. So the last counts as sized.
+        // Then the best rank wins, the first pushed on a tie.
         self.raw.sort_by_key(|r| r.start);
-        for i in 0..self.raw.len() {
-            if self
-                .raw
-                .get(i + 1)
-                .is_none_or(|n| n.start != self.raw[i].start)
-            {
-                self.raw[i].rank |= SIZED;
+        let (mut kept, mut i) = (0, 0);
+        while i < self.raw.len() {
+            let start = self.raw[i].start;
+            let mut last = i;
+            while self.raw.get(last + 1).is_some_and(|n| n.start == start) {
+                last += 1;
             }
+            self.raw[last].rank |= SIZED;
+            let best = (i..=last)
+                .rev()
+                .max_by_key(|&k| self.raw[k].rank)
+                .unwrap_or(i);
+            self.raw.swap(kept, best);
+            kept += 1;
+            i = last + 1;
         }
-        // Stable order for equal (start, rank): first pushed wins.
-        self.raw
-            .sort_by(|a, b| a.start.cmp(&b.start).then(b.rank.cmp(&a.rank)));
-        self.raw.dedup_by(|later, first| later.start == first.start);
+        self.raw.truncate(kept);
         let n = self.raw.len();
         let mut starts = Vec::with_capacity(n);
         let mut sizes = Vec::with_capacity(n);
