@@ -13,7 +13,7 @@ use object::elf;
 use object::read::elf::{FileHeader, Rel, Rela, SectionHeader, SectionTable, Sym};
 use object::read::{ReadRef, StringTable};
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::elf::section_bytes;
 use super::table::rank;
@@ -58,21 +58,57 @@ fn is_x86(machine: elf::Machine) -> bool {
     machine == elf::EM_386 || machine == elf::EM_X86_64
 }
 
-/// The sections of one ELF file, found by name.
+/// The sections the PLT is made of, by name.
+const PLT_SECTIONS: [&[u8]; 6] = [
+    b".plt",
+    b".plt.sec",
+    b".plt.got",
+    b".rela.plt",
+    b".rel.plt",
+    b".rela.dyn",
+];
+
+/// The sections of one ELF file, the PLT's found by name once.
 struct Sections<'a, 'd, Elf: FileHeader, R: ReadRef<'d>> {
     table: &'a SectionTable<'d, Elf, R>,
-    names: Option<&'a StringTable<'d>>,
+    found: [Option<&'d Elf::SectionHeader>; PLT_SECTIONS.len()],
     endian: Elf::Endian,
     data: R,
     max: u64,
 }
 
 impl<'a, 'd, Elf: FileHeader, R: ReadRef<'d>> Sections<'a, 'd, Elf, R> {
+    fn new(
+        table: &'a SectionTable<'d, Elf, R>,
+        names: Option<&StringTable<'d>>,
+        endian: Elf::Endian,
+        data: R,
+        max: u64,
+    ) -> Self {
+        let mut found = [None; PLT_SECTIONS.len()];
+        if let Some(names) = names {
+            for sh in table.iter() {
+                let Ok(name) = sh.name(endian, *names) else {
+                    continue;
+                };
+                if let Some(i) = PLT_SECTIONS.iter().position(|&n| n == name) {
+                    found[i].get_or_insert(sh);
+                }
+            }
+        }
+        Sections {
+            table,
+            found,
+            endian,
+            data,
+            max,
+        }
+    }
+
+    /// The first section named `name` (one of [`PLT_SECTIONS`]).
     fn by_name(&self, name: &[u8]) -> Option<&'d Elf::SectionHeader> {
-        let names = self.names?;
-        self.table
-            .iter()
-            .find(|sh| sh.name(self.endian, *names).is_ok_and(|n| n == name))
+        let i = PLT_SECTIONS.iter().position(|&n| n == name)?;
+        self.found[i]
     }
 
     fn bytes(&self, sh: &Elf::SectionHeader) -> Option<&'d [u8]> {
@@ -137,13 +173,7 @@ pub(crate) fn synthesize<'d, Elf: FileHeader, R: ReadRef<'d>>(
     data: R,
     max: u64,
 ) -> Vec<PltSymbol> {
-    let s = Sections {
-        table,
-        names,
-        endian,
-        data,
-        max,
-    };
+    let s = Sections::new(table, names, endian, data, max);
     let machine = header.e_machine(endian);
     let mut out = Vec::new();
     let Some(plt) = s.by_name(b".plt") else {
@@ -264,11 +294,11 @@ fn ifunc_names<'d, Elf: FileHeader>(
     symbols: &(&'d [Elf::Sym], StringTable<'d>),
     addrs: impl Iterator<Item = u64>,
     endian: Elf::Endian,
-) -> HashMap<u64, &'d [u8]> {
-    let wanted: HashSet<u64> = addrs.collect();
-    let mut best: HashMap<u64, (u64, &'d [u8], bool)> = HashMap::new();
+) -> FxHashMap<u64, &'d [u8]> {
+    let wanted: FxHashSet<u64> = addrs.collect();
+    let mut best: FxHashMap<u64, (u64, &'d [u8], bool)> = FxHashMap::default();
     if wanted.is_empty() {
-        return HashMap::new();
+        return best.into_iter().map(|(a, (_, n, _))| (a, n)).collect();
     }
     for sym in symbols.0 {
         let ty = sym.st_type();
