@@ -268,14 +268,16 @@ impl FrameNames for NoNames {
 }
 
 /// Append `--plain`'s `callchain: a <- b <- c` (innermost first): each frame as its symbol
-/// (`hot_b+0x16`, `[unknown]`) when `names` knows it, else its address. Symbol names are
-/// escaped by the symbolizer already.
+/// (`hot_b+0x16`) when `names` knows it, a frame in a binary without a name for it as that
+/// binary (`[liblzma.so.5.4.1]`, as folded stacks name it; `[unknown]` outside any mapping),
+/// else its address. Symbol names are escaped by the symbolizer already.
 pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) {
     out.extend_from_slice(b"callchain:");
     for (i, f) in chain.frames().enumerate() {
         out.extend_from_slice(if i == 0 { b" " } else { b" <- " });
         match names.symbol(i, f) {
-            Some(s) => push_plain_symbol(s, out),
+            Some(s) if s.is_known() => push_plain_symbol(s, out),
+            Some(s) => push_plain_text(s.symbol().frame_name().as_bytes(), out),
             None => push_c_hex(out, f.ip),
         }
     }
@@ -292,6 +294,16 @@ pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
     if crate::text::needs_quotes(&out[start..]) {
         let shown = out.split_off(start);
         crate::text::push_plain_escaped(&shown, out);
+    }
+}
+
+/// Append already escaped `text` (an unnamed frame's label, `[libfoo.so]`) as a `--plain`
+/// value: quoted when it holds the line's separators, as a named frame is.
+fn push_plain_text(text: &[u8], out: &mut Vec<u8>) {
+    if crate::text::needs_quotes(text) {
+        crate::text::push_plain_escaped(text, out);
+    } else {
+        out.extend_from_slice(text);
     }
 }
 
@@ -486,17 +498,26 @@ mod tests {
                 off,
             )
         };
+        let lib = Dso::new("/usr/lib/liblzma.so.5", DsoKind::File);
+        let unnamed = Symbolized::unknown(&Symbol::unknown(lib, 2));
         let names = Names(vec![
             Some(sym("hot_b", 0x1120, 0x16)),
             Some(sym("main", 0x1000, 0x2a)),
             None,
+            Some(unnamed),
         ]);
-        let c = chain(&[CONTEXT_USER, 0x1136, 0x102a, 0x7f00_0000_0001]);
+        let c = chain(&[
+            CONTEXT_USER,
+            0x1136,
+            0x102a,
+            0x7f00_0000_0001,
+            0x7f00_0000_2000,
+        ]);
         let mut out = Vec::new();
         write_plain(&c, &names, &mut out);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
-            "callchain: hot_b+0x16 <- main+0x2a <- 0x7f0000000001"
+            "callchain: hot_b+0x16 <- main+0x2a <- 0x7f0000000001 <- [liblzma.so.5]"
         );
         out.clear();
         out.extend_from_slice(b"{\"callchain\":");
@@ -507,6 +528,9 @@ mod tests {
         assert_eq!(v["callchain"][1]["dso"], "/usr/local/bin/sp\\\"in");
         assert_eq!(v["callchain"][1]["ip"], "0x102a");
         assert!(v["callchain"][2]["sym"].is_null());
+        // An unnamed frame keeps its binary in JSON, with no name.
+        assert!(v["callchain"][3]["sym"].is_null());
+        assert_eq!(v["callchain"][3]["dso"], "/usr/lib/liblzma.so.5");
     }
 
     mod decode {

@@ -361,32 +361,52 @@ fn comm_of(names: &dyn CommLookup, pid: u32, time: u64) -> &[u8] {
 /// Function names kept for the folded output at most (about 100 bytes each).
 const MAX_NAMES: usize = 1 << 20;
 
-/// Remember the function at `ip` (of `pid`, or of the kernel), once.
+/// A frame's name for the folded output, and whether it names a function (else it is its
+/// binary's `[liblzma.so.5.4.1]` label, which a later sample's function name replaces: the
+/// first samples of a binary come while it is still being read).
+struct Learnt {
+    name: Box<str>,
+    function: bool,
+}
+
+/// Remember what the symbolize step said of the frame at `ip` (of `pid`, or of the kernel):
+/// its function, else its binary.
 fn learn(
-    names: &mut FastMap<(u32, u64), Box<str>>,
+    names: &mut FastMap<(u32, u64), Learnt>,
     pid: u32,
     ip: u64,
     kernel: bool,
     sym: Option<&crate::symbols::Symbolized>,
 ) {
-    let Some(name) = sym.and_then(|s| s.name()) else {
+    let Some(sym) = sym else {
         return;
     };
     let owner = if kernel { u32::MAX } else { pid };
-    if names.len() < MAX_NAMES && !names.contains_key(&(owner, ip)) {
-        names.insert((owner, ip), name.into());
+    let function = sym.is_known();
+    let full = names.len() >= MAX_NAMES;
+    let learnt = || Learnt {
+        name: sym.symbol().frame_name().into(),
+        function,
+    };
+    match names.get_mut(&(owner, ip)) {
+        Some(l) if function && !l.function => *l = learnt(),
+        Some(_) => {}
+        None if !full => {
+            names.insert((owner, ip), learnt());
+        }
+        None => {}
     }
 }
 
 /// Names frames by what the symbolize step said of them, else by address.
-struct Learnt<'a>(&'a FastMap<(u32, u64), Box<str>>);
+struct LearntNames<'a>(&'a FastMap<(u32, u64), Learnt>);
 
-impl FrameNamer for Learnt<'_> {
+impl FrameNamer for LearntNames<'_> {
     fn name(&mut self, pid: u32, frame: Frame, out: &mut String) {
         match self.0.get(&(pid, frame.ip)) {
             Some(n) => {
-                out.push_str(n);
-                // A kernel function, marked as stackcollapse-perf.pl --kernel and inferno
+                out.push_str(&n.name);
+                // A kernel frame, marked as stackcollapse-perf.pl --kernel and inferno
                 // mark them (their flame graphs colour such frames apart).
                 if pid == u32::MAX {
                     out.push_str("_[k]");
@@ -407,9 +427,9 @@ enum Output {
 
 struct FoldState {
     stacks: FoldedStacks,
-    /// The function names the symbolize step gave the frames seen, by (pid, or `u32::MAX`
-    /// for the kernel; address): the names the stacks are written with.
-    names: FastMap<(u32, u64), Box<str>>,
+    /// The names the symbolize step gave the frames seen (a function, else its binary), by
+    /// (pid, or `u32::MAX` for the kernel; address): the names the stacks are written with.
+    names: FastMap<(u32, u64), Learnt>,
     filter: Option<Filter>,
     output: Output,
 }
@@ -484,11 +504,13 @@ impl Folding {
     }
 
     /// Write the stacks (to `stdout`, or to the file), named by the function names the
-    /// samples carried (by address where they had none). Returns a line for stderr saying
+    /// samples carried, a frame without one by its binary (`[liblzma.so.5.4.1]`, as
+    /// `stackcollapse-perf.pl` names it; `[unknown]` outside any mapping), by address only
+    /// where a sample carried no names at all. Returns a line for stderr saying
     /// what was written.
     pub fn finish_named(&self, stdout: &mut dyn Write) -> anyhow::Result<String> {
         let names = std::mem::take(&mut self.0.borrow_mut().names);
-        self.finish(&mut Learnt(&names), stdout)
+        self.finish(&mut LearntNames(&names), stdout)
     }
 
     /// Write the stacks (to `stdout`, or to the file), named by `namer`. Returns a line for
@@ -554,6 +576,7 @@ fn open_output(path: &Path) -> anyhow::Result<File> {
 mod tests {
     use super::*;
     use crate::callchain::{CONTEXT_KERNEL, CONTEXT_USER};
+    use std::sync::Arc;
 
     fn chain(e: &[u64]) -> Callchain {
         Callchain::new(e.to_vec())
@@ -777,6 +800,80 @@ mod tests {
         assert_eq!(
             text,
             "[unknown];main;hot_b 1\nspin;main;hot_b 2\nswapper;main;hot_b 1\n"
+        );
+    }
+
+    #[test]
+    fn unnamed_frames_fold_by_their_binary_and_a_later_name_wins() {
+        use crate::symbolize::SampleNames;
+        use crate::symbols::{Dso, DsoKind, Symbol, SymbolKey, Symbolized};
+        let lib = Dso::new("/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1", DsoKind::File);
+        let nowhere = Dso::new(crate::symbols::UNKNOWN, DsoKind::Unknown);
+        let kernel = Dso::new("[kernel.kallsyms]", DsoKind::Kernel);
+        let unnamed = |d: &Arc<Dso>| Some(Symbolized::unknown(&Symbol::unknown(d.clone(), 9)));
+        let named = |d: &Arc<Dso>, n: &str| {
+            Some(Symbolized::new(
+                Symbol::new(Some(n.into()), d.clone(), SymbolKey { dso: 9, start: 0 }),
+                0,
+            ))
+        };
+        let f = Folding::new(Path::new("-"), None).unwrap();
+        let model = crate::process::ProcessModel::new();
+        let sample = |ip, entries: &[u64], frames: Vec<Option<Symbolized>>| {
+            let mut k = EventKind::sample(ip, 1, 2);
+            if let EventKind::Sample { callchain, sym, .. } = &mut k {
+                *callchain = Some(chain(entries));
+                *sym = Some(Box::new(SampleNames {
+                    ip: frames[0].clone(),
+                    args: Box::new([]),
+                    frames: frames.into(),
+                }));
+            }
+            Event {
+                cpu: 0,
+                pid: 0,
+                tid: 0,
+                time: 1,
+                id: 0,
+                kind: k,
+            }
+        };
+        // Different addresses of one stripped library, below a frame outside any mapping:
+        // one stack. The kernel's unnamed frame is its image's.
+        for ip in [0x7f00_0000_1000u64, 0x7f00_0000_1040, 0x7f00_0000_2000] {
+            let e = sample(
+                ip,
+                &[CONTEXT_USER, ip, 0x7ffc_0000_0000],
+                vec![unnamed(&lib), unnamed(&nowhere)],
+            );
+            f.observe(&e, &model);
+        }
+        let e = sample(
+            0xffff_ffff_8100_0000,
+            &[
+                CONTEXT_KERNEL,
+                0xffff_ffff_8100_0000,
+                CONTEXT_USER,
+                0x7f00_0000_1000,
+            ],
+            vec![unnamed(&kernel), unnamed(&lib)],
+        );
+        f.observe(&e, &model);
+        // The library's table came in: 0x...2000 is named from now on, also in the stacks
+        // seen before.
+        let e = sample(
+            0x7f00_0000_2000,
+            &[CONTEXT_USER, 0x7f00_0000_2000, 0x7ffc_0000_0000],
+            vec![named(&lib, "lzma_code"), unnamed(&nowhere)],
+        );
+        f.observe(&e, &model);
+        let mut out = Vec::new();
+        f.finish_named(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "swapper;[liblzma.so.5.4.1];[kernel.kallsyms]_[k] 1\n\
+             swapper;[unknown];[liblzma.so.5.4.1] 2\n\
+             swapper;[unknown];lzma_code 2\n"
         );
     }
 

@@ -1167,3 +1167,222 @@ int main(void) {
         &syms[..10]
     );
 }
+
+/// `sh -c SCRIPT` in `dir`, as `uid` (and gid) when given, through setpriv.
+fn sh_as(uid: Option<u32>, dir: &Path, script: &str) {
+    let mut c = match uid {
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={u}"))
+                .arg(format!("--regid={u}"))
+                .args(["--clear-groups", "sh", "-c", script]);
+            c
+        }
+        None => {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]);
+            c
+        }
+    };
+    run(c.current_dir(dir).env("HOME", dir));
+}
+
+/// Issue 31: a user's stripped binary whose `.gnu_debuglink` (beside it, or in its `.debug/`)
+/// is a link to a root-only ELF of the same build id is never named with that file's
+/// functions; the user's own debug file, a regular file of theirs, still names it.
+#[test]
+fn a_users_debug_link_to_a_root_only_file_is_never_followed() {
+    require_root!("to build the attack as another user with setpriv");
+    const USER: u32 = 1001;
+    const ID: &str = "-Wl,--build-id=0x5eedf00d5eedf00d5eedf00d5eedf00d5eedf00d";
+    // Root's binary: private, with a symbol table of its own names.
+    let private = tempfile::tempdir().unwrap();
+    let secret_src = SPIN_C
+        .replace("hot_a", "root_secret_a")
+        .replace("hot_b", "root_secret_b")
+        .replace("local_fn", "root_local");
+    let secret = cc(private.path(), "secret", &secret_src, &["-O2", ID]);
+    // The user's: the same build id, stripped, with a debug link.
+    let home = tempfile::tempdir().unwrap();
+    let prog = spin(home.path(), "prog", &["-O2", ID]);
+    spin(home.path(), "prog.full", &["-O2", ID]);
+    run(Command::new("strip").arg("--strip-all").arg(&prog));
+    run(Command::new("chown")
+        .arg("-R")
+        .arg(format!("{USER}:{USER}"))
+        .arg(home.path()));
+    let secret = secret.to_str().unwrap();
+    sh_as(
+        Some(USER),
+        home.path(),
+        &format!(
+            "cp prog prog.debug && objcopy --add-gnu-debuglink=prog.debug prog && rm prog.debug \
+             && ln -s {secret} prog.debug && mkdir .debug && ln -s {secret} .debug/prog.debug"
+        ),
+    );
+    let named = |s: &mut Symbolizer| {
+        let r = Running::spawn(
+            Command::new("setpriv")
+                .arg(format!("--reuid={USER}"))
+                .arg(format!("--regid={USER}"))
+                .arg("--clear-groups")
+                .arg(&prog),
+        );
+        let maps: Vec<Mapping> = r.addrs.iter().map(|&a| mapping_of(r.pid(), a)).collect();
+        let answers = resolve(s, &requests(&r, &maps, 2));
+        r.stop();
+        answers
+    };
+    let answers = named(&mut symbolizer());
+    assert!(
+        answers.iter().all(|a| !a.is_known()),
+        "named from a file the user cannot read: {answers:?}"
+    );
+    // Not through a hard link either (where protected_hardlinks is off, root's file could
+    // be linked into the user's directory): a root-owned file there is not the user's.
+    sh_as(None, home.path(), "rm -f prog.debug .debug/prog.debug");
+    if std::fs::hard_link(secret, home.path().join("prog.debug")).is_ok() {
+        let answers = named(&mut symbolizer());
+        assert!(answers.iter().all(|a| !a.is_known()), "{answers:?}");
+        std::fs::remove_file(home.path().join("prog.debug")).unwrap();
+    }
+    // The user's own debug file, a regular file of theirs: used.
+    sh_as(
+        Some(USER),
+        home.path(),
+        "objcopy --only-keep-debug prog.full prog.debug",
+    );
+    let answers = named(&mut symbolizer());
+    for (i, want) in NAMES.iter().enumerate() {
+        assert_eq!(answers[2 * i].name(), Some(*want), "{answers:?}");
+    }
+}
+
+/// Issue 27: a stripped binary with MiniDebugInfo (built the way Fedora's find-debuginfo
+/// does: the functions `.dynsym` lacks, in a `.symtab`-only ELF, xz-compressed into
+/// `.gnu_debugdata`) is named from it; one of another build, or one that decompresses to
+/// more than the symbol budget (a decompression bomb), is not used, and that is said.
+#[test]
+fn mini_debuginfo_names_a_stripped_binary_and_a_bomb_or_another_build_is_refused() {
+    if Command::new("xz").arg("--version").output().is_err() {
+        skip!("xz is not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = spin(dir.path(), "mini", &["-O2", "-g"]);
+    let other = cc(
+        dir.path(),
+        "other",
+        &SPIN_C.replace("2000", "3000"),
+        &["-O2", "-g"],
+    );
+    // gdb's manual, "MiniDebugInfo", and Fedora's find-debuginfo.
+    let minify = |b: &str| {
+        format!(
+            "nm -D {b} --format=posix --defined-only | awk '{{print $1}}' | sort > {b}.dyn && \
+             nm {b} --format=posix --defined-only | awk '$2==\"T\"||$2==\"t\"||$2==\"D\"{{print $1}}' | sort > {b}.funcs && \
+             comm -13 {b}.dyn {b}.funcs > {b}.keep && \
+             objcopy --only-keep-debug {b} {b}.dbg && \
+             objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols={b}.keep {b}.dbg {b}.mini && \
+             xz -f {b}.mini"
+        )
+    };
+    sh_as(None, dir.path(), &minify("mini"));
+    sh_as(None, dir.path(), &minify("other"));
+    sh_as(
+        None,
+        dir.path(),
+        "strip --strip-all -R .comment mini && cp mini bomb && cp mini wrong && \
+         objcopy --add-section .gnu_debugdata=mini.mini.xz mini && \
+         objcopy --add-section .gnu_debugdata=other.mini.xz wrong && \
+         head -c 100000000 /dev/zero | xz -9 > zeros.xz && \
+         objcopy --add-section .gnu_debugdata=zeros.xz bomb",
+    );
+    drop(other);
+    let resolve_bin = |name: &str, budget: usize| {
+        let bin = dir.path().join(name);
+        let r = Running::start(&bin, &[]);
+        let maps: Vec<Mapping> = r.addrs.iter().map(|&a| mapping_of(r.pid(), a)).collect();
+        let mut s = Symbolizer::new(Config {
+            debug_dirs: vec![],
+            table_budget: budget,
+            ..Config::default()
+        });
+        let answers = resolve(&mut s, &requests(&r, &maps, 2));
+        r.stop();
+        (answers, s.take_notes())
+    };
+    let (answers, notes) = resolve_bin("mini", 32 << 20);
+    assert_named(&answers, &bin, 2);
+    assert!(notes.is_empty(), "{notes:?}");
+    let (answers, notes) = resolve_bin("wrong", 32 << 20);
+    assert!(answers.iter().all(|a| !a.is_known()), "{answers:?}");
+    assert!(
+        notes.iter().any(|n| n.message.contains("another build")),
+        "{notes:?}"
+    );
+    let t0 = std::time::Instant::now();
+    let (answers, notes) = resolve_bin("bomb", 4 << 20);
+    assert!(answers.iter().all(|a| !a.is_known()), "{answers:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.message.contains("decompresses to more than")),
+        "{notes:?}"
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+}
+
+/// Issue 27: a debug file at the binary's build-id path that is of another build is not
+/// used (a stale debug package, or a planted file).
+#[test]
+fn a_debug_file_of_another_build_at_the_build_id_path_is_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = spin(dir.path(), "spin", &["-O2", "-g"]);
+    let other = cc(
+        dir.path(),
+        "other",
+        &SPIN_C.replace("2000", "3000"),
+        &["-O2", "-g"],
+    );
+    let id = {
+        let out = Command::new("readelf")
+            .arg("-n")
+            .arg(&bin)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+            .expect("a build id")
+    };
+    let at = dir
+        .path()
+        .join("debug/.build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    let right = dir.path().join("spin.dbg");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin)
+        .arg(&right));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&other)
+        .arg(&at));
+    run(Command::new("strip").arg("--strip-all").arg(&bin));
+    let r = Running::start(&bin, &[]);
+    let maps: Vec<Mapping> = r.addrs.iter().map(|&a| mapping_of(r.pid(), a)).collect();
+    let reqs = requests(&r, &maps, 2);
+    let symbolizer = || {
+        Symbolizer::new(Config {
+            debug_dirs: vec![dir.path().join("debug")],
+            ..Config::default()
+        })
+    };
+    let answers = resolve(&mut symbolizer(), &reqs);
+    assert!(answers.iter().all(|a| !a.is_known()), "{answers:?}");
+    // The right one at the same place is used.
+    std::fs::copy(&right, &at).unwrap();
+    assert_named(&resolve(&mut symbolizer(), &reqs), &bin, 2);
+}

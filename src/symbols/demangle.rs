@@ -81,7 +81,15 @@ pub fn demangle(name: &str) -> Option<String> {
 /// The name as frontends show it: demangled when mangled, escaped, at most
 /// [`MAX_DISPLAY`] bytes (plus `...`).
 pub fn display_name(raw: &[u8]) -> Box<str> {
-    let demangled = std::str::from_utf8(raw).ok().and_then(demangle);
+    // A PLT stub's name is its target's with `@plt`: demangle the target's.
+    let (name, suffix) = match raw.strip_suffix(b"@plt") {
+        Some(target) => (target, "@plt"),
+        None => (raw, ""),
+    };
+    let demangled = std::str::from_utf8(name)
+        .ok()
+        .and_then(demangle)
+        .map(|d| d + suffix);
     let shown = demangled.as_deref().map_or(raw, str::as_bytes);
     let mut s = crate::text::escape(&shown[..shown.len().min(MAX_DISPLAY * 4)]);
     if s.len() > MAX_DISPLAY {
@@ -128,6 +136,11 @@ mod tests {
         assert_eq!(demangle("_ZN"), None);
         assert_eq!(&*display_name(b"hot_b"), "hot_b");
         assert_eq!(&*display_name(b"_ZN3foo"), "_ZN3foo");
+        assert_eq!(&*display_name(b"memcmp@plt"), "memcmp@plt");
+        assert_eq!(
+            &*display_name(b"_ZN2ns6Widget4spinEi@plt"),
+            "ns::Widget::spin(int)@plt"
+        );
     }
 
     #[test]

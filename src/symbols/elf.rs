@@ -13,6 +13,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
 use object::read::{ReadCache, ReadRef, StringTable};
 
+use super::plt::{self, PltSymbol};
 use super::request::BuildId;
 use super::table::{TableBuilder, TooLarge, rank};
 
@@ -83,6 +84,10 @@ pub(crate) struct ElfFacts {
     pub symtab_functions: usize,
     /// Functions found in `.dynsym`.
     pub dynsym_functions: usize,
+    /// The PLT stubs, named (when asked for).
+    pub plt: Vec<PltSymbol>,
+    /// The `.gnu_debugdata` section, still compressed (when asked for).
+    pub gnu_debugdata: Option<Vec<u8>>,
 }
 
 /// Which symbol tables to read.
@@ -90,6 +95,9 @@ pub(crate) struct ElfFacts {
 pub(crate) struct Want {
     pub symtab: bool,
     pub dynsym: bool,
+    /// The binary itself (not a debug file): name its PLT stubs ([`super::plt`]) and keep
+    /// its `.gnu_debugdata` (MiniDebugInfo).
+    pub runtime: bool,
 }
 
 /// Note sections larger than this are not searched for a build id.
@@ -186,6 +194,12 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
         if name == b".gnu_debuglink" && ty != elf::SHT_NOBITS {
             facts.debuglink = debuglink::<Elf, R>(sh, endian, data);
         }
+        if name == b".gnu_debugdata" && ty != elf::SHT_NOBITS && want.runtime {
+            let max = max_section.min(super::debug_file::MAX_PACKED);
+            facts.gnu_debugdata = section_bytes::<Elf, R>(sh, endian, data, max)
+                .ok()
+                .map(<[u8]>::to_vec);
+        }
         let is_symtab = ty == elf::SHT_SYMTAB;
         if !(is_symtab && want.symtab || ty == elf::SHT_DYNSYM && want.dynsym) {
             continue;
@@ -197,7 +211,29 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
             facts.dynsym_functions += n;
         }
     }
+    if want.runtime {
+        facts.plt = plt::synthesize(
+            header,
+            &sections,
+            shstrtab.as_ref(),
+            endian,
+            data,
+            max_section,
+        );
+    }
     Ok(facts)
+}
+
+/// Add the synthesized PLT stubs to a table being built (as sized global functions, as perf
+/// inserts them); stops quietly where the table is full.
+pub(crate) fn push_plt(builder: &mut TableBuilder, plt: &[PltSymbol]) {
+    for p in plt {
+        let end = p.start.saturating_add(p.size);
+        let r = rank(true, false, true, &p.name);
+        if builder.push(p.start, p.size, end, r, &p.name, 0).is_err() {
+            return;
+        }
+    }
 }
 
 fn section_names<'d, Elf: FileHeader, R: ReadRef<'d>>(
@@ -216,7 +252,7 @@ fn section_names<'d, Elf: FileHeader, R: ReadRef<'d>>(
 
 /// A section's bytes, refused beyond `max` (so a crafted header cannot make perfwatch
 /// allocate what the file claims).
-fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
+pub(crate) fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
     sh: &Elf::SectionHeader,
     endian: Elf::Endian,
     data: R,
@@ -329,8 +365,9 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
             .filter(|&end| end > start)
             .unwrap_or(start.saturating_add(1));
         let bind = sym.st_bind();
+        // As perf reads bindings: only STB_GLOBAL is global (not STB_GNU_UNIQUE).
         let weak = bind == elf::STB_WEAK;
-        let global = bind == elf::STB_GLOBAL || bind == elf::STB_GNU_UNIQUE;
+        let global = bind == elf::STB_GLOBAL;
         builder
             .push(
                 start,
@@ -355,10 +392,12 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<usize, ElfError> {
         Want {
             symtab: true,
             dynsym: true,
+            runtime: true,
         },
         &mut builder,
         64 << 20,
     )?;
+    push_plt(&mut builder, &facts.plt);
     let table = builder.build(facts.symtab_functions > 0);
     for i in 0..table.len() as u32 {
         // Empty only at the very top of the address space.

@@ -162,8 +162,10 @@ pub fn parse(
         lines.push(Line {
             addr,
             text: matches!(ty, b't' | b'T' | b'w' | b'W'),
-            weak: matches!(ty, b'w' | b'W'),
-            global: ty.is_ascii_uppercase(),
+            // The bindings perf gives kallsyms types (`kallsyms2elf_binding`): `W` weak,
+            // other upper case global, lower case (`w` too) local.
+            weak: *ty == b'W',
+            global: ty.is_ascii_uppercase() && *ty != b'W',
             name,
             owner,
         });
@@ -200,7 +202,9 @@ pub fn parse(
             l.addr,
             end - l.addr,
             u64::MAX,
-            rank(true, l.weak, l.global, l.name),
+            // kallsyms gives no sizes: of several names at one address, the last listed
+            // is the one perf shows (`__x64_sys_getuid`, not `__ia32_sys_getuid`).
+            rank(false, l.weak, l.global, l.name),
             l.name,
             l.owner,
         )?;
@@ -255,9 +259,49 @@ ffffffffc0300000 t bpf_prog_1234_x\t[bpf]
         );
         // Read-only data between helper and weak_fn is no function.
         assert_eq!(name(&k, 0xffffffff81001090), None);
+        // Two names at one address: the last listed, as perf shows it.
         assert_eq!(
             name(&k, 0xffffffff81000010),
-            Some(("_stext".into(), 0x10, None))
+            Some(("_text".into(), 0x10, None))
+        );
+    }
+
+    #[test]
+    fn of_several_names_at_one_address_the_last_listed_is_perfs() {
+        // As Linux 6.x lists them (perf names these __x64_sys_getuid, __pi_memcpy,
+        // __x86_indirect_thunk_rax and cpu_show_ghostwrite).
+        let k = parse(
+            b"\
+ffffffff81382ec0 t __do_sys_getuid
+ffffffff81382ec0 T __ia32_sys_getuid
+ffffffff81382ec0 T __x64_sys_getuid
+ffffffff81382f00 t __do_sys_geteuid
+ffffffff822424e0 T memcpy
+ffffffff822424e0 T __memcpy
+ffffffff822424e0 T __pi_memcpy
+ffffffff822424f0 T memset
+ffffffff82250fc0 T __pi___x86_indirect_thunk_rax
+ffffffff82250fc0 T __x86_indirect_thunk_array
+ffffffff82250fc0 T __x86_indirect_thunk_rax
+ffffffff82250fe0 T __x86_indirect_thunk_rcx
+ffffffff81d984b0 t cpu_show_not_affected
+ffffffff81d984b0 W cpu_show_ghostwrite
+ffffffff81d984c0 t next
+",
+            None,
+            usize::MAX,
+        )
+        .unwrap();
+        let at = |a| name(&k, a).map(|n| n.0);
+        assert_eq!(at(0xffffffff81382ee3).as_deref(), Some("__x64_sys_getuid"));
+        assert_eq!(at(0xffffffff822424e0).as_deref(), Some("__pi_memcpy"));
+        assert_eq!(
+            at(0xffffffff82250fc6).as_deref(),
+            Some("__x86_indirect_thunk_rax")
+        );
+        assert_eq!(
+            at(0xffffffff81d984b8).as_deref(),
+            Some("cpu_show_ghostwrite")
         );
     }
 

@@ -7,11 +7,13 @@ use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::debug_file;
 use super::elf::{self, ElfError, Segment, Want};
 use super::fs::{self, OpenError, Opened};
 use super::kernel::{self, KernelSymbols};
 use super::request::{BuildId, FileIdentity, MappedFile};
 use super::table::{SymbolTable, TableBuilder};
+use super::trusted;
 use crate::text::escape;
 
 /// Why a binary gave no symbols; the text of its note.
@@ -145,8 +147,12 @@ pub(crate) enum SymbolsFrom {
     Symtab,
     /// A separate debug file (its escaped path).
     DebugFile(String),
+    /// The binary's MiniDebugInfo (`.gnu_debugdata`) and its `.dynsym`.
+    MiniDebugInfo,
     /// Only `.dynsym`: exported functions.
     Dynsym,
+    /// Only `.dynsym`: its MiniDebugInfo could not be used (why).
+    Unusable(String),
     /// Nothing.
     Nothing,
 }
@@ -225,9 +231,11 @@ impl ElfJob {
 
     fn run(self) -> Result<LoadedElf, LoadError> {
         let opened = self.open()?;
+        let owner = opened.uid;
         let all = Want {
             symtab: true,
             dynsym: true,
+            runtime: true,
         };
         let mut builder = TableBuilder::new(self.max_bytes);
         let facts = elf::read_file(opened.file, all, &mut builder, self.max_bytes as u64)?;
@@ -241,82 +249,107 @@ impl ElfJob {
                 want.to_hex()
             )));
         }
-        if facts.symtab_functions > 0 {
-            return Ok(LoadedElf {
-                table: builder.build(true),
-                segments: facts.segments,
-                from: SymbolsFrom::Symtab,
-                build_id,
-            });
-        }
-        if let Some(id) = build_id
-            && let Some((table, path)) = self.debug_file(id, facts.debuglink.as_deref())
-        {
-            return Ok(LoadedElf {
-                table,
-                segments: facts.segments,
-                from: SymbolsFrom::DebugFile(path),
-                build_id,
-            });
-        }
-        let from = if facts.dynsym_functions > 0 {
-            SymbolsFrom::Dynsym
-        } else {
-            SymbolsFrom::Nothing
-        };
-        Ok(LoadedElf {
-            table: builder.build(false),
-            segments: facts.segments,
+        let loaded = |table, from| LoadedElf {
+            table,
+            segments: facts.segments.clone(),
             from,
             build_id,
-        })
+        };
+        if facts.symtab_functions > 0 {
+            elf::push_plt(&mut builder, &facts.plt);
+            return Ok(loaded(builder.build(true), SymbolsFrom::Symtab));
+        }
+        if let Some(id) = build_id
+            && let Some((table, path)) =
+                self.debug_file(id, facts.debuglink.as_deref(), owner, &facts.plt)
+        {
+            return Ok(loaded(table, SymbolsFrom::DebugFile(path)));
+        }
+        let mut mini_error = None;
+        if let Some(packed) = &facts.gnu_debugdata {
+            match self.mini_debuginfo(packed, build_id, &mut builder) {
+                Ok(n) if n > 0 => {
+                    elf::push_plt(&mut builder, &facts.plt);
+                    return Ok(loaded(builder.build(true), SymbolsFrom::MiniDebugInfo));
+                }
+                Ok(_) => {}
+                Err(e) => mini_error = Some(e),
+            }
+        }
+        elf::push_plt(&mut builder, &facts.plt);
+        let from = match mini_error {
+            Some(e) => SymbolsFrom::Unusable(e),
+            None if facts.dynsym_functions > 0 => SymbolsFrom::Dynsym,
+            None => SymbolsFrom::Nothing,
+        };
+        Ok(loaded(builder.build(false), from))
     }
 
-    /// A separate debug file whose build id is the binary's: by build id under each debug
-    /// directory, then by `.gnu_debuglink` beside the binary, in its `.debug/`, and under each
-    /// debug directory (gdb's order). Without a build id to compare, no debug file is used: a
-    /// debug link alone cannot tell an old debug file from the right one.
-    fn debug_file(&self, id: BuildId, debuglink: Option<&[u8]>) -> Option<(SymbolTable, String)> {
-        let hex = id.to_hex();
-        let mut candidates: Vec<Vec<u8>> = Vec::new();
-        if hex.len() > 2 {
-            for dir in self.debug_dirs.iter() {
-                candidates.push(
-                    format!(
-                        "{}/.build-id/{}/{}.debug",
-                        dir.display(),
-                        &hex[..2],
-                        &hex[2..]
-                    )
-                    .into_bytes(),
-                );
-            }
+    /// The functions of the binary's MiniDebugInfo, added to `builder` (beside its
+    /// `.dynsym`'s, which it leaves out); how many. Decompressed within the table's room, and
+    /// used only when it is of the same build as the binary (or says no build).
+    fn mini_debuginfo(
+        &self,
+        packed: &[u8],
+        build_id: Option<BuildId>,
+        builder: &mut TableBuilder,
+    ) -> Result<usize, String> {
+        let room = self.max_bytes.saturating_sub(builder.bytes());
+        let elf_image = debug_file::mini_debuginfo(packed, room).map_err(|e| e.to_string())?;
+        let header_only = Want {
+            symtab: false,
+            dynsym: false,
+            runtime: false,
+        };
+        let mut none = TableBuilder::new(0);
+        let ids = elf::read(&elf_image[..], header_only, &mut none, 0)
+            .map_err(|e| format!("its .gnu_debugdata is not a usable ELF file ({e})"))?;
+        if let (Some(mini), Some(id)) = (ids.build_id, build_id)
+            && mini != id
+        {
+            return Err(format!(
+                "its .gnu_debugdata is of another build ({}): not used",
+                mini.to_hex()
+            ));
         }
-        if let Some(link) = debuglink {
-            let path = self.file.path_on_disk();
-            let dir = &path[..path.iter().rposition(|&b| b == b'/').unwrap_or(0)];
-            let join = |parts: &[&[u8]]| parts.concat();
-            candidates.push(join(&[dir, b"/", link]));
-            candidates.push(join(&[dir, b"/.debug/", link]));
-            for d in self.debug_dirs.iter() {
-                use std::os::unix::ffi::OsStrExt;
-                candidates.push(join(&[d.as_os_str().as_bytes(), dir, b"/", link]));
-            }
-        }
-        for c in candidates {
-            let Ok(o) = fs::open_regular(&c, false) else {
+        let want = Want {
+            symtab: true,
+            dynsym: false,
+            runtime: false,
+        };
+        let facts = elf::read(&elf_image[..], want, builder, self.max_bytes as u64)
+            .map_err(|e| format!("its .gnu_debugdata is not a usable ELF file ({e})"))?;
+        Ok(facts.symtab_functions)
+    }
+
+    /// A separate debug file whose build id is the binary's, from the places
+    /// [`debug_file::candidates`] lists, each opened only by [`super::trusted`]'s rules
+    /// (beside the binary, its owner `owner`'s files too; nowhere a link another user could
+    /// have made). Without a build id to compare, no debug file is used: a debug link alone
+    /// cannot tell an old debug file from the right one.
+    fn debug_file(
+        &self,
+        id: BuildId,
+        debuglink: Option<&[u8]>,
+        owner: u32,
+        plt: &[super::plt::PltSymbol],
+    ) -> Option<(SymbolTable, String)> {
+        let path = self.file.path_on_disk();
+        for (c, place) in debug_file::candidates(id, debuglink, path, &self.debug_dirs) {
+            let Ok(file) = trusted::open(&c, &place.trust(owner)) else {
                 continue;
             };
             let mut builder = TableBuilder::new(self.max_bytes);
             let want = Want {
                 symtab: true,
                 dynsym: false,
+                runtime: false,
             };
-            let Ok(facts) = elf::read_file(o.file, want, &mut builder, self.max_bytes as u64)
-            else {
+            let Ok(facts) = elf::read_file(file, want, &mut builder, self.max_bytes as u64) else {
                 continue;
             };
             if facts.build_id == Some(id) && facts.symtab_functions > 0 {
+                elf::push_plt(&mut builder, plt);
                 return Some((builder.build(true), escape(&c)));
             }
         }

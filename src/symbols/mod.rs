@@ -11,7 +11,9 @@
 //! `.dynsym`) of the mapped file, found through `/proc/PID/map_files` (deleted or replaced
 //! binaries), `/proc/PID/root` (containers) or its path, and checked against the mapping's
 //! device/inode or build id so that another file at the same path is never read in its place;
-//! a separate debug file by build id or `.gnu_debuglink`; the perf map of a JIT
+//! a separate debug file by build id or `.gnu_debuglink` (opened only where its owners put it,
+//! `trusted`), or MiniDebugInfo (`.gnu_debugdata`); PLT stubs named as perf names them
+//! (`memcmp@plt`); the perf map of a JIT
 //! (`/tmp/perf-PID.map`); the vDSO, from perfwatch's own copy when it is the same image.
 //! Names are demangled (Rust, C++) and escaped. A process that has exited is named from what
 //! its mapping said: nothing here reads `/proc/PID/maps`.
@@ -31,6 +33,7 @@
 //! A [`Symbolizer`] is meant to live on its own thread ([`service::Service`] runs one), never
 //! on a reader thread.
 
+mod debug_file;
 pub mod demangle;
 pub mod elf;
 mod fs;
@@ -38,10 +41,12 @@ pub mod kernel;
 mod load;
 mod loader;
 pub mod perfmap;
+mod plt;
 mod request;
 pub mod service;
 mod symbol;
 mod table;
+mod trusted;
 mod vdso;
 
 use std::hash::{Hash, Hasher};
@@ -716,6 +721,7 @@ impl Symbolizer {
                 let want = elf::Want {
                     symtab: true,
                     dynsym: true,
+                    runtime: false,
                 };
                 match elf::read(img, want, &mut builder, 1 << 20) {
                     Ok(facts) if builder.len() > 0 => {
@@ -763,7 +769,13 @@ impl Symbolizer {
                         "stripped: only its exported functions are named (install its debug \
                          file for the others)",
                     ),
-                    SymbolsFrom::Symtab | SymbolsFrom::DebugFile(_) => {}
+                    SymbolsFrom::Unusable(why) => self.note(
+                        id,
+                        format!("stripped: only its exported functions are named ({why})"),
+                    ),
+                    SymbolsFrom::Symtab
+                    | SymbolsFrom::DebugFile(_)
+                    | SymbolsFrom::MiniDebugInfo => {}
                 }
                 if le.table.is_empty() {
                     self.binaries[id as usize].state = State::NoSymbols;

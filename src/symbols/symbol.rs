@@ -31,14 +31,40 @@ pub enum DsoKind {
 pub struct Dso {
     name: Box<str>,
     kind: DsoKind,
+    /// What a frame in it without a function name is called: `unnamed_label`.
+    label: Box<str>,
+}
+
+/// How stack collapsers name a frame whose function is not known (FlameGraph's
+/// `stackcollapse-perf.pl`): its binary's file name in brackets, `[liblzma.so.5.4.1]`; a
+/// name in brackets already (`[kernel.kallsyms]`, `[vdso]`, `[stack]`) as it is; and
+/// `[unknown]` where no binary is known. So that every unnamed frame of one binary folds into
+/// one node of a flame graph, and says where it was.
+pub fn unnamed_label(dso: &str, kind: DsoKind) -> String {
+    if kind == DsoKind::Unknown {
+        return UNKNOWN.to_string();
+    }
+    if dso.len() > 2 && dso.starts_with('[') && dso.ends_with(']') {
+        return dso.to_string();
+    }
+    let base = dso.rsplit('/').next().unwrap_or("");
+    if base.is_empty() {
+        return UNKNOWN.to_string();
+    }
+    format!("[{base}]")
 }
 
 impl Dso {
     pub(crate) fn new(name: impl Into<Box<str>>, kind: DsoKind) -> Arc<Dso> {
-        Arc::new(Dso {
-            name: name.into(),
-            kind,
-        })
+        let name = name.into();
+        let label = unnamed_label(&name, kind).into();
+        Arc::new(Dso { name, kind, label })
+    }
+
+    /// What an unnamed frame in this binary is called, `[liblzma.so.5.4.1]` (see
+    /// `unnamed_label`).
+    pub fn unnamed(&self) -> &str {
+        &self.label
     }
 
     /// The escaped name: a path, `[kernel.kallsyms]`, `[MODULE]`, `[vdso]`, `//anon`, ...
@@ -99,6 +125,12 @@ impl Symbol {
     /// The name, or `[unknown]`.
     pub fn display_name(&self) -> &str {
         self.name.as_deref().unwrap_or(UNKNOWN)
+    }
+
+    /// The name, or for an unknown function its binary's [`Dso::unnamed`] label: how a frame
+    /// is named in folded stacks and `--plain` call chains.
+    pub fn frame_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(self.dso.unnamed())
     }
 
     pub fn dso(&self) -> &Arc<Dso> {
@@ -193,5 +225,26 @@ mod tests {
         assert_eq!(u.name(), None);
         assert_eq!(u.symbol().display_name(), "[unknown]");
         assert!(Dso::new("[kernel.kallsyms]", DsoKind::Kernel).is_kernel());
+        assert_eq!(u.symbol().frame_name(), "[spin]");
+    }
+
+    #[test]
+    fn unnamed_frames_are_labelled_by_their_binary_as_stackcollapse_does() {
+        let l = |name, kind| unnamed_label(name, kind);
+        assert_eq!(
+            l("/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1", DsoKind::File),
+            "[liblzma.so.5.4.1]"
+        );
+        assert_eq!(l("[kernel.kallsyms]", DsoKind::Kernel), "[kernel.kallsyms]");
+        assert_eq!(l("[ext4]", DsoKind::KernelModule), "[ext4]");
+        assert_eq!(l("[vdso]", DsoKind::Vdso), "[vdso]");
+        assert_eq!(l("[stack]", DsoKind::Other), "[stack]");
+        assert_eq!(l("//anon", DsoKind::Other), "[anon]");
+        assert_eq!(l("/tmp/perf-42.map", DsoKind::PerfMap), "[perf-42.map]");
+        assert_eq!(l(UNKNOWN, DsoKind::Unknown), UNKNOWN);
+        // Nothing to name it by.
+        assert_eq!(l("/", DsoKind::File), UNKNOWN);
+        assert_eq!(l("", DsoKind::File), UNKNOWN);
+        assert_eq!(l("[]", DsoKind::Other), "[[]]");
     }
 }

@@ -112,10 +112,28 @@ impl TableBuilder {
     /// Sort, keep the best symbol per address, and give each an end. `complete`: the table
     /// lists every function (sizeless symbols may extend to the next one).
     pub(crate) fn build(mut self, complete: bool) -> SymbolTable {
-        // Stable order for equal (start, rank): first pushed wins.
-        self.raw
-            .sort_by(|a, b| a.start.cmp(&b.start).then(b.rank.cmp(&a.rank)));
-        self.raw.dedup_by(|later, first| later.start == first.start);
+        // Several symbols at one address: perf gives each sizeless one the extent up to the
+        // next symbol (`symbols__fixup_end`) before it chooses among them, which leaves all
+        // but the last of them (in table order) sizeless still. So the last counts as sized.
+        // Then the best rank wins, the first pushed on a tie.
+        self.raw.sort_by_key(|r| r.start);
+        let (mut kept, mut i) = (0, 0);
+        while i < self.raw.len() {
+            let start = self.raw[i].start;
+            let mut last = i;
+            while self.raw.get(last + 1).is_some_and(|n| n.start == start) {
+                last += 1;
+            }
+            self.raw[last].rank |= SIZED;
+            let best = (i..=last)
+                .rev()
+                .max_by_key(|&k| self.raw[k].rank)
+                .unwrap_or(i);
+            self.raw.swap(kept, best);
+            kept += 1;
+            i = last + 1;
+        }
+        self.raw.truncate(kept);
         let n = self.raw.len();
         let mut starts = Vec::with_capacity(n);
         let mut sizes = Vec::with_capacity(n);
@@ -220,22 +238,29 @@ impl SymbolTable {
     }
 }
 
-/// The preference among symbols at one address: a sized symbol, then the name a user knows,
-/// the exported one (global before weak before local: `write` rather than glibc's local
-/// `__GI___libc_write`), then fewer leading underscores, then the longer name.
+/// The rank bit of a symbol with a size.
+const SIZED: u64 = 1 << 43;
+
+/// The preference among symbols at one address, perf's (`choose_best_symbol` in
+/// `tools/perf/util/symbol.c`), so that perfwatch shows the name perf shows: a sized symbol,
+/// then a non-weak one, then a global one, then fewer leading underscores, then the longer
+/// name; then not a `SyS`/`compat_SyS` syscall alias; then the first listed. So glibc's
+/// `write` is `__GI___libc_write` (local, non-weak, the longest of four such names) where its
+/// debug file lists them all, and the kernel's `memcpy` is `memcpy`, not `__memcpy` or
+/// `__pi_memcpy`.
+///
+/// `sized` is the symbol's own size (`st_size`), before the table extends sizeless symbols:
+/// kallsyms has none, so there the last of several names at one address is the one perf
+/// shows (see [`TableBuilder::build`]).
 pub(crate) fn rank(sized: bool, weak: bool, global: bool, name: &[u8]) -> u64 {
     let underscores = name.iter().take_while(|&&b| b == b'_').count().min(255) as u64;
-    let binding = if global && !weak {
-        2
-    } else if weak {
-        1
-    } else {
-        0
-    };
-    (sized as u64) << 42
-        | binding << 40
-        | (255 - underscores) << 32
-        | name.len().min(u32::MAX as usize) as u64
+    let syscall_alias = name.starts_with(b"SyS") || name.starts_with(b"compat_SyS");
+    (if sized { SIZED } else { 0 })
+        | (!weak as u64) << 42
+        | (global as u64) << 41
+        | (255 - underscores) << 33
+        | (name.len().min(u32::MAX as usize) as u64) << 1
+        | !syscall_alias as u64
 }
 
 #[cfg(test)]
@@ -285,41 +310,108 @@ mod tests {
         assert_eq!(name(&dynsym, 0x1001), None);
     }
 
-    #[test]
-    fn the_best_alias_wins() {
-        // Aliases of one function at 0x100: (name, weak, global).
-        let aliases = |list: &[(&str, bool, bool)]| {
-            let mut b = TableBuilder::new(usize::MAX);
-            for (n, weak, global) in list {
-                b.push(
-                    0x100,
-                    0x40,
-                    u64::MAX,
-                    rank(true, *weak, *global, n.as_bytes()),
-                    n.as_bytes(),
-                    0,
-                )
-                .unwrap();
-            }
-            b.build(true)
-        };
-        let t = aliases(&[
-            ("__GI___libc_malloc", false, false),
-            ("__libc_malloc", false, true),
-            ("malloc", false, true),
-            ("__malloc", false, false),
-            ("malloc_weak", true, true),
-        ]);
+    /// The aliases of one function at 0x100, (name, sized, weak, global), in table order:
+    /// the name the table keeps.
+    fn best(list: &[(&str, bool, bool, bool)]) -> String {
+        let mut b = TableBuilder::new(usize::MAX);
+        for (n, sized, weak, global) in list {
+            b.push(
+                0x100,
+                if *sized { 0x40 } else { 0 },
+                u64::MAX,
+                rank(*sized, *weak, *global, n.as_bytes()),
+                n.as_bytes(),
+                0,
+            )
+            .unwrap();
+        }
+        let t = b.build(true);
         assert_eq!(t.len(), 1);
-        assert_eq!(name(&t, 0x120), Some(("malloc".into(), 0x20)));
-        // glibc's write: local aliases and two weak ones; the weak exported name wins.
-        let t = aliases(&[
-            ("__GI___libc_write", false, false),
-            ("__libc_write", false, false),
-            ("__write", true, false),
-            ("write", true, false),
-        ]);
-        assert_eq!(name(&t, 0x100), Some(("write".into(), 0)));
+        name(&t, 0x100).unwrap().0
+    }
+
+    #[test]
+    fn the_alias_perf_chooses_wins() {
+        // glibc's write as libc6-dbg's .symtab lists it (Debian 12): four local names and
+        // two weak ones. perf shows __GI___libc_write: non-weak, then the longest.
+        let write = [
+            ("__GI___write", true, false, false),
+            ("__GI_write", true, false, false),
+            ("__GI___libc_write", true, false, false),
+            ("__libc_write", true, false, false),
+            ("__write", true, true, true),
+            ("write", true, true, true),
+        ];
+        assert_eq!(best(&write), "__GI___libc_write");
+        // Its .dynsym alone: two weak exports; fewer underscores.
+        assert_eq!(best(&write[4..]), "write");
+        // A sized symbol before anything else; a global one before a local one.
+        assert_eq!(
+            best(&[
+                ("malloc", false, false, true),
+                ("__libc_malloc", true, true, false)
+            ]),
+            "__libc_malloc"
+        );
+        assert_eq!(
+            best(&[
+                ("a_long_local", true, false, false),
+                ("g", true, false, true)
+            ]),
+            "g"
+        );
+        // A global name before a local one; fewer underscores; the longer name.
+        assert_eq!(
+            best(&[
+                ("__do_sys_getuid", true, false, false),
+                ("__ia32_sys_getuid", true, false, true),
+                ("__x64_sys_getuid", true, false, true),
+            ]),
+            "__ia32_sys_getuid"
+        );
+        assert_eq!(
+            best(&[
+                ("memcpy", true, false, true),
+                ("__memcpy", true, false, true),
+                ("__pi_memcpy", true, false, true),
+            ]),
+            "memcpy"
+        );
+        assert_eq!(
+            best(&[
+                ("not_affected", true, false, false),
+                ("ghostwrite", true, true, true),
+            ]),
+            "not_affected"
+        );
+        // Sizeless names (hand-written assembly): the last listed counts as sized, as
+        // perf extends it to the next symbol before choosing.
+        assert_eq!(
+            best(&[
+                ("entry_a", false, false, true),
+                ("entry_b", false, false, true)
+            ]),
+            "entry_b"
+        );
+        assert_eq!(
+            best(&[
+                ("__a_sized", true, false, true),
+                ("b_sizeless", false, false, true),
+            ]),
+            "b_sizeless"
+        );
+        // Everything else equal: not the SyS alias; then the first listed.
+        assert_eq!(
+            best(&[
+                ("SyS_write", true, false, true),
+                ("sys_write", true, false, true)
+            ]),
+            "sys_write"
+        );
+        assert_eq!(
+            best(&[("sys_b", true, false, true), ("sys_a", true, false, true)]),
+            "sys_b"
+        );
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub(crate) fn own_build_id() -> Option<super::BuildId> {
         let want = super::elf::Want {
             symtab: false,
             dynsym: false,
+            runtime: false,
         };
         super::elf::read(img, want, &mut builder, 0).ok()?.build_id
     })
