@@ -209,6 +209,20 @@ impl Monitor {
             cgroup: cfg.cgroup.clone(),
             common_fields: cfg.common_fields,
         };
+        // Before the command runs, so that its first exec is seen too; best effort. And before
+        // the user's events: the kernel runs a tracepoint's perf events newest first, so the
+        // watcher's stack copy (tens of microseconds) then comes after the user's
+        // `sched:sched_process_exec` has taken its time stamp, not before it.
+        let execs = cfg.exec_argv.then(|| {
+            crate::perf::exec_watch::ExecWatch::start(crate::perf::exec_watch::WatchConfig {
+                target: target.clone(),
+                cpus: cpus.clone(),
+                clockid: cfg.clockid,
+                cgroup: cfg.cgroup.clone(),
+                proc_root: "/proc".into(),
+            })
+            .ok()
+        });
         let opened = open::open(&open_cfg)?;
         for f in &opened.fallbacks {
             notes.push(f.to_string());
@@ -220,17 +234,6 @@ impl Monitor {
         if !matches!(target, Target::Command { .. }) {
             open::enable(&opened.rings).context("cannot enable the perf events")?;
         }
-        // Before the command runs, so that its first exec is seen too; best effort.
-        let execs = cfg.exec_argv.then(|| {
-            crate::perf::exec_watch::ExecWatch::start(crate::perf::exec_watch::WatchConfig {
-                target: target.clone(),
-                cpus: cpus.clone(),
-                clockid: cfg.clockid,
-                cgroup: cfg.cgroup.clone(),
-                proc_root: "/proc".into(),
-            })
-            .ok()
-        });
         let mut threads = Vec::with_capacity(opened.rings.len());
         for ring in opened.rings {
             let h = reader::spawn(ring, tx.clone(), pool.clone(), stop.clone(), stats.clone())
