@@ -83,6 +83,10 @@ impl PausedChild {
             cmd: display.clone(),
             err,
         };
+        // perfwatch catches SIGINT and SIGTERM even when they were ignored at its start (the
+        // exec would reset them to the default); the command gets them as perfwatch got them.
+        let keep_ignored =
+            crate::signals::ALWAYS_CAUGHT.map(|sig| (sig, crate::signals::ignored_at_entry(sig)));
         let go = pipe_cloexec().map_err(exec_err)?;
         let errp = pipe_cloexec().map_err(exec_err)?;
         // SAFETY: fork; the child below only calls async-signal-safe functions.
@@ -104,6 +108,11 @@ impl PausedChild {
                 libc::close(errp[0]);
                 // Rust ignores SIGPIPE; a command expects the default. Unblock everything.
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                for (sig, ignored) in keep_ignored {
+                    if ignored {
+                        libc::signal(sig, libc::SIG_IGN);
+                    }
+                }
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);
                 libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());

@@ -5,9 +5,11 @@
 //! the first is being handled ends the process at once, so a stuck shutdown can always be
 //! interrupted.
 //!
-//! A signal that was ignored when perfwatch started stays ignored, as coreutils leave it:
-//! `nohup perfwatch` is not stopped by SIGHUP, and a background job of a non-interactive shell
-//! (started with SIGINT and SIGQUIT ignored) is not stopped by the terminal's Ctrl-C.
+//! SIGINT and SIGTERM always stop perfwatch, whatever their disposition at entry, as they
+//! stop `perf record` and tcpdump: a non-interactive shell starts its background jobs with
+//! SIGINT ignored, and `perfwatch ... & kill -INT $!` is how a script stops one. SIGHUP and
+//! SIGQUIT ignored at entry stay ignored, as coreutils leave them: `nohup perfwatch` is not
+//! stopped by SIGHUP.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -48,10 +50,19 @@ pub fn ignored_at_entry(sig: i32) -> bool {
         .is_some_and(|i| entry_ignored()[i])
 }
 
-/// The signals to catch among `wanted`: all but those ignored at entry. A pure function of
-/// the dispositions, so that the rule is tested without changing the test's own signals.
+/// The stop signals caught even when ignored at entry: the ones a user or a script sends on
+/// purpose to stop a run (`kill -INT`, `kill`), never by accident of a hang-up.
+pub const ALWAYS_CAUGHT: [i32; 2] = [SIGINT, SIGTERM];
+
+/// The signals to catch among `wanted`: [`ALWAYS_CAUGHT`], and the others unless ignored at
+/// entry. A pure function of the dispositions, so that the rule is tested without changing
+/// the test's own signals.
 pub fn to_catch(wanted: &[i32], ignored: impl Fn(i32) -> bool) -> Vec<i32> {
-    wanted.iter().copied().filter(|&s| !ignored(s)).collect()
+    wanted
+        .iter()
+        .copied()
+        .filter(|&s| ALWAYS_CAUGHT.contains(&s) || !ignored(s))
+        .collect()
 }
 
 #[derive(Clone)]
@@ -93,17 +104,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn signals_ignored_at_entry_are_left_alone() {
+    fn hup_and_quit_ignored_at_entry_are_left_alone_int_and_term_never() {
         // nohup: SIGHUP ignored.
         assert_eq!(
             to_catch(&STOP_SIGNALS, |s| s == SIGHUP),
             vec![SIGINT, SIGTERM, SIGQUIT]
         );
-        // A background job of a non-interactive shell: SIGINT and SIGQUIT ignored.
+        // A background job of a non-interactive shell: SIGINT and SIGQUIT ignored. SIGINT
+        // is still caught (`kill -INT $!` stops it, as it stops perf record), SIGQUIT not.
         assert_eq!(
             to_catch(&STOP_SIGNALS, |s| s == SIGINT || s == SIGQUIT),
-            vec![SIGTERM, SIGHUP]
+            vec![SIGINT, SIGTERM, SIGHUP]
         );
+        // Everything ignored: SIGINT and SIGTERM are caught all the same.
+        assert_eq!(to_catch(&STOP_SIGNALS, |_| true), vec![SIGINT, SIGTERM]);
         assert_eq!(to_catch(&STOP_SIGNALS, |_| false), STOP_SIGNALS.to_vec());
     }
 
