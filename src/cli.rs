@@ -245,6 +245,16 @@ const CLOCKS: &[(&str, &str, libc::clockid_t)] = &[
     ("tai", "tai", libc::CLOCK_TAI),
 ];
 
+/// How a clock is named in messages: `CLOCK_MONOTONIC, perf's -k mono`.
+pub fn clock_name(id: libc::clockid_t) -> String {
+    match CLOCKS.iter().find(|(_, _, c)| *c == id) {
+        Some((name, alias, _)) => {
+            format!("CLOCK_{}, perf's -k {alias}", name.to_ascii_uppercase())
+        }
+        None => format!("clock {id}"),
+    }
+}
+
 /// Parse `-k`: a clock name (with or without `CLOCK_`), an alias, or a number.
 pub fn clockid(s: &str) -> Result<ClockId, String> {
     let t = s.trim().to_ascii_lowercase();

@@ -106,6 +106,9 @@ pub struct Monitor {
     pub late: Arc<std::sync::atomic::AtomicU64>,
     pub info: MonitorInfo,
     pub started: Instant,
+    /// The stop time T, decided by the first [`Monitor::request_stop`]; the ordering stage
+    /// emits everything stamped up to it.
+    pub stop_time: Arc<crate::order::StopTime>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     child: Option<PausedChild>,
@@ -295,6 +298,7 @@ impl Monitor {
                 notes,
             },
             started: Instant::now(),
+            stop_time: Arc::default(),
             stop,
             threads,
             child,
@@ -303,9 +307,15 @@ impl Monitor {
         })
     }
 
-    /// Ask the readers to drain once more and end. They send a last batch with `end` set.
-    pub fn request_stop(&self) {
+    /// Decide the stop time T (the first call; on the events' clock), then ask the readers
+    /// to disable their events, drain their rings (everything up to T is in them by then)
+    /// and end. They send a last batch with `end` set. Returns T.
+    pub fn request_stop(&self) -> u64 {
+        let t = self
+            .stop_time
+            .decide(crate::clock::clock_ns(self.info.clockid));
         self.stop.store(true, Ordering::Release);
+        t
     }
 
     pub fn stop_requested(&self) -> bool {

@@ -17,6 +17,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -40,6 +41,48 @@ pub struct Batch {
     pub now: u64,
     /// The last batch of this CPU: its reader has ended.
     pub end: bool,
+}
+
+/// The stop time T of a run, in the events' clock: decided once, when the stop is (the
+/// monitor's `request_stop`), read by the ordering stage, which emits every record stamped
+/// at or before it and none after, so that every CPU's stream ends at the same instant.
+/// Records stamped after T (written between the decision and the events' disable) are
+/// counted here, and said in the summary.
+#[derive(Debug, Default)]
+pub struct StopTime {
+    at: AtomicU64,
+    after: AtomicU64,
+}
+
+impl StopTime {
+    /// Set T to `now` unless it is already set; returns T.
+    pub fn decide(&self, now: u64) -> u64 {
+        match self
+            .at
+            .compare_exchange(0, now.max(1), Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => now.max(1),
+            Err(t) => t,
+        }
+    }
+
+    /// T, once the stop is decided.
+    pub fn get(&self) -> Option<u64> {
+        match self.at.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// Records stamped after T that were not emitted.
+    pub fn after(&self) -> u64 {
+        self.after.load(Ordering::Relaxed)
+    }
+
+    /// What the ordering stage cut so far (see [`OrderingStage::after_stop`]).
+    pub fn set_after(&self, n: u64) {
+        self.after.store(n, Ordering::Relaxed);
+    }
 }
 
 /// Events of every CPU in time order: what the ordering stage emits and every stage after
@@ -152,6 +195,9 @@ pub struct OrderingStage {
     /// Scratch for the merge: (head time, queue) of the queues taking part.
     heads: BinaryHeap<Reverse<(u64, usize)>>,
     take: Vec<usize>,
+    /// The stop time: events stamped after it are not emitted, but counted.
+    cut: Option<u64>,
+    after_stop: u64,
 }
 
 impl OrderingStage {
@@ -166,6 +212,26 @@ impl OrderingStage {
             late: 0,
             heads: BinaryHeap::new(),
             take: Vec::new(),
+            cut: None,
+            after_stop: 0,
+        }
+    }
+
+    /// The run stops at `t`: emit every event stamped at or before it, none after (loss and
+    /// throttle records, which speak of earlier events, always go out).
+    pub fn stop_at(&mut self, t: u64) {
+        self.cut = Some(self.cut.map_or(t, |c| c.min(t)));
+    }
+
+    /// Events not emitted because they were stamped after the stop time.
+    pub fn after_stop(&self) -> u64 {
+        self.after_stop
+    }
+
+    /// Take the stop time from `stop` once it is decided.
+    pub fn follow(&mut self, stop: &StopTime) {
+        if let Some(t) = stop.get() {
+            self.stop_at(t);
         }
     }
 
@@ -320,12 +386,16 @@ impl OrderingStage {
                     break;
                 };
                 left -= 1;
-                if ev.time < self.last_emitted {
-                    self.late += 1;
+                if self.cut.is_some_and(|t| ev.time > t) && !speaks_of_earlier(&ev) {
+                    self.after_stop += 1;
                 } else {
-                    self.last_emitted = ev.time;
+                    if ev.time < self.last_emitted {
+                        self.late += 1;
+                    } else {
+                        self.last_emitted = ev.time;
+                    }
+                    out.push(ev);
                 }
-                out.push(ev);
                 match (q.events.front(), bound) {
                     (Some(next), Some(b)) if left > 0 && (next.time, i) > b => break,
                     _ => {}
@@ -345,6 +415,16 @@ impl OrderingStage {
             }
         }
     }
+}
+
+/// Loss and throttle records: about events before them, so never cut at the stop time.
+fn speaks_of_earlier(ev: &Event) -> bool {
+    matches!(
+        ev.kind,
+        crate::event::EventKind::Lost { .. }
+            | crate::event::EventKind::LostSamples { .. }
+            | crate::event::EventKind::Throttle { .. }
+    )
 }
 
 /// At shutdown (after the stop request): hand `take` the readers' last batches until `ended`
@@ -460,6 +540,45 @@ mod tests {
         assert!(r.all_ended());
         assert_eq!(drain(&mut r), ms(&[(0, 500)]));
         assert_eq!(r.watermark(), u64::MAX, "all ended and out: complete");
+    }
+
+    /// At the stop time T every CPU's stream ends at T: what was stamped up to T goes out,
+    /// on every CPU, however late its reader's last batch came; what was stamped after T is
+    /// counted, not shown; loss records always go out.
+    #[test]
+    fn the_stop_time_cuts_every_cpu_at_the_same_instant_and_counts_the_rest() {
+        use crate::testkit::events::sample;
+        let stop = StopTime::default();
+        let mut r = OrderingStage::new(&[0, 1], 1000);
+        r.push(Batch {
+            cpu: 0,
+            events: vec![sample(0, 1, 10 * MS, 1), sample(0, 1, 60 * MS, 1)],
+            now: 70 * MS,
+            end: false,
+        });
+        r.follow(&stop);
+        assert_eq!(stop.decide(50 * MS), 50 * MS);
+        assert_eq!(stop.decide(90 * MS), 50 * MS, "decided once");
+        r.follow(&stop);
+        // CPU 1's last batch: up to T, and past it.
+        r.push(Batch {
+            cpu: 1,
+            events: vec![
+                sample(1, 1, 49 * MS, 1),
+                sample(1, 1, 50 * MS, 1),
+                sample(1, 1, 51 * MS, 1),
+                ev(1, 52 * MS),
+            ],
+            now: 80 * MS,
+            end: true,
+        });
+        r.push(batch(0, 90 * MS, &[]));
+        let mut out = Vec::new();
+        r.flush(&mut out);
+        stop.set_after(r.after_stop());
+        let got: Vec<(u32, u64)> = out.iter().map(|e| (e.cpu, e.time)).collect();
+        assert_eq!(got, ms(&[(0, 10), (1, 49), (1, 50), (1, 52)]));
+        assert_eq!((r.after_stop(), stop.after()), (2, 2));
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub struct PipelineOptions {
     pub hide: Option<(u32, Arc<AtomicU64>)>,
     /// Where the count of late events (see [`Pipeline::late`]) is kept for the summary.
     pub late: Option<Arc<AtomicU64>>,
+    /// The run's stop time, once decided: nothing stamped after it goes out (counted there).
+    pub stop_time: Option<Arc<crate::order::StopTime>>,
 }
 
 impl Default for PipelineOptions {
@@ -112,6 +114,7 @@ impl Default for PipelineOptions {
             symbols: None,
             hide: None,
             late: None,
+            stop_time: None,
         }
     }
 }
@@ -423,8 +426,16 @@ impl Pipeline {
         self.flush();
     }
 
+    /// Tell the ordering stage the stop time once it is decided.
+    fn follow_stop(&mut self) {
+        if let Some(st) = &self.opts.stop_time {
+            self.order.follow(st);
+        }
+    }
+
     /// Let out everything the ordering stage holds.
     fn flush(&mut self) {
+        self.follow_stop();
         let mut events = self.buffer();
         let before = self.order.watermark();
         let wm = self.order.flush(&mut events);
@@ -437,6 +448,7 @@ impl Pipeline {
     }
 
     fn order_ready(&mut self) {
+        self.follow_stop();
         let mut events = self.buffer();
         let before = self.order.watermark();
         let wm = self.order.pop_ready(&mut events);
@@ -456,6 +468,9 @@ impl Pipeline {
     fn publish(&mut self, mut chunk: Chunk) {
         if let Some(late) = &self.opts.late {
             late.store(self.order.late(), Ordering::Relaxed);
+        }
+        if let Some(st) = &self.opts.stop_time {
+            st.set_after(self.order.after_stop());
         }
         if let Some((pid, hidden)) = &self.opts.hide {
             let before = chunk.events.len();

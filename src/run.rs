@@ -178,6 +178,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         PipelineOptions {
             hide: (!cli.show_self).then(|| (std::process::id(), mon.hidden_self.clone())),
             late: Some(mon.late.clone()),
+            stop_time: Some(mon.stop_time.clone()),
             execs: mon.execs.as_ref().map(|w| w.table()),
             ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
         },
@@ -438,6 +439,23 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
             "  out of time order: {late} records came after newer ones had gone out (a CPU's \
              reader fell behind the ordering window)"
         );
+    }
+    if let Some(t) = mon.stop_time.get() {
+        let after = mon.stop_time.after();
+        let _ = write!(
+            err,
+            "  stopped at {}.{:09} s ({}): every CPU's records up to then are above",
+            t / 1_000_000_000,
+            t % 1_000_000_000,
+            crate::cli::clock_name(mon.info.clockid)
+        );
+        if after > 0 {
+            let _ = write!(
+                err,
+                "; {after} records stamped later (before the events were disabled) were left out"
+            );
+        }
+        let _ = writeln!(err);
     }
     crate::output::stderr_bounded(&err);
     Ok(match reason {

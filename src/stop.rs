@@ -39,7 +39,7 @@ pub trait Watched {
     fn reader_failed(&self) -> bool;
     /// The `-- COMMAND`'s exit status, once it has exited.
     fn command_exit(&mut self) -> Option<i32>;
-    /// Ask the readers to drain once more and end.
+    /// Decide the stop time and ask the readers to drain up to it and end.
     fn request_stop(&self);
 }
 
@@ -53,7 +53,7 @@ impl Watched for Monitor {
     }
 
     fn request_stop(&self) {
-        Monitor::request_stop(self)
+        Monitor::request_stop(self);
     }
 }
 

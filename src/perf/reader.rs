@@ -138,6 +138,16 @@ pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
     Some(total)
 }
 
+/// Disable this ring's events (PERF_EVENT_IOC_DISABLE), as perf record does before its last
+/// read: the ring then holds everything they wrote, and gets nothing more. An fd whose event
+/// is gone (its task exited, its CPU offline) refuses; there is nothing to stop then.
+fn disable(ring: &CpuRing) {
+    for fd in &ring.fds {
+        // SAFETY: fd is a perf event fd this ring owns; DISABLE takes no argument.
+        unsafe { perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
+    }
+}
+
 /// True when `/sys/devices/system/cpu/cpuN/online` says the CPU is offline. (CPU 0 often has
 /// no such file: it cannot be taken offline.)
 fn cpu_offline(cpu: u32) -> bool {
@@ -203,7 +213,18 @@ fn run(
         let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
         let now = clock_ns(ring.clockid);
         let mut events = pool.take(capacity);
+        if stopping {
+            // The stop time is decided before the flag is set: once the events are disabled,
+            // everything stamped up to it is in the ring, and nothing new comes after it.
+            disable(&ring);
+        }
         maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
+        if stopping {
+            // A record being written on the event's CPU when the disable came is published
+            // a moment later (the disable interrupts its writer): drain once more.
+            std::thread::sleep(Duration::from_millis(1));
+            maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
+        }
         crate::debug_panic_point("reader");
         capacity = events.len().clamp(64, 4096);
         let n = events.len() as u64;
