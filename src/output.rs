@@ -50,7 +50,8 @@ pub enum FinishWait<'a> {
     /// At most this long in all.
     AtMost(Duration),
     /// As long as the writer writes something at least every `idle`, until `cut` says to
-    /// stop waiting (a signal came).
+    /// stop waiting (a signal came); from then on, [`FINISH_WAIT`] more at most, as after
+    /// any signal.
     WhileWriting {
         idle: Duration,
         cut: &'a dyn Fn() -> bool,
@@ -325,6 +326,7 @@ impl StdoutQueue {
         let started = Instant::now();
         let mut last_written = self.written();
         let mut last_progress = started;
+        let mut cut_at: Option<Instant> = None;
         if let Some(t) = self.thread.take() {
             while !t.is_finished() {
                 let now = Instant::now();
@@ -335,7 +337,13 @@ impl StdoutQueue {
                 }
                 let give_up = match &wait {
                     FinishWait::AtMost(limit) => now >= started + *limit,
-                    FinishWait::WhileWriting { idle, cut } => cut() || now >= last_progress + *idle,
+                    FinishWait::WhileWriting { idle, cut } => {
+                        if cut_at.is_none() && cut() {
+                            cut_at = Some(now);
+                        }
+                        cut_at.is_some_and(|c| now >= c + FINISH_WAIT)
+                            || now >= last_progress + *idle
+                    }
                 };
                 if give_up {
                     break;

@@ -124,7 +124,12 @@ impl Default for PipelineOptions {
 pub struct StageLink {
     pub to: Sender<Chunk>,
     pub from: Receiver<Chunk>,
+    /// How far the scripts are, and whether the run ended by itself (see [`ending`]).
+    pub progress: Arc<StageProgress>,
 }
+
+mod ending;
+pub use ending::StageProgress;
 
 /// The ordering stage, the model's writer and the link to the script stage.
 pub struct Pipeline {
@@ -379,6 +384,13 @@ impl Pipeline {
     /// script stage to hand back what it holds. The chunks are then in [`Pipeline::next`].
     pub fn finish(&mut self, grace: Duration) {
         let deadline = Instant::now() + grace;
+        self.finish_readers(grace);
+        self.finish_stage(deadline);
+    }
+
+    /// The readers' last batches (for at most `grace`), and everything held let out.
+    fn finish_readers(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
         // Binaries not read yet do not hold the stop up past the grace: their samples are
         // [unknown] (said, as any read that outlasts its wait).
         if let Some(s) = &mut self.symbolize {
@@ -395,17 +407,21 @@ impl Pipeline {
             );
         }
         self.flush();
+    }
+
+    /// Hand the script stage the rest, then close its input, and take what it hands back
+    /// until it ends or `deadline`.
+    fn finish_stage(&mut self, deadline: Instant) {
         let Some(link) = self.stage.take() else {
             return;
         };
-        // Hand the stage the rest, then close its input: it hands back everything and ends.
         while let Some(c) = self.to_stage.pop_front() {
             let left = deadline.saturating_duration_since(Instant::now());
             if link.to.send_timeout(c, left).is_err() {
                 break;
             }
         }
-        let StageLink { to, from } = link;
+        let StageLink { to, from, .. } = link;
         drop(to);
         while !self.stage_done {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -724,7 +740,11 @@ mod tests {
                 }
             }
         });
-        let mut p = Pipeline::new(rx, &[0], quiet()).with_stage(StageLink { to, from });
+        let mut p = Pipeline::new(rx, &[0], quiet()).with_stage(StageLink {
+            to,
+            from,
+            progress: Arc::default(),
+        });
         let batches = (0..50u64)
             .map(|i| {
                 batch(

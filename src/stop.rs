@@ -32,6 +32,17 @@ pub enum StopReason {
     Panicked,
 }
 
+impl StopReason {
+    /// The run ended by itself (`--duration`, the command's exit, every target gone): the
+    /// scripts then get every event before `trace_end()`, however long they take.
+    pub fn is_natural(self) -> bool {
+        matches!(
+            self,
+            StopReason::Duration | StopReason::CommandExited(_) | StopReason::TargetsGone
+        )
+    }
+}
+
 /// What the stop decision asks of the running monitor: whether a reader failed, whether the
 /// command exited. A test drives a frontend's whole loop with its own.
 pub trait Watched {

@@ -276,3 +276,103 @@ fn a_duration_run_has_every_cpus_records_up_to_the_stop_time_plain_and_many_even
         "timer:hrtimer_expire_entry,sched:sched_switch,sched:sched_wakeup,timer:hrtimer_start,irq:softirq_entry",
     ]);
 }
+
+/// A script that takes 5 ms an event and says in trace_end() how many it saw.
+#[cfg(feature = "python")]
+const SLOW_SCRIPT: &str = "import time\nn = 0\ndef on_event(event):\n    global n\n    n += 1\n    time.sleep(0.005)\ndef trace_end():\n    print(f'saw {n} events')\n";
+
+/// A command that makes some 800 system calls, then exits: the run ends by itself.
+#[cfg(feature = "python")]
+const WORKLOAD: [&str; 6] = [
+    "dd",
+    "if=/dev/zero",
+    "of=/dev/null",
+    "bs=1",
+    "count=400",
+    "status=none",
+];
+
+/// Run the slow script over the workload's system calls, SIGINT after `signal_after` if
+/// given; returns (exit status, records written, what trace_end() said it saw, stderr,
+/// how long the exit took after the signal).
+#[cfg(feature = "python")]
+fn slow_script_run(signal_after: Option<Duration>) -> (Option<i32>, usize, u64, String, Duration) {
+    let (_d, script) = common::temp_script("slow.py", SLOW_SCRIPT);
+    let mut pw = common::perfwatch()
+        .args(["--plain", "-e", "raw_syscalls:sys_enter", "--script"])
+        .arg(&script)
+        .arg("--")
+        .args(WORKLOAD)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = slurp(pw.stdout.take().unwrap());
+    let err = slurp(pw.stderr.take().unwrap());
+    let mut after_signal = Duration::ZERO;
+    if let Some(d) = signal_after {
+        std::thread::sleep(d);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pw.id() as i32, libc::SIGINT) };
+        let t0 = Instant::now();
+        wait_for(&mut pw, Duration::from_secs(30), "perfwatch");
+        after_signal = t0.elapsed();
+    }
+    let status = wait_for(&mut pw, Duration::from_secs(120), "perfwatch");
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    let lines = out.lines().filter(|l| l.contains("type: ")).count();
+    let saw = err
+        .lines()
+        .find_map(|l| l.strip_prefix("[slow.py] saw "))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("trace_end() said nothing: {err}"));
+    (status.code(), lines, saw, err, after_signal)
+}
+
+/// The command exits while the script is far behind (some 800 events at 5 ms each): the
+/// script still gets every event before trace_end(), nothing is counted as dropped, and the
+/// wait says how far it is on stderr once it lasts more than 2 s.
+#[cfg(feature = "python")]
+#[test]
+fn a_slow_script_gets_every_event_before_trace_end_when_the_command_exits() {
+    let _tracefs = require_tracefs!();
+    let (code, lines, saw, err, _) = slow_script_run(None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(lines > 400, "too few records ({lines}): {err}");
+    assert_eq!(
+        saw as usize, lines,
+        "the script saw {saw} of {lines}: {err}"
+    );
+    assert!(err.contains("dropped by perfwatch: 0"), "{err}");
+    assert!(!err.contains("busy script at exit"), "{err}");
+    assert!(
+        err.contains("events handed over; the run has ended, waiting for the script"),
+        "no progress said: {err}"
+    );
+}
+
+/// A signal during that wait cuts it short: perfwatch ends within a couple of seconds with
+/// status 0, every record is still written, and what the script did not see is counted:
+/// seen + not seen = all.
+#[cfg(feature = "python")]
+#[test]
+fn a_signal_cuts_the_wait_for_a_slow_script_short_and_counts_the_rest() {
+    let _tracefs = require_tracefs!();
+    let (code, lines, saw, err, took) = slow_script_run(Some(Duration::from_secs(3)));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} after SIGINT: {err}"
+    );
+    let not_seen: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("perfwatch: the scripts did not see "))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the events the script did not see are not said: {err}"));
+    assert!(saw > 0 && not_seen > 0, "{err}");
+    assert_eq!(saw + not_seen, lines as u64, "{err}");
+    assert!(
+        err.contains(&format!("dropped by perfwatch: {not_seen}")),
+        "{err}"
+    );
+}

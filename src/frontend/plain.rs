@@ -469,8 +469,15 @@ pub fn run(
     if reason == StopReason::BrokenPipe {
         return Ok(reason);
     }
-    // The readers' last batches and whatever is held, then written out.
-    pipe.finish(SHUTDOWN_GRACE);
+    // The readers' last batches and whatever is held, then written out. At a natural end,
+    // scripts get every event first, however long they take (a signal cuts that short).
+    if reason.is_natural() {
+        pipe.finish_natural(SHUTDOWN_GRACE, &|| stop.signal().is_some(), &mut |line| {
+            crate::output::stderr_bounded(format!("perfwatch: {line}\n").as_bytes())
+        });
+    } else {
+        pipe.finish(SHUTDOWN_GRACE);
+    }
     write_ready(pipe, &mut opts, out, &mut write_err);
     say_notes(pipe);
     if write_err.is_none() {

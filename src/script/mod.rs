@@ -214,7 +214,12 @@ fn link(
     module::set_model(pipe.model().clone());
     let (to, input) = crossbeam_channel::bounded(STAGE_QUEUE);
     let (from, pane, handle) = stage.start(input, stats)?;
-    Ok((pipe.with_stage(StageLink { to, from }), pane, handle))
+    let progress = handle.progress();
+    Ok((
+        pipe.with_stage(StageLink { to, from, progress }),
+        pane,
+        handle,
+    ))
 }
 
 /// Chunks queued between the pipeline and the script stage's pump (which never waits for

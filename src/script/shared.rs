@@ -30,6 +30,9 @@ pub struct Shared {
     epoch: Instant,
     /// The monitor's counters, once the stage is started.
     pub(super) stats: std::sync::OnceLock<Arc<Stats>>,
+    /// How far the scripts are, and whether the run ended by itself (shared with the
+    /// pipeline, which waits on it at a natural end).
+    pub progress: Arc<crate::pipeline::StageProgress>,
 }
 
 impl Shared {
@@ -42,7 +45,13 @@ impl Shared {
             last_interrupt: AtomicU64::new(0),
             epoch: Instant::now(),
             stats: std::sync::OnceLock::new(),
+            progress: Arc::default(),
         }
+    }
+
+    /// `n` more events are done with (the scripts ran on them, or they went around).
+    pub fn done(&self, n: u64) {
+        self.progress.done.fetch_add(n, Ordering::Relaxed);
     }
 
     fn now_ms(&self) -> u64 {

@@ -48,6 +48,14 @@ use crate::stats::Stats;
 /// when the stop came, after interrupting it.
 const STUCK_AT_STOP: Duration = Duration::from_millis(500);
 
+/// At a natural end, how long a handler may go without finishing a single event before it
+/// is taken for stuck (interrupted, and what it held counted, as at a signal). A slow
+/// handler that keeps moving is waited for however long it takes.
+const NATURAL_STUCK: Duration = Duration::from_secs(10);
+
+/// At a stop, how long the pump waits for the worker to hand back the batch it is in.
+const HANDBACK_AT_STOP: Duration = Duration::from_millis(300);
+
 /// Tunables of the stage; [`StageOptions::default`] is what the binary uses.
 #[derive(Clone, Debug)]
 pub struct StageOptions {
@@ -280,6 +288,12 @@ struct PumpParts {
 }
 
 impl ScriptHandle {
+    /// Where the pipeline reads how far the scripts are, and says that the run ended by
+    /// itself.
+    pub fn progress(&self) -> Arc<crate::pipeline::StageProgress> {
+        self.shared.progress.clone()
+    }
+
     /// Stop the stage: interrupt a busy handler, let the worker run `trace_end()`, and wait
     /// for it at most `wait`; a worker still stuck after that is left behind (the process is
     /// about to exit), so that quitting is always prompt.
@@ -384,6 +398,9 @@ struct Pump {
     draining: bool,
     /// The watermark of the last chunk passed on (they never go back).
     watermark: u64,
+    /// The scripts' progress count when last looked at, and when it last moved.
+    last_done: u64,
+    moved_at: Instant,
 }
 
 impl Pump {
@@ -409,7 +426,37 @@ impl Pump {
             totals: PumpTotals::default(),
             draining: false,
             watermark: 0,
+            last_done: 0,
+            moved_at: Instant::now(),
         }
+    }
+
+    /// Note whether the scripts moved on since the last look.
+    fn watch_progress(&mut self) {
+        let done = self.shared.progress.done.load(Ordering::Relaxed);
+        if done != self.last_done || self.shared.busy_for().is_none() {
+            self.last_done = done;
+            self.moved_at = Instant::now();
+        }
+    }
+
+    /// The run ended by itself and nothing cut the end short: every event goes to the
+    /// scripts, waiting for room in their queue.
+    fn natural_end(&self) -> bool {
+        self.shared.progress.natural_end() && !self.shared.stop_requested()
+    }
+
+    /// Take what the worker handed back and pass on what is ready, waiting at most `wait`
+    /// for something to come back.
+    fn settle(&mut self, wait: Duration) {
+        if let Ok((seq, events, unseen)) = self.results.recv_timeout(wait) {
+            self.returned(seq, events, &unseen);
+            while let Ok((seq, events, unseen)) = self.results.try_recv() {
+                self.returned(seq, events, &unseen);
+            }
+        }
+        self.watch_progress();
+        self.release();
     }
 
     fn run(mut self) -> PumpTotals {
@@ -444,6 +491,7 @@ impl Pump {
                 },
                 default(wake) => {}
             }
+            self.watch_progress();
             if !results_open {
                 // The worker is gone: nothing it held will come back.
                 self.give_up_all();
@@ -451,6 +499,20 @@ impl Pump {
             self.release();
             if self.shared.stop_requested() || (!input_open && self.slots.is_empty()) {
                 break;
+            }
+        }
+        if self.ledger.outstanding() > 0 {
+            // The worker notices a stop (or an interrupt) at its next event and hands its batch back with
+            // what it did not see: wait a moment for that, so that what the script did see
+            // is not counted as dropped; take back what it has not started on.
+            self.reclaim_queued();
+            let until = Instant::now() + HANDBACK_AT_STOP;
+            while self.ledger.outstanding() > 0 && Instant::now() < until {
+                if let Ok((seq, events, unseen)) =
+                    self.results.recv_timeout(Duration::from_millis(10))
+                {
+                    self.returned(seq, events, &unseen);
+                }
             }
         }
         // What the worker handed back meanwhile is settled as returned (the events it saw
@@ -493,11 +555,27 @@ impl Pump {
         self.seq += 1;
         let counts = per_cpu(&chunk.events);
         let Chunk { events, watermark } = chunk;
-        // A worker stuck in one call gets nothing more to hold hostage.
-        let sent = if self.worker_stuck() {
-            Err(TrySendError::Full((self.seq, events)))
-        } else {
-            self.work_tx.try_send((self.seq, events))
+        self.shared
+            .progress
+            .taken
+            .fetch_add(events.len() as u64, Ordering::Relaxed);
+        let mut work = (self.seq, events);
+        let sent = loop {
+            // A worker stuck in one call gets nothing more to hold hostage.
+            let sent = if self.worker_stuck() {
+                Err(TrySendError::Full(work))
+            } else {
+                self.work_tx.try_send(work)
+            };
+            match sent {
+                // At a natural end the scripts get everything: wait for room, taking back
+                // what they are done with meanwhile.
+                Err(TrySendError::Full(back)) if self.natural_end() => {
+                    work = back;
+                    self.settle(Duration::from_millis(20));
+                }
+                sent => break sent,
+            }
         };
         match sent {
             Ok(()) => {
@@ -517,6 +595,7 @@ impl Pump {
     }
 
     fn bypass(&mut self, events: &[Event]) {
+        self.shared.done(events.len() as u64);
         self.count(&per_cpu(events), Drop::Bypassed);
     }
 
@@ -528,14 +607,20 @@ impl Pump {
         }
     }
 
-    /// The worker has been in one Python call stretch for longer than the stall limit.
+    /// The worker has been in one Python call stretch for longer than the stall limit; at a
+    /// natural end, it has not finished a single event for [`NATURAL_STUCK`].
     fn worker_stuck(&self) -> bool {
+        if self.natural_end() {
+            return self.shared.busy_for().is_some_and(|b| b >= NATURAL_STUCK)
+                && self.moved_at.elapsed() >= NATURAL_STUCK;
+        }
         self.shared.busy_for().is_some_and(|b| b >= self.stall())
     }
 
     /// Take back the work the worker has not started on, and pass it on unfiltered.
     fn reclaim_queued(&mut self) {
         while let Ok((seq, events)) = self.work_rx.try_recv() {
+            self.shared.done(events.len() as u64);
             let unseen = self.ledger.taken_back(seq);
             self.count(&unseen, Drop::Bypassed);
             self.complete(seq, events);
@@ -605,6 +690,10 @@ impl Pump {
                     // but moving script keeps its order.
                     let held = since.elapsed();
                     let stuck = self.worker_stuck();
+                    if self.natural_end() && !stuck {
+                        // A natural end waits for a script that keeps moving.
+                        break;
+                    }
                     if self.draining && stuck {
                         // Stopping: interrupt the handler; it then hands its work back
                         // (the rest unfiltered) in time to keep its place.
@@ -708,7 +797,8 @@ mod tests {
         );
         let (to, input) = bounded(64);
         let (from, pane, handle) = stage.start(input, stats.clone()).unwrap();
-        let mut pipe = pipe.with_stage(StageLink { to, from });
+        let progress = handle.progress();
+        let mut pipe = pipe.with_stage(StageLink { to, from, progress });
         let mut got = Vec::new();
         for b in batches {
             tx.send(b).unwrap();

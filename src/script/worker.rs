@@ -337,6 +337,9 @@ impl Worker {
                         self.shared.mark_busy();
                         unseen = Python::attach(|py| self.process(py, &mut events));
                         self.shared.mark_idle();
+                        self.shared.done(unseen.iter().map(|&(_, n)| n).sum());
+                    } else {
+                        self.shared.done(events.len() as u64);
                     }
                     if results.send((seq, events, unseen)).is_err() {
                         break;
@@ -371,6 +374,7 @@ impl Worker {
             }
             // Lookups (perfwatch.comm) answer as of this event.
             module::set_event_time(ev.time);
+            self.shared.done(1);
             let obj = match Bound::new(py, PyEvent { ev: ev.clone() }) {
                 Ok(o) => o,
                 Err(_) => {
