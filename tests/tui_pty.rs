@@ -246,6 +246,11 @@ fn tui_shows_children_filters_and_quits_cleanly() {
         summary.contains("records in"),
         "summary after the TUI: {summary}"
     );
+    // `q` decides the stop time too: every ring was drained up to it.
+    assert!(
+        summary.contains("stopped at ") && summary.contains("every CPU's records up to then"),
+        "no stop time after q: {summary}"
+    );
 }
 
 #[test]
