@@ -4,7 +4,6 @@
 
 use std::ffi::OsString;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -109,7 +108,7 @@ pub struct Monitor {
     /// The stop time T, decided by the first [`Monitor::request_stop`]; the ordering stage
     /// emits everything stamped up to it.
     pub stop_time: Arc<crate::order::StopTime>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<reader::ReaderStop>,
     threads: Vec<JoinHandle<()>>,
     child: Option<PausedChild>,
     child_status: Option<i32>,
@@ -233,7 +232,7 @@ impl Monitor {
         let stats = Arc::new(Stats::new(&cpus));
         let (tx, rx) = bounded(cfg.channel_capacity.max(1));
         let pool = BufferPool::new(cfg.channel_capacity.max(1));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(reader::ReaderStop::new());
         if !matches!(target, Target::Command { .. }) {
             open::enable(&opened.rings).context("cannot enable the perf events")?;
         }
@@ -246,7 +245,7 @@ impl Monitor {
         drop(tx);
         if let Some(c) = child.as_mut() {
             if let Err(e) = c.go() {
-                stop.store(true, Ordering::Release);
+                stop.request();
                 drop(rx);
                 for t in threads {
                     let _ = t.join();
@@ -314,12 +313,12 @@ impl Monitor {
         let t = self
             .stop_time
             .decide(crate::clock::clock_ns(self.info.clockid));
-        self.stop.store(true, Ordering::Release);
+        self.stop.request();
         t
     }
 
     pub fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
+        self.stop.requested()
     }
 
     /// The command's exit status once it has exited (`-- COMMAND` only).

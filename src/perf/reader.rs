@@ -36,6 +36,51 @@ fn aligned_timeout(period: Duration) -> libc::timespec {
     }
 }
 
+/// The readers' stop request: a flag, and an eventfd that wakes every reader from its
+/// poll(2) at once (it is never read, so it stays readable), so that the stop does not wait
+/// for a poll timeout and the events are disabled close to the stop time.
+#[derive(Debug)]
+pub struct ReaderStop {
+    requested: AtomicBool,
+    wake: Option<OwnedFd>,
+}
+
+impl ReaderStop {
+    /// A stop request; without an eventfd (the kernel refused one) readers notice it at
+    /// their next poll timeout.
+    pub fn new() -> ReaderStop {
+        // SAFETY: eventfd takes no pointers; a valid fd is ours to own.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        ReaderStop {
+            requested: AtomicBool::new(false),
+            wake: (fd >= 0).then(|| {
+                // SAFETY: a fresh fd from eventfd, owned by nobody else.
+                unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+            }),
+        }
+    }
+
+    /// Ask the readers to stop, and wake them.
+    pub fn request(&self) {
+        self.requested.store(true, Ordering::Release);
+        if let Some(fd) = &self.wake {
+            let one = 1u64;
+            // SAFETY: writing 8 bytes from a u64 we own to our eventfd.
+            unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        }
+    }
+
+    pub fn requested(&self) -> bool {
+        self.requested.load(Ordering::Acquire)
+    }
+}
+
+impl Default for ReaderStop {
+    fn default() -> ReaderStop {
+        ReaderStop::new()
+    }
+}
+
 /// A CPU's ring and the fds that write into it (the first one owns the mapping; the others
 /// were redirected into it with PERF_EVENT_IOC_SET_OUTPUT).
 pub struct CpuRing {
@@ -163,7 +208,7 @@ pub fn spawn(
     ring: CpuRing,
     tx: Sender<Batch>,
     pool: BufferPool,
-    stop: Arc<AtomicBool>,
+    stop: Arc<ReaderStop>,
     stats: Arc<crate::stats::Stats>,
 ) -> std::io::Result<JoinHandle<()>> {
     let cpu = ring.cpu;
@@ -186,7 +231,7 @@ fn run(
     mut ring: CpuRing,
     tx: Sender<Batch>,
     pool: BufferPool,
-    stop: Arc<AtomicBool>,
+    stop: Arc<ReaderStop>,
     stats: Arc<crate::stats::Stats>,
 ) {
     let cpu = ring.cpu;
@@ -201,6 +246,16 @@ fn run(
             revents: 0,
         })
         .collect();
+    // The perf fds come first; the stop's eventfd, when there is one, last.
+    let perf_fds = pollfds.len();
+    if let Some(fd) = &stop.wake {
+        pollfds.push(libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+    let mut open_fds = perf_fds;
     let mut capacity = 256;
     let mut last_lost_read = std::time::Instant::now();
     let mut offline = false;
@@ -210,7 +265,7 @@ fn run(
     let mut maybe_lost = false;
     loop {
         // Decide before draining, so that the last drain sees everything written before stop.
-        let stopping = stop.load(Ordering::Acquire) || pollfds.is_empty() || offline;
+        let stopping = stop.requested() || open_fds == 0 || offline;
         let now = clock_ns(ring.clockid);
         let mut events = pool.take(capacity);
         if stopping {
@@ -285,14 +340,17 @@ fn run(
         }
         // POLLHUP: the monitored task is gone (task targets) or the CPU went away. Stop
         // polling that fd; when none is left, drain once more and end.
-        pollfds.retain(|p| p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) == 0);
+        let gone =
+            |p: &libc::pollfd| p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
+        open_fds -= pollfds[..open_fds].iter().filter(|p| gone(p)).count();
+        pollfds.retain(|p| !gone(p));
     }
     my.ended.store(true, Ordering::Release);
 }
 
 /// Send with back-pressure: a full channel makes the reader wait (the kernel ring then takes
 /// the strain, and counts what it cannot hold as LOST), but never past shutdown.
-fn send(tx: &Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -> bool {
+fn send(tx: &Sender<Batch>, mut batch: Batch, stop: &ReaderStop) -> bool {
     let mut waited_after_stop = Duration::ZERO;
     loop {
         match tx.send_timeout(batch, POLL_TIMEOUT) {
@@ -300,7 +358,7 @@ fn send(tx: &Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -> bool {
             Err(SendTimeoutError::Disconnected(_)) => return false,
             Err(SendTimeoutError::Timeout(b)) => {
                 batch = b;
-                if stop.load(Ordering::Acquire) {
+                if stop.requested() {
                     waited_after_stop += POLL_TIMEOUT;
                     if waited_after_stop >= Duration::from_secs(2) {
                         return false;
