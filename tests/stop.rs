@@ -140,7 +140,8 @@ fn losses(err: &str) -> u64 {
 
 /// One `-d` run of perfwatch with `args`, under load, beside `perf record -k mono -a` of the
 /// same tracepoint: per CPU, every hit perf stamped between perfwatch's first hit on that CPU
-/// and perfwatch's stop time T must be in perfwatch's output (or counted as lost). A hit's two
+/// and perfwatch's stop time T must be in perfwatch's output (or counted as lost), and none
+/// after T. A hit's two
 /// stamps (one per tool) are microseconds apart: hits within 1 ms before T are left out of
 /// the check, as are perfwatch's own (hidden without --show-self).
 fn the_tail_is_complete(args: &[&str]) {
@@ -223,6 +224,20 @@ fn the_tail_is_complete(args: &[&str]) {
             missing.entry(hit.0).or_default().push(time);
         }
     }
+    // And nothing past T: every CPU's stream ends at the same instant (a CPU whose reader
+    // drained later no longer runs on past the others, which read as the others' loss).
+    let past: Vec<u64> = mine
+        .iter()
+        .filter_map(|h| by_hit.get(h))
+        .filter(|&&time| time > t + 1_000_000)
+        .copied()
+        .collect();
+    assert!(
+        past.is_empty(),
+        "{args:?}: {} records more than 1 ms after the stop time, the last {:.1} ms after",
+        past.len(),
+        past.iter().max().map_or(0, |m| m - t) as f64 / 1e6
+    );
     let n: usize = missing.values().map(Vec::len).sum();
     let said = missing
         .iter()
