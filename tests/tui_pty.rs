@@ -1151,3 +1151,58 @@ fn top_tasks_name_each_process_cgroup_where_there_is_room() {
     );
     s.quit_ok();
 }
+
+/// A TUI run that ends by itself (the command exits) while a script is far behind (some 600
+/// events at 5 ms each): the footer says how far the script is, and trace_end() reports every
+/// record the run had, with nothing dropped.
+#[test]
+fn a_slow_script_gets_every_event_when_a_tui_run_ends_by_itself() {
+    let _tracefs = require_tracefs!();
+    if !cfg!(feature = "python") {
+        skip!("built without the python feature");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("slow.py");
+    std::fs::write(
+        &script,
+        "import time\nn = 0\ndef on_event(event):\n    global n\n    n += 1\n    time.sleep(0.005)\n\
+         def trace_end():\n    print(f'saw {n} events')\n",
+    )
+    .expect("script");
+    let path = script.to_str().expect("utf-8");
+    let mut s = Screen::spawn(&[
+        "-e",
+        "raw_syscalls:sys_enter",
+        "--script",
+        path,
+        "--",
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=1",
+        "count=300",
+        "status=none",
+    ]);
+    s.wait_for(
+        "the script's progress in the footer",
+        Duration::from_secs(30),
+        |t| t.contains("events handed over"),
+    );
+    let status = exit_status(&mut s, "the natural end");
+    assert!(status.success(), "exit status {status:?}");
+    assert_restored(&s, "the natural end");
+    let raw = String::from_utf8_lossy(&s.raw);
+    let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
+    let number_after = |what: &str| -> u64 {
+        after
+            .split(what)
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no '{what}' after the TUI: {after}"))
+    };
+    let saw = number_after("[slow.py] saw ");
+    let records = number_after("perfwatch: ");
+    assert!(records > 300, "{after}");
+    assert_eq!(saw, records, "{after}");
+    assert!(after.contains("dropped by perfwatch: 0"), "{after}");
+}

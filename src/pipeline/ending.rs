@@ -97,8 +97,8 @@ impl Pipeline {
                 let taken = p.taken.load(Ordering::Relaxed);
                 say(format!(
                     "script: {} of {} events handed over; the run has ended, waiting for the \
-                     script to see the rest before trace_end() ({:.0} s; a signal stops the \
-                     wait, and what it did not see is counted)",
+                     script to see the rest before trace_end() ({:.0} s; stopping perfwatch \
+                     again cuts the wait short, and what it did not see is counted)",
                     p.done.load(Ordering::Relaxed),
                     taken + left as u64,
                     started.elapsed().as_secs_f64()

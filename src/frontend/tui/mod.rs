@@ -318,15 +318,71 @@ where
         suspend,
     } = inputs;
     let result = event_loop(
-        term, app, pipe, watched, stop, keys, panes, totals, now, frame, suspend,
+        term,
+        app,
+        pipe,
+        watched,
+        stop,
+        keys.clone(),
+        panes,
+        totals,
+        now,
+        frame,
+        suspend,
     );
-    input_done();
     watched.request_stop();
-    pipe.finish(SHUTDOWN_GRACE);
+    if result.as_ref().is_ok_and(|r| r.is_natural()) {
+        // The run ended by itself: scripts get every event first, however long they take,
+        // with their progress in the footer; q, Ctrl-C or a signal cut that short.
+        let cut = || {
+            stop.signal().is_some()
+                || keys.try_iter().any(|e| match e {
+                    TermEvent::Key(k) if k.kind != KeyEventKind::Release => is_quit_key(&k),
+                    _ => false,
+                })
+        };
+        pipe.finish_natural(SHUTDOWN_GRACE, &cut, &mut |line| {
+            let _ = draw_with_bottom_line(term, app, &line);
+        });
+        input_done();
+    } else {
+        input_done();
+        pipe.finish(SHUTDOWN_GRACE);
+    }
     while let Some(chunk) = pipe.next_chunk() {
         app.on_chunk(chunk);
     }
     result
+}
+
+/// The screen with `line` over its bottom row (where the key hints are): what the end of a
+/// run is waiting for, seen whatever the width.
+fn draw_with_bottom_line<B: Backend>(
+    term: &mut Terminal<B>,
+    app: &App,
+    line: &str,
+) -> Result<(), B::Error> {
+    use ratatui::style::{Color, Style};
+    use ratatui::widgets::{Clear, Paragraph};
+    term.draw(|f| {
+        ui::draw(f, app);
+        let mut area = f.area();
+        area.y += area.height.saturating_sub(1);
+        area.height = area.height.min(1);
+        f.render_widget(Clear, area);
+        f.render_widget(
+            Paragraph::new(line).style(Style::default().fg(Color::Yellow)),
+            area,
+        );
+    })
+    .map(|_| ())
+}
+
+/// `q` or Ctrl-C: what stops the TUI (also the wait for a script at the end of a run).
+fn is_quit_key(k: &crossterm::event::KeyEvent) -> bool {
+    use crossterm::event::{KeyCode, KeyModifiers};
+    k.code == KeyCode::Char('q')
+        || (k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL))
 }
 
 /// Records worth a frame soon: a task started, was renamed or ended, or records were lost.
