@@ -261,14 +261,29 @@ fn the_tail_is_complete(args: &[&str]) {
     );
 }
 
-/// `--json`, one event: the end of a `-d` run (the case the tail went missing in).
+/// `--json`, one event: the end of a `-d` run (the case the tail went missing in); and
+/// `--plain` through a script.
 #[test]
-fn a_duration_run_has_every_cpus_records_up_to_the_stop_time_json_one_event() {
+fn a_duration_run_has_every_cpus_records_up_to_the_stop_time_json_and_script() {
     let _tracefs = require_tracefs!();
     if Command::new("perf").arg("--version").output().is_err() {
         skip!("perf is not installed (Debian: linux-perf)");
     }
     the_tail_is_complete(&["--json", "-a", "-e", "timer:hrtimer_expire_entry"]);
+    // Through a script stage: its chunks come back in the same order, up to the same T.
+    #[cfg(feature = "python")]
+    {
+        let (_d, script) = common::temp_script("pass.py", "def on_event(event):\n    pass\n");
+        let script = script.to_str().expect("utf-8 temp path");
+        the_tail_is_complete(&[
+            "--plain",
+            "-a",
+            "-e",
+            "timer:hrtimer_expire_entry",
+            "--script",
+            script,
+        ]);
+    }
 }
 
 /// `--plain`, two events, and `--json` with many events sharing each CPU's ring.
