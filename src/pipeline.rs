@@ -412,17 +412,26 @@ impl Pipeline {
     /// Hand the script stage the rest, then close its input, and take what it hands back
     /// until it ends or `deadline`.
     fn finish_stage(&mut self, deadline: Instant) {
-        let Some(link) = self.stage.take() else {
-            return;
-        };
-        while let Some(c) = self.to_stage.pop_front() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if link.to.send_timeout(c, left).is_err() {
-                break;
+        if let Some(StageLink { to, from, .. }) = self.stage.take() {
+            self.finish_stage_with(Some(to), &from, deadline);
+        }
+    }
+
+    /// [`Pipeline::finish_stage`] over the link's ends (`to` is `None` once closed).
+    fn finish_stage_with(
+        &mut self,
+        to: Option<Sender<Chunk>>,
+        from: &Receiver<Chunk>,
+        deadline: Instant,
+    ) {
+        if let Some(to) = to {
+            while let Some(c) = self.to_stage.pop_front() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if to.send_timeout(c, left).is_err() {
+                    break;
+                }
             }
         }
-        let StageLink { to, from, .. } = link;
-        drop(to);
         while !self.stage_done {
             let left = deadline.saturating_duration_since(Instant::now());
             match from.recv_timeout(left.max(Duration::from_millis(1))) {

@@ -108,11 +108,7 @@ impl Pipeline {
         if cut_short {
             // From now on as at any signal: the stage gives up on what the scripts hold.
             link.progress.natural_end.store(false, Ordering::Release);
-            self.stage = Some(super::StageLink {
-                to: to.unwrap_or_else(|| crossbeam_channel::bounded(0).0),
-                ..link
-            });
-            self.finish_stage(Instant::now() + CUT_WAIT);
+            self.finish_stage_with(to, &link.from, Instant::now() + CUT_WAIT);
         }
     }
 }

@@ -447,16 +447,22 @@ impl Pump {
     }
 
     /// Take what the worker handed back and pass on what is ready, waiting at most `wait`
-    /// for something to come back.
-    fn settle(&mut self, wait: Duration) {
-        if let Ok((seq, events, unseen)) = self.results.recv_timeout(wait) {
-            self.returned(seq, events, &unseen);
-            while let Ok((seq, events, unseen)) = self.results.try_recv() {
+    /// for something to come back. False when the worker is gone.
+    fn settle(&mut self, wait: Duration) -> bool {
+        let alive = match self.results.recv_timeout(wait) {
+            Ok((seq, events, unseen)) => {
                 self.returned(seq, events, &unseen);
+                while let Ok((seq, events, unseen)) = self.results.try_recv() {
+                    self.returned(seq, events, &unseen);
+                }
+                true
             }
-        }
+            Err(RecvTimeoutError::Timeout) => true,
+            Err(RecvTimeoutError::Disconnected) => false,
+        };
         self.watch_progress();
         self.release();
+        alive
     }
 
     fn run(mut self) -> PumpTotals {
@@ -571,8 +577,11 @@ impl Pump {
                 // At a natural end the scripts get everything: wait for room, taking back
                 // what they are done with meanwhile.
                 Err(TrySendError::Full(back)) if self.natural_end() => {
+                    if !self.settle(Duration::from_millis(20)) {
+                        // The worker is gone: nothing will take it.
+                        break Err(TrySendError::Disconnected(back));
+                    }
                     work = back;
-                    self.settle(Duration::from_millis(20));
                 }
                 sent => break sent,
             }
