@@ -127,6 +127,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             _ => Ok(0),
         };
     }
+    // Caught from here on: a SIGINT or SIGTERM during start-up (loading scripts, opening
+    // events) stops the run as soon as it starts, with its summary, instead of killing
+    // perfwatch without one.
+    let signals = StopSignals::install()?;
     if cli.json && cli.folded.as_deref() == Some(std::path::Path::new("-")) {
         return Err(UsageError(
             "--folded without FILE prints folded stacks in place of the records, so --json would print nothing: give --folded FILE to have both".into(),
@@ -169,7 +173,6 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
         None => None,
     };
-    let signals = StopSignals::install()?;
     let mut mon = Monitor::start(cfg)?;
     // The events are enabled: what /proc shows now is what existed before them.
     let pipe = Pipeline::new(

@@ -294,3 +294,30 @@ fn a_command_keeps_the_signals_ignored_at_perfwatch_start() {
         );
     }
 }
+
+/// A SIGTERM while perfwatch is still starting (here: a script's slow `trace_begin()`) is
+/// not lost and does not kill it outright: the run stops as soon as it has started, with its
+/// summary and status 143.
+#[cfg(feature = "python")]
+#[test]
+fn a_signal_during_start_up_stops_the_run_with_its_summary() {
+    require_perf!();
+    let (_d, script) = common::temp_script(
+        "slow_start.py",
+        "import time\ndef trace_begin():\n    time.sleep(1.5)\ndef on_event(event):\n    pass\n",
+    );
+    let mut child = perfwatch()
+        .args(["--plain", "-e", "dummy", "-d", "30", "--script"])
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    kill(&child, libc::SIGTERM);
+    let (status, took) = wait_exit(&mut child, Duration::from_secs(20));
+    let err = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.contains("records in"), "no summary: {err}");
+    assert!(took < Duration::from_secs(8), "took {took:?}: {err}");
+}
