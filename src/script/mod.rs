@@ -260,7 +260,8 @@ fn notes(r: &StageReport) -> Vec<String> {
     let mut notes = Vec::new();
     counted(&mut notes, r.bypassed, |n| {
         format!(
-            "the scripts did not see {n} events (they could not keep up; shown unfiltered, \
+            "the scripts did not see {n} events (they could not keep up, or perfwatch was \
+             stopped before they did; shown unfiltered, \
              counted as dropped)"
         )
     });
