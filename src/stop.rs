@@ -4,7 +4,11 @@
 //! holds, in this order, ends the run: a stop signal, a failed reader, `--duration`, the
 //! `-- COMMAND` exiting, every reader having ended (and everything shown). Reasons only a
 //! frontend can see (the TUI's `q`, a closed stdout) are the frontend's, in the same enum.
-//! After the stop, every frontend waits the same [`SHUTDOWN_GRACE`] for the last records.
+//! The stop decides the stop time T ([`Watched::request_stop`]): every ring is drained up to
+//! it, and the output ends there on every CPU. After the stop, every frontend waits the same
+//! [`SHUTDOWN_GRACE`] for the readers' last records; at a natural end
+//! ([`StopReason::is_natural`]) it also waits for the scripts to see every event, however
+//! long that takes, unless a signal (or `q`) cuts the wait short.
 
 use std::time::{Duration, Instant};
 
