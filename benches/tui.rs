@@ -11,9 +11,9 @@
 
 use std::time::{Duration, Instant};
 
+use perfwatch::event::Batch;
 use perfwatch::event::{Event, EventKind, MmapRecord};
 use perfwatch::filter::Filter;
-use perfwatch::order::Batch;
 use perfwatch::pipeline::{Pipeline, PipelineOptions};
 use perfwatch::testkit::events::task;
 use perfwatch::tui::app::{App, AppConfig, RateUnit};

@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, bounded};
 
 use crate::command::PausedChild;
 use crate::event::EventDesc;
-use crate::order::{Batch, BufferPool};
+use crate::event::{Batch, BufferPool};
 use crate::perf::cpus::{CpuList, online_cpus};
 use crate::perf::events::{EventSpec, Sampling};
 use crate::perf::open::{self, Fallback, OpenConfig, Target};

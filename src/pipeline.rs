@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
 
 use crate::cmdline::CmdLine;
+use crate::event::{Batch, BufferPool, Chunk};
 use crate::event::{Event, EventKind};
-use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
+use crate::order::{OrderingStage, collect_last_batches};
 use crate::perf::exec_watch::ExecTable;
 use crate::process::proc::{self, SeedOptions, SeedProcess};
 use crate::process::{ExecSeen, ModelHandle, Orphan, ProcessModel};

@@ -286,7 +286,7 @@ fn pipeline_options(
     info: &crate::monitor::MonitorInfo,
     cli: &Cli,
     interactive: bool,
-    pool: crate::order::BufferPool,
+    pool: crate::event::BufferPool,
 ) -> PipelineOptions {
     let samples = info.events.iter().any(|e| !e.is_dummy());
     let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, never, unbounded};
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
-use perfwatch::order::Batch;
+use perfwatch::event::Batch;
 use perfwatch::pane::PaneMsg;
 use perfwatch::pipeline::{Pipeline, PipelineOptions};
 use perfwatch::stats::Stats;

@@ -20,10 +20,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 use super::input::{Action, map_key};
 use super::log::Log;
 pub use super::tasks::{TASK_ROWS, TaskEvent, TaskRow};
+use crate::event::Chunk;
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
-use crate::order::Chunk;
 use crate::pane::PaneMsg;
 pub use crate::process::Comm;
 use crate::process::{ModelHandle, ProcessModel};

@@ -13,6 +13,12 @@ use std::sync::Mutex;
 use crate::callchain::{Callchain, FrameNames, NoNames};
 use crate::perf::tracepoint::{Field, Format, Value};
 
+mod batch;
+mod names;
+
+pub use batch::{Batch, BufferPool, Chunk};
+pub use names::SampleNames;
+
 /// What a sample knows about the event that took it: its name and, for a tracepoint, the
 /// format its RAW bytes are decoded with.
 ///
@@ -127,7 +133,7 @@ pub enum EventKind {
         callchain: Option<Callchain>,
         /// The names of the sample's address and frames, once the symbolize step has
         /// named them (`None` before, or without symbols).
-        sym: Option<Box<crate::symbolize::SampleNames>>,
+        sym: Option<Box<SampleNames>>,
     },
     /// PERF_RECORD_FORK: a new task (process or thread).
     Fork(TaskRecord),
@@ -394,7 +400,7 @@ impl Event {
     }
 
     /// A sample's names, once the symbolize step has named it.
-    pub fn names(&self) -> Option<&crate::symbolize::SampleNames> {
+    pub fn names(&self) -> Option<&SampleNames> {
         match &self.kind {
             EventKind::Sample { sym, .. } => sym.as_deref(),
             _ => None,
