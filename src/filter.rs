@@ -577,13 +577,13 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
             Some(v) => match (v.as_i128(), nums) {
                 (Some(x), Some(r)) => r.iter().any(|(a, b)| *a <= x && x <= *b),
                 // Not a number: the text the print fmt makes of the field (`prev_state:D`).
-                (Some(_), None) => crate::members::text_of_field(ev, name)
-                    .and_then(|r| crate::members::text(ev, &r.name))
+                (Some(_), None) => crate::event::members::text_of_field(ev, name)
+                    .and_then(|r| crate::event::members::text(ev, &r.name))
                     .is_some_and(|t| text_matches(texts, &t)),
                 _ => false,
             },
             // A text member itself (`prev_state_str:R+`).
-            None => crate::members::text(ev, name).is_some_and(|t| text_matches(texts, &t)),
+            None => crate::event::members::text(ev, name).is_some_and(|t| text_matches(texts, &t)),
         },
         Test::Word(w) => contains_ci(line.as_bytes(), w),
     }

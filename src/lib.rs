@@ -14,9 +14,10 @@ pub mod event;
 pub mod filter;
 pub mod filter_fields;
 pub mod folded;
+pub mod format;
 pub mod frontend;
 pub mod generate;
-pub mod members;
+
 pub mod monitor;
 pub mod order;
 pub mod output;

@@ -136,7 +136,7 @@ impl OrderingStage {
     }
 
     /// Take a reader's batch; returns the buffer that is no longer needed (for a
-    /// [`BufferPool`]).
+    /// [`BufferPool`](crate::event::BufferPool)).
     pub fn push(&mut self, batch: Batch) -> Vec<Event> {
         let i = match self.cpus.iter().position(|c| c.cpu == batch.cpu) {
             Some(i) => i,

@@ -5,10 +5,11 @@ use std::io::{IsTerminal, Write};
 use anyhow::Result;
 
 use crate::cli::Cli;
+use crate::format::Format;
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
 use crate::pipeline::{Pipeline, PipelineOptions};
-use crate::plain::{self, Format, PlainOptions};
+use crate::plain::{self, PlainOptions};
 use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};

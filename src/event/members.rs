@@ -235,7 +235,7 @@ mod tests {
             "{line}"
         );
         let mut json = Vec::new();
-        crate::plain::write_json(&mut json, &ev).unwrap();
+        crate::format::write_json(&mut json, &ev).unwrap();
         let json = String::from_utf8(json).unwrap();
         assert!(
             json.contains(r#""ip":9,"name":4,"fields":{"type":3}}"#),
