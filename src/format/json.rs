@@ -22,6 +22,7 @@
 
 use std::io::{self, Write};
 
+use crate::callchain::{Callchain, FrameNames};
 use crate::event::{Event, EventKind};
 use crate::perf::tracepoint::Value;
 use crate::process::ProcessModel;
@@ -114,11 +115,7 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
 }
 
 /// As [`write_json`], with a call chain's frames named by `names`.
-pub fn write_json_with(
-    out: &mut impl Write,
-    ev: &Event,
-    names: &dyn crate::callchain::FrameNames,
-) -> io::Result<()> {
+pub fn write_json_with(out: &mut impl Write, ev: &Event, names: &dyn FrameNames) -> io::Result<()> {
     write_json_line(out, ev, names, None)
 }
 
@@ -130,7 +127,7 @@ pub fn write_json_in(out: &mut impl Write, ev: &Event, tasks: &ProcessModel) -> 
 fn write_json_line(
     out: &mut impl Write,
     ev: &Event,
-    names: &dyn crate::callchain::FrameNames,
+    names: &dyn FrameNames,
     tasks: Option<&ProcessModel>,
 ) -> io::Result<()> {
     JSON_LINE.with_borrow_mut(|(line, scratch)| {
@@ -144,7 +141,7 @@ fn json_line(
     line: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
     ev: &Event,
-    names: &dyn crate::callchain::FrameNames,
+    names: &dyn FrameNames,
     tasks: Option<&ProcessModel>,
 ) {
     line.extend_from_slice(b"{\"type\":\"");
@@ -165,9 +162,9 @@ fn json_line(
                 // Names and binaries come escaped from the symbolizer: quoted, not escaped
                 // again. The offset is a number (small, unlike an address).
                 m.key("sym");
-                super::chain::json_str_or_null(s.name(), m.out);
+                json_str_or_null(s.name(), m.out);
                 m.key("dso");
-                super::chain::json_str_or_null(Some(s.dso().name()), m.out);
+                json_str_or_null(Some(s.dso().name()), m.out);
                 match s.offset() {
                     Some(off) => {
                         m.uint("sym_offset", off);
@@ -181,11 +178,11 @@ fn json_line(
             json_event_members(&mut m, ev);
             if let Some(chain) = ev.callchain() {
                 m.key("callchain");
-                let names: &dyn crate::callchain::FrameNames = match ev.names() {
+                let names: &dyn FrameNames = match ev.names() {
                     Some(n) => n,
                     None => names,
                 };
-                super::chain::write_json(chain, names, m.out);
+                write_chain(chain, names, m.out);
             }
         }
         EventKind::Fork(t) | EventKind::Exit(t) => {
@@ -337,6 +334,59 @@ fn json_quoted(escaped: &[u8], out: &mut Vec<u8>) {
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
+            b => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// Append `--json`'s value of `"callchain"`, `[{"ip":"0x...","sym":...,"dso":...},...]`
+/// (innermost first): addresses as the `--json` convention writes them
+/// ([`push_address`]), `sym` the symbol's name and `dso` its binary when known,
+/// else `null`.
+pub fn write_chain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, f) in chain.frames().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"ip\":");
+        push_address(out, f.ip);
+        out.extend_from_slice(b",\"sym\":");
+        let s = names.symbol(i, f);
+        match s.and_then(|s| s.name()) {
+            Some(name) => json_str(name, out),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"dso\":");
+        match s {
+            Some(s) => json_str(s.dso().name(), out),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// Already-escaped text as a JSON string, or `null`.
+pub(crate) fn json_str_or_null(s: Option<&str>, out: &mut Vec<u8>) {
+    match s {
+        Some(s) => json_str(s, out),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Already-escaped text (no control characters) as a JSON string.
+fn json_str(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &b in s.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b if b < 0x20 => {
+                use std::io::Write;
+                let _ = write!(out, "\\u{b:04x}");
+            }
             b => out.push(b),
         }
     }

@@ -5,8 +5,9 @@
 
 use std::fmt;
 
-use crate::callchain::{FrameNames, NoNames};
+use crate::callchain::{Callchain, FrameNames, NoNames};
 use crate::event::{Event, EventKind};
+use crate::text::push_c_hex;
 
 impl Event {
     /// The `{ type: ..., ... }` part, as `str(event)` in perf's Python binding.
@@ -77,7 +78,7 @@ impl EventKind {
                     // Names and binaries are escaped by the symbolizer; a name or binary
                     // that holds a separator is quoted.
                     w.s(", sym: ");
-                    super::chain::push_plain_symbol(s, w.0);
+                    push_plain_symbol(s, w.0);
                     w.s(", dso: ");
                     crate::text::push_plain_escaped(s.dso().name().as_bytes(), w.0);
                 }
@@ -91,7 +92,7 @@ impl EventKind {
                         Some(n) => &**n,
                         None => names,
                     };
-                    super::chain::write_plain(chain, names, w.0);
+                    write_plain(chain, names, w.0);
                 }
                 w.s(" }");
             }
@@ -241,6 +242,46 @@ impl fmt::Display for Event {
         let mut buf = Vec::with_capacity(160);
         self.write_line(&mut buf);
         write_utf8(f, &buf)
+    }
+}
+
+/// Append `--plain`'s `callchain: a <- b <- c` (innermost first): each frame as its symbol
+/// (`hot_b+0x16`) when `names` knows it, a frame in a binary without a name for it as that
+/// binary (`[liblzma.so.5.4.1]`, as folded stacks name it; `[unknown]` outside any mapping),
+/// else its address. Symbol names are escaped by the symbolizer already.
+pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"callchain:");
+    for (i, f) in chain.frames().enumerate() {
+        out.extend_from_slice(if i == 0 { b" " } else { b" <- " });
+        match names.symbol(i, f) {
+            Some(s) if s.is_known() => push_plain_symbol(s, out),
+            Some(s) => push_plain_text(s.symbol().frame_name().as_bytes(), out),
+            None => push_c_hex(out, f.ip),
+        }
+    }
+}
+
+/// A symbol as `--plain` writes it, `name+0xOFFSET` (escaped by the symbolizer), in double
+/// quotes when the name holds a separator of the line ([`crate::text::push_plain_escaped`]).
+pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
+    let start = out.len();
+    {
+        use std::io::Write;
+        let _ = write!(out, "{s}");
+    }
+    if crate::text::needs_quotes(&out[start..]) {
+        let shown = out.split_off(start);
+        crate::text::push_plain_escaped(&shown, out);
+    }
+}
+
+/// Append already escaped `text` (an unnamed frame's label, `[libfoo.so]`) as a `--plain`
+/// value: quoted when it holds the line's separators, as a named frame is.
+fn push_plain_text(text: &[u8], out: &mut Vec<u8>) {
+    if crate::text::needs_quotes(text) {
+        crate::text::push_plain_escaped(text, out);
+    } else {
+        out.extend_from_slice(text);
     }
 }
 
