@@ -36,8 +36,6 @@ pub mod symbols;
 pub mod testkit;
 pub mod text;
 
-pub use frontend::{plain, tui};
-
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {

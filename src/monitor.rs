@@ -349,3 +349,17 @@ impl Drop for Monitor {
         self.join();
     }
 }
+
+impl crate::stop::Watched for Monitor {
+    fn reader_failed(&self) -> bool {
+        self.stats.failure().is_some()
+    }
+
+    fn command_exit(&mut self) -> Option<i32> {
+        Monitor::command_exit(self)
+    }
+
+    fn request_stop(&self) {
+        Monitor::request_stop(self)
+    }
+}

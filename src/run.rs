@@ -6,10 +6,10 @@ use anyhow::Result;
 
 use crate::cli::Cli;
 use crate::format::Format;
+use crate::frontend::plain::{self, PlainOptions};
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
 use crate::pipeline::{Pipeline, PipelineOptions};
-use crate::plain::{self, PlainOptions};
 use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
@@ -141,7 +141,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         && cli.folded.as_deref() != Some(std::path::Path::new("-"))
         && std::io::stdout().is_terminal();
     if interactive {
-        if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
+        if let Err(why) =
+            crate::frontend::tui::terminal::capable(std::env::var_os("TERM").as_deref())
+        {
             eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
             interactive = false;
         }
@@ -194,14 +196,15 @@ pub fn run(cli: Cli) -> Result<i32> {
     if interactive {
         let (mut pipe, pane_rx, scripts) =
             scripts.attach(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
-        let opts = crate::tui::TuiOptions {
+        let opts = crate::frontend::tui::TuiOptions {
             history: cli.history,
             filter: cli.filter.clone(),
             folded: folding.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
-        let reason = catch_panic(|| crate::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
+        let reason =
+            catch_panic(|| crate::frontend::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
         // The terminal is restored now. The notes were in the status bar; repeat them on the
         // normal screen with the script notes and the summary.
         for note in mon.info.notes.iter().chain(pipe.all_notes()) {

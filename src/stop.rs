@@ -8,8 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::monitor::Monitor;
-
 /// How long to wait for the readers' (and the script stage's) last records at shutdown.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
@@ -41,20 +39,6 @@ pub trait Watched {
     fn command_exit(&mut self) -> Option<i32>;
     /// Ask the readers to drain once more and end.
     fn request_stop(&self);
-}
-
-impl Watched for Monitor {
-    fn reader_failed(&self) -> bool {
-        self.stats.failure().is_some()
-    }
-
-    fn command_exit(&mut self) -> Option<i32> {
-        Monitor::command_exit(self)
-    }
-
-    fn request_stop(&self) {
-        Monitor::request_stop(self)
-    }
 }
 
 /// The stop rules of a run: where signals are read, and the duration.

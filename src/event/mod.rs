@@ -7,11 +7,11 @@
 //! `cpu: 0, pid: 1, tid: 1 { type: fork, pid: 2, ppid: 1, tid: 2, ptid: 1, time: 123}`.
 //! [`Event::body`] is the `{ ... }` part alone, which is what `str(event)` gives in Python.
 
-use std::fmt;
 use std::sync::Mutex;
 
 use crate::callchain::Callchain;
 use crate::perf::tracepoint::{Field, Format, Value};
+pub use crate::symbols::BuildId;
 
 mod batch;
 pub mod members;
@@ -203,48 +203,6 @@ pub struct Mmap2Extra {
     /// With `PERF_RECORD_MISC_MMAP_BUILD_ID`, the record carries the file's build id in place
     /// of its device and inode (which are then 0).
     pub build_id: Option<BuildId>,
-}
-
-/// A GNU build id (the ELF `NT_GNU_BUILD_ID` note) as an MMAP2 record carries it: at most
-/// 20 bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BuildId {
-    len: u8,
-    bytes: [u8; 20],
-}
-
-impl BuildId {
-    /// The most an MMAP2 record holds.
-    pub const MAX: usize = 20;
-
-    /// A build id from its bytes (longer ones keep their first 20); `None` when empty.
-    pub fn new(b: &[u8]) -> Option<BuildId> {
-        if b.is_empty() {
-            return None;
-        }
-        let len = b.len().min(Self::MAX);
-        let mut bytes = [0; Self::MAX];
-        bytes[..len].copy_from_slice(&b[..len]);
-        Some(BuildId {
-            len: len as u8,
-            bytes,
-        })
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len as usize]
-    }
-
-    /// Lower-case hex, as in `/usr/lib/debug/.build-id/xx/yyyy.debug`.
-    pub fn to_hex(&self) -> String {
-        self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-impl fmt::Debug for BuildId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BuildId({})", self.to_hex())
-    }
 }
 
 /// The record types perfwatch knows, as a small index for per-type counters.
