@@ -22,8 +22,8 @@
 
 use std::fmt::Write as _;
 
+use crate::event::tracepoint::Value;
 use crate::event::{Event, EventKind, RecordType};
-use crate::perf::tracepoint::Value;
 use crate::process::{Comm, ProcessModel};
 use crate::text::escape;
 
@@ -425,7 +425,7 @@ impl Filter {
     /// `sym:`, `dso:` and `event:` can match nothing and are refused too.
     pub fn check(
         &self,
-        formats: &[&crate::perf::tracepoint::Format],
+        formats: &[&crate::event::tracepoint::Format],
         samples: bool,
     ) -> Result<(), FilterError> {
         use crate::filter_fields::{Wanted, check, numbers};
@@ -903,7 +903,7 @@ mod tests {
         assert!(e("pid:abc").contains("'pid:abc'"));
         assert!(e("cpu:3-1").contains("'cpu:3-1'"));
         assert!(e("pid:").contains("'pid:'"));
-        let sw = crate::perf::tracepoint::Format::parse(
+        let sw = crate::event::tracepoint::Format::parse(
             "sched:sched_switch",
             crate::testkit::tracepoints::SCHED_SWITCH,
         )

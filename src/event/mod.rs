@@ -10,12 +10,13 @@
 use std::sync::Mutex;
 
 use crate::callchain::Callchain;
-use crate::perf::tracepoint::{Field, Format, Value};
+use crate::event::tracepoint::{Field, Format, Value};
 pub use crate::symbols::BuildId;
 
 mod batch;
 pub mod members;
 mod names;
+pub mod tracepoint;
 
 pub use batch::{Batch, BufferPool, Chunk};
 pub use names::SampleNames;

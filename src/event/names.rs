@@ -31,7 +31,7 @@ fn same(a: &Option<Symbolized>, b: &Option<Symbolized>) -> bool {
     }
 }
 
-impl crate::perf::printfmt::KernelSymbols for SampleNames {
+impl crate::event::tracepoint::printfmt::KernelSymbols for SampleNames {
     fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
         let (_, s) = self.args.iter().find(|(a, _)| *a == addr)?;
         let s = s.as_ref()?;

@@ -23,8 +23,8 @@
 use std::io::{self, Write};
 
 use crate::callchain::{Callchain, FrameNames};
+use crate::event::tracepoint::Value;
 use crate::event::{Event, EventKind};
-use crate::perf::tracepoint::Value;
 use crate::process::ProcessModel;
 
 /// An address as `--json` writes it: a string, `"0x"` and lower-case hex (see the module

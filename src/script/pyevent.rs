@@ -154,8 +154,8 @@ pub fn field(ev: &Event, name: &str) -> Option<Value> {
     }
 }
 
-fn field_value(v: crate::perf::tracepoint::Value<'_>) -> Value {
-    use crate::perf::tracepoint::Value as F;
+fn field_value(v: crate::event::tracepoint::Value<'_>) -> Value {
+    use crate::event::tracepoint::Value as F;
     match v {
         F::Int(v) => Value::Int(v),
         F::UInt(v) | F::Hex(v) => Value::UInt(v),

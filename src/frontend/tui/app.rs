@@ -97,7 +97,7 @@ impl AppConfig {
     }
 
     /// The formats of the tracepoints being watched (what the filter's field keys name).
-    pub fn formats(&self) -> Vec<&crate::perf::tracepoint::Format> {
+    pub fn formats(&self) -> Vec<&crate::event::tracepoint::Format> {
         self.events
             .iter()
             .filter_map(|d| d.format.as_ref())
