@@ -11,6 +11,7 @@ pub mod clock;
 pub mod cmdline;
 pub mod command;
 pub mod event;
+pub mod exec_table;
 pub mod filter;
 pub mod filter_fields;
 pub mod folded;

@@ -29,8 +29,8 @@ use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, neve
 use crate::cmdline::CmdLine;
 use crate::event::{Batch, BufferPool, Chunk};
 use crate::event::{Event, EventKind};
+use crate::exec_table::ExecTable;
 use crate::order::{OrderingStage, collect_last_batches};
-use crate::perf::exec_watch::ExecTable;
 use crate::process::proc::{self, SeedOptions, SeedProcess};
 use crate::process::{ExecSeen, ModelHandle, Orphan, ProcessModel};
 use crate::symbolize::Symbolize;
