@@ -22,13 +22,13 @@ use std::hint::black_box;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use perfwatch::event::Event;
+use perfwatch::event::tracepoint::Value;
+use perfwatch::format::{Format, write_event};
 use perfwatch::perf::record::{
     DEFAULT_SAMPLE_TYPE, EventDecoder, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW, SampleLayout,
     decode,
 };
 use perfwatch::perf::ring::drain;
-use perfwatch::perf::tracepoint::Value;
-use perfwatch::plain::{Format, write_event};
 use perfwatch::testkit::records::{self as craft, Ids};
 use perfwatch::testkit::tracepoints as tp;
 

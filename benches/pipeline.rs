@@ -7,8 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use perfwatch::event::Batch;
 use perfwatch::event::Event;
-use perfwatch::order::{Batch, OrderingStage};
+use perfwatch::order::OrderingStage;
 use perfwatch::pipeline::{Pipeline, PipelineOptions};
 use perfwatch::process::ProcessModel;
 use perfwatch::testkit::events::{batch, comm, exit, fork, sample};

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use crossbeam_channel::bounded;
+use perfwatch::event::Chunk;
 use perfwatch::event::{Event, EventKind, TaskRecord};
-use perfwatch::order::Chunk;
 use perfwatch::script::{ScriptStage, StageOptions};
 use perfwatch::stats::Stats;
 

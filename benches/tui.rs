@@ -11,13 +11,13 @@
 
 use std::time::{Duration, Instant};
 
+use perfwatch::event::Batch;
 use perfwatch::event::{Event, EventKind, MmapRecord};
 use perfwatch::filter::Filter;
-use perfwatch::order::Batch;
+use perfwatch::frontend::tui::app::{App, AppConfig, RateUnit};
+use perfwatch::frontend::tui::ui;
 use perfwatch::pipeline::{Pipeline, PipelineOptions};
 use perfwatch::testkit::events::task;
-use perfwatch::tui::app::{App, AppConfig, RateUnit};
-use perfwatch::tui::ui;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 use ratatui::{Terminal, TerminalOptions, Viewport};

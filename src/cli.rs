@@ -171,7 +171,7 @@ pub struct Cli {
     pub show_self: bool,
 
     /// Records the TUI's event log keeps (older ones are forgotten, so memory stays bounded).
-    #[arg(long = "history", value_name = "N", default_value_t = crate::tui::app::DEFAULT_HISTORY, value_parser = history_len)]
+    #[arg(long = "history", value_name = "N", default_value_t = crate::frontend::tui::app::DEFAULT_HISTORY, value_parser = history_len)]
     pub history: usize,
 
     /// Command to run and watch (from its exec, with its children); perfwatch stops when it

@@ -22,8 +22,8 @@
 
 use std::fmt::Write as _;
 
+use crate::event::tracepoint::Value;
 use crate::event::{Event, EventKind, RecordType};
-use crate::perf::tracepoint::Value;
 use crate::process::{Comm, ProcessModel};
 use crate::text::escape;
 
@@ -425,7 +425,7 @@ impl Filter {
     /// `sym:`, `dso:` and `event:` can match nothing and are refused too.
     pub fn check(
         &self,
-        formats: &[&crate::perf::tracepoint::Format],
+        formats: &[&crate::event::tracepoint::Format],
         samples: bool,
     ) -> Result<(), FilterError> {
         use crate::filter_fields::{Wanted, check, numbers};
@@ -577,13 +577,13 @@ fn term_matches(test: &Test, ev: &Event, comms: &dyn CommLookup, line: &str) -> 
             Some(v) => match (v.as_i128(), nums) {
                 (Some(x), Some(r)) => r.iter().any(|(a, b)| *a <= x && x <= *b),
                 // Not a number: the text the print fmt makes of the field (`prev_state:D`).
-                (Some(_), None) => crate::members::text_of_field(ev, name)
-                    .and_then(|r| crate::members::text(ev, &r.name))
+                (Some(_), None) => crate::event::members::text_of_field(ev, name)
+                    .and_then(|r| crate::event::members::text(ev, &r.name))
                     .is_some_and(|t| text_matches(texts, &t)),
                 _ => false,
             },
             // A text member itself (`prev_state_str:R+`).
-            None => crate::members::text(ev, name).is_some_and(|t| text_matches(texts, &t)),
+            None => crate::event::members::text(ev, name).is_some_and(|t| text_matches(texts, &t)),
         },
         Test::Word(w) => contains_ci(line.as_bytes(), w),
     }
@@ -903,7 +903,7 @@ mod tests {
         assert!(e("pid:abc").contains("'pid:abc'"));
         assert!(e("cpu:3-1").contains("'cpu:3-1'"));
         assert!(e("pid:").contains("'pid:'"));
-        let sw = crate::perf::tracepoint::Format::parse(
+        let sw = crate::event::tracepoint::Format::parse(
             "sched:sched_switch",
             crate::testkit::tracepoints::SCHED_SWITCH,
         )

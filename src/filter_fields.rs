@@ -16,7 +16,7 @@
 //! A value that cannot be any watched field of that name (`prev_pid:abc`, `prev_state:Q`)
 //! is refused with the field, its event and its type, and so is a key no watched event has.
 
-use crate::perf::tracepoint::{Field, FieldType, Format};
+use crate::event::tracepoint::{Field, FieldType, Format};
 
 /// Keys that mean the record's own task, CPU or file unless the record has a field of that
 /// name.
@@ -43,7 +43,7 @@ struct Found<'f> {
     event: &'f str,
     field: Option<&'f Field>,
     /// The field's print fmt text (`prev_state_str`): its spellings and flag delimiter.
-    render: Option<&'f crate::perf::printfmt::Render>,
+    render: Option<&'f crate::event::tracepoint::printfmt::Render>,
 }
 
 fn find<'f>(formats: &[&'f Format], name: &str) -> Vec<Found<'f>> {
@@ -183,7 +183,7 @@ pub fn check(formats: &[&Format], w: &Wanted<'_>, builtin: bool) -> Result<(), S
     }
     let mut why = Vec::new();
     for f in &found {
-        let text_ok = |r: &crate::perf::printfmt::Render| {
+        let text_ok = |r: &crate::event::tracepoint::printfmt::Render| {
             r.symbol
                 || w.value.contains(['*', '?'])
                 || w.value

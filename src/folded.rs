@@ -805,7 +805,7 @@ mod tests {
 
     #[test]
     fn unnamed_frames_fold_by_their_binary_and_a_later_name_wins() {
-        use crate::symbolize::SampleNames;
+        use crate::event::SampleNames;
         use crate::symbols::{Dso, DsoKind, Symbol, SymbolKey, Symbolized};
         let lib = Dso::new("/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1", DsoKind::File);
         let nowhere = Dso::new(crate::symbols::UNKNOWN, DsoKind::Unknown);

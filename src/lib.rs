@@ -11,12 +11,14 @@ pub mod clock;
 pub mod cmdline;
 pub mod command;
 pub mod event;
+pub mod exec_table;
 pub mod filter;
 pub mod filter_fields;
 pub mod folded;
+pub mod format;
 pub mod frontend;
 pub mod generate;
-pub mod members;
+
 pub mod monitor;
 pub mod order;
 pub mod output;
@@ -34,8 +36,6 @@ pub mod symbols;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod text;
-
-pub use frontend::{plain, tui};
 
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, bounded};
 
 use crate::command::PausedChild;
 use crate::event::EventDesc;
-use crate::order::{Batch, BufferPool};
+use crate::event::{Batch, BufferPool};
 use crate::perf::cpus::{CpuList, online_cpus};
 use crate::perf::events::{EventSpec, Sampling};
 use crate::perf::open::{self, Fallback, OpenConfig, Target};
@@ -107,7 +107,7 @@ pub struct Monitor {
     pub started: Instant,
     /// The stop time T, decided by the first [`Monitor::request_stop`]; the ordering stage
     /// emits everything stamped up to it.
-    pub stop_time: Arc<crate::order::StopTime>,
+    pub stop_time: Arc<crate::stop::StopTime>,
     stop: Arc<reader::ReaderStop>,
     threads: Vec<JoinHandle<()>>,
     child: Option<PausedChild>,
@@ -356,5 +356,19 @@ impl Monitor {
 impl Drop for Monitor {
     fn drop(&mut self) {
         self.join();
+    }
+}
+
+impl crate::stop::Watched for Monitor {
+    fn reader_failed(&self) -> bool {
+        self.stats.failure().is_some()
+    }
+
+    fn command_exit(&mut self) -> Option<i32> {
+        Monitor::command_exit(self)
+    }
+
+    fn request_stop(&self) {
+        Monitor::request_stop(self);
     }
 }

@@ -17,84 +17,17 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use crate::event::Event;
+use crate::event::{Batch, Chunk, Event};
+use crate::stop::StopTime;
 
 /// Slack for records stamped before a reader's `now` but published after it.
 pub const SLACK_NS: u64 = 10_000_000;
 /// The longest a quiet or slow CPU can hold back the others.
 pub const MAX_WAIT_NS: u64 = 1_000_000_000;
-
-/// Events from one CPU, in the order the kernel wrote them: what a reader sends.
-#[derive(Debug, Default)]
-pub struct Batch {
-    pub cpu: u32,
-    pub events: Vec<Event>,
-    /// The events' clock, read just before `data_head` was loaded: every record this CPU
-    /// writes later carries a time close to or after this. Readers send a batch (possibly
-    /// empty) at least every idle poll timeout, so that a quiet CPU can be told from a slow
-    /// one.
-    pub now: u64,
-    /// The last batch of this CPU: its reader has ended.
-    pub end: bool,
-}
-
-/// The stop time T of a run, in the events' clock: decided once, when the stop is (the
-/// monitor's `request_stop`), read by the ordering stage, which emits every record stamped
-/// at or before it and none after, so that every CPU's stream ends at the same instant.
-/// Records stamped after T (written between the decision and the events' disable) are
-/// counted here, and said in the summary.
-#[derive(Debug, Default)]
-pub struct StopTime {
-    at: AtomicU64,
-    after: AtomicU64,
-}
-
-impl StopTime {
-    /// Set T to `now` unless it is already set; returns T.
-    pub fn decide(&self, now: u64) -> u64 {
-        match self
-            .at
-            .compare_exchange(0, now.max(1), Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => now.max(1),
-            Err(t) => t,
-        }
-    }
-
-    /// T, once the stop is decided.
-    pub fn get(&self) -> Option<u64> {
-        match self.at.load(Ordering::Acquire) {
-            0 => None,
-            t => Some(t),
-        }
-    }
-
-    /// Records stamped after T that were not emitted.
-    pub fn after(&self) -> u64 {
-        self.after.load(Ordering::Relaxed)
-    }
-
-    /// What the ordering stage cut so far (see [`OrderingStage::after_stop`]).
-    pub fn set_after(&self, n: u64) {
-        self.after.store(n, Ordering::Relaxed);
-    }
-}
-
-/// Events of every CPU in time order: what the ordering stage emits and every stage after
-/// it consumes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Chunk {
-    pub events: Vec<Event>,
-    /// The chunk completes the stream up to this time: every event stamped at or before it
-    /// has been emitted, in this chunk or an earlier one (except events that arrive late,
-    /// which are counted). `u64::MAX` once every reader has ended and all is out.
-    pub watermark: u64,
-}
 
 /// One CPU's queue: its events not yet emitted, sorted by time, and its reader's clock.
 #[derive(Debug)]
@@ -140,46 +73,6 @@ impl CpuQueue {
             slice[from..].sort_by_key(|e| e.time);
         }
         events
-    }
-}
-
-/// Event buffers going back from the ordering stage to the readers: a storm's batches reuse
-/// memory that is already mapped rather than fault in fresh pages for each one.
-#[derive(Clone, Debug)]
-pub struct BufferPool {
-    tx: Sender<Vec<Event>>,
-    rx: Receiver<Vec<Event>>,
-}
-
-/// A buffer larger than this (in events) is not kept: a burst's memory is given back.
-const POOLED_MAX: usize = 1 << 14;
-
-impl BufferPool {
-    /// A pool that holds at most `n` buffers.
-    pub fn new(n: usize) -> BufferPool {
-        let (tx, rx) = crossbeam_channel::bounded(n.max(1));
-        BufferPool { tx, rx }
-    }
-
-    /// An empty buffer with room for `capacity` events, reused when the pool has one.
-    pub fn take(&self, capacity: usize) -> Vec<Event> {
-        match self.rx.try_recv() {
-            Ok(mut v) => {
-                v.reserve(capacity);
-                v
-            }
-            Err(_) => Vec::with_capacity(capacity),
-        }
-    }
-
-    /// Give a buffer back (its events are dropped); kept when there is room and it is worth
-    /// keeping.
-    pub fn give(&self, mut v: Vec<Event>) {
-        if v.capacity() == 0 || v.capacity() > POOLED_MAX {
-            return;
-        }
-        v.clear();
-        let _ = self.tx.try_send(v);
     }
 }
 
@@ -267,7 +160,7 @@ impl OrderingStage {
     }
 
     /// Take a reader's batch; returns the buffer that is no longer needed (for a
-    /// [`BufferPool`]).
+    /// [`BufferPool`](crate::event::BufferPool)).
     pub fn push(&mut self, batch: Batch) -> Vec<Event> {
         let i = match self.cpus.iter().position(|c| c.cpu == batch.cpu) {
             Some(i) => i,

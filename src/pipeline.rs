@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
 
 use crate::cmdline::CmdLine;
+use crate::event::{Batch, BufferPool, Chunk};
 use crate::event::{Event, EventKind};
-use crate::order::{Batch, BufferPool, Chunk, OrderingStage, collect_last_batches};
-use crate::perf::exec_watch::ExecTable;
+use crate::exec_table::ExecTable;
+use crate::order::{OrderingStage, collect_last_batches};
 use crate::process::proc::{self, SeedOptions, SeedProcess};
 use crate::process::{ExecSeen, ModelHandle, Orphan, ProcessModel};
 use crate::symbolize::Symbolize;
@@ -94,7 +95,7 @@ pub struct PipelineOptions {
     /// Where the count of late events (see [`Pipeline::late`]) is kept for the summary.
     pub late: Option<Arc<AtomicU64>>,
     /// The run's stop time, once decided: nothing stamped after it goes out (counted there).
-    pub stop_time: Option<Arc<crate::order::StopTime>>,
+    pub stop_time: Option<Arc<crate::stop::StopTime>>,
 }
 
 impl Default for PipelineOptions {

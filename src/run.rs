@@ -5,10 +5,11 @@ use std::io::{IsTerminal, Write};
 use anyhow::Result;
 
 use crate::cli::Cli;
+use crate::format::Format;
+use crate::frontend::plain::{self, PlainOptions};
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
 use crate::pipeline::{Pipeline, PipelineOptions};
-use crate::plain::{self, Format, PlainOptions};
 use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
@@ -144,7 +145,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         && cli.folded.as_deref() != Some(std::path::Path::new("-"))
         && std::io::stdout().is_terminal();
     if interactive {
-        if let Err(why) = crate::tui::terminal::capable(std::env::var_os("TERM").as_deref()) {
+        if let Err(why) =
+            crate::frontend::tui::terminal::capable(std::env::var_os("TERM").as_deref())
+        {
             eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
             interactive = false;
         }
@@ -197,14 +200,15 @@ pub fn run(cli: Cli) -> Result<i32> {
     if interactive {
         let (mut pipe, pane_rx, scripts) =
             scripts.attach(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
-        let opts = crate::tui::TuiOptions {
+        let opts = crate::frontend::tui::TuiOptions {
             history: cli.history,
             filter: cli.filter.clone(),
             folded: folding.clone(),
         };
         // A panic unwinds through the TUI's terminal guard, which restores the terminal;
         // the summary is still printed below.
-        let reason = catch_panic(|| crate::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
+        let reason =
+            catch_panic(|| crate::frontend::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
         // The terminal is restored now. The notes were in the status bar; repeat them on the
         // normal screen with the script notes and the summary.
         for note in mon.info.notes.iter().chain(pipe.all_notes()) {
@@ -290,7 +294,7 @@ fn pipeline_options(
     info: &crate::monitor::MonitorInfo,
     cli: &Cli,
     interactive: bool,
-    pool: crate::order::BufferPool,
+    pool: crate::event::BufferPool,
 ) -> PipelineOptions {
     let samples = info.events.iter().any(|e| !e.is_dummy());
     let names = cli.filter.as_ref().is_some_and(|f| f.uses_names());

@@ -10,12 +10,53 @@
 //! ([`StopReason::is_natural`]) it also waits for the scripts to see every event, however
 //! long that takes, unless a signal (or `q`) cuts the wait short.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use crate::monitor::Monitor;
 
 /// How long to wait for the readers' (and the script stage's) last records at shutdown.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// The stop time T of a run, in the events' clock: decided once, when the stop is (the
+/// monitor's `request_stop`), read by the ordering stage, which emits every record stamped
+/// at or before it and none after, so that every CPU's stream ends at the same instant.
+/// Records stamped after T (written between the decision and the events' disable) are
+/// counted here, and said in the summary.
+#[derive(Debug, Default)]
+pub struct StopTime {
+    at: AtomicU64,
+    after: AtomicU64,
+}
+
+impl StopTime {
+    /// Set T to `now` unless it is already set; returns T.
+    pub fn decide(&self, now: u64) -> u64 {
+        match self
+            .at
+            .compare_exchange(0, now.max(1), Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => now.max(1),
+            Err(t) => t,
+        }
+    }
+
+    /// T, once the stop is decided.
+    pub fn get(&self) -> Option<u64> {
+        match self.at.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// Records stamped after T that were not emitted.
+    pub fn after(&self) -> u64 {
+        self.after.load(Ordering::Relaxed)
+    }
+
+    /// What the ordering stage cut so far (see [`OrderingStage::after_stop`]).
+    pub fn set_after(&self, n: u64) {
+        self.after.store(n, Ordering::Relaxed);
+    }
+}
 
 /// Why a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,20 +97,6 @@ pub trait Watched {
     fn command_exit(&mut self) -> Option<i32>;
     /// Decide the stop time and ask the readers to drain up to it and end.
     fn request_stop(&self);
-}
-
-impl Watched for Monitor {
-    fn reader_failed(&self) -> bool {
-        self.stats.failure().is_some()
-    }
-
-    fn command_exit(&mut self) -> Option<i32> {
-        Monitor::command_exit(self)
-    }
-
-    fn request_stop(&self) {
-        Monitor::request_stop(self);
-    }
 }
 
 /// The stop rules of a run: where signals are read, and the duration.

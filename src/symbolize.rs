@@ -18,71 +18,10 @@
 //! answer in time is `[unknown]` (the read goes on, and later samples get its names), so a
 //! slow or hung file costs that deadline once, never a hang.
 
-use crate::callchain::{Context, Frame, FrameNames};
-use crate::event::{Event, EventKind};
+use crate::callchain::Context;
+use crate::event::{Event, EventKind, SampleNames};
 use crate::process::ProcessModel;
 use crate::symbols::{Config, Mapping, Note, Request, Stats, Symbolized, Symbolizer};
-
-/// The names of one sample: its own address's, and its call chain's frames' (innermost
-/// first, as [`crate::callchain::Callchain::frames`] gives them; `None` for a frame that
-/// cannot be named at all, such as a guest's).
-#[derive(Clone, Debug)]
-pub struct SampleNames {
-    pub ip: Option<Symbolized>,
-    pub frames: Box<[Option<Symbolized>]>,
-    /// The kernel addresses a tracepoint's print fmt shows as functions (`%ps`, e.g.
-    /// hrtimer_expire_entry's `function`), with their names.
-    pub args: Box<[(u64, Option<Symbolized>)]>,
-}
-
-impl SampleNames {
-    /// The sample's own symbol, when named.
-    pub fn sym(&self) -> Option<&Symbolized> {
-        self.ip.as_ref()
-    }
-}
-
-fn same(a: &Option<Symbolized>, b: &Option<Symbolized>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.symbol().key() == b.symbol().key() && a.offset() == b.offset(),
-        _ => false,
-    }
-}
-
-impl crate::perf::printfmt::KernelSymbols for SampleNames {
-    fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
-        let (_, s) = self.args.iter().find(|(a, _)| *a == addr)?;
-        let s = s.as_ref()?;
-        Some((s.name()?, s.offset()?))
-    }
-}
-
-impl PartialEq for SampleNames {
-    fn eq(&self, other: &SampleNames) -> bool {
-        same(&self.ip, &other.ip)
-            && self.args.len() == other.args.len()
-            && self
-                .args
-                .iter()
-                .zip(&other.args[..])
-                .all(|((a, x), (b, y))| a == b && same(x, y))
-            && self.frames.len() == other.frames.len()
-            && self
-                .frames
-                .iter()
-                .zip(&other.frames[..])
-                .all(|(a, b)| same(a, b))
-    }
-}
-
-impl Eq for SampleNames {}
-
-impl FrameNames for SampleNames {
-    fn symbol(&self, index: usize, _: Frame) -> Option<&Symbolized> {
-        self.frames.get(index)?.as_ref()
-    }
-}
 
 /// What can be asked about an address of process `pid` in context `context` at `time`.
 fn request(

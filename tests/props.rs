@@ -3,9 +3,9 @@
 //! formatting keeps every line one line, whatever the names hold.
 
 use perfwatch::event::{Event, EventKind, MmapRecord};
+use perfwatch::format::{Format, write_event};
 use perfwatch::perf::record::{DEFAULT_SAMPLE_TYPE, SampleLayout, decode};
 use perfwatch::perf::ring::drain;
-use perfwatch::plain::{Format, write_event};
 use perfwatch::testkit::records::{self as craft, Ids};
 use proptest::prelude::*;
 

@@ -355,7 +355,7 @@ fn the_print_fmt_of_every_tracepoint_here_is_read() {
                 sys.file_name().to_string_lossy(),
                 tp.file_name().to_string_lossy()
             );
-            let Ok(f) = perfwatch::perf::tracepoint::Format::parse(&name, &text) else {
+            let Ok(f) = perfwatch::event::tracepoint::Format::parse(&name, &text) else {
                 continue;
             };
             total += 1;
@@ -364,8 +364,12 @@ fn the_print_fmt_of_every_tracepoint_here_is_read() {
             rendered += p.renders().len();
             // A record of zeros renders (or not) without a panic.
             let zeros = vec![0u8; 4096];
-            if p.render_line(&f.fields, &zeros, &perfwatch::perf::printfmt::NoSymbols)
-                .is_some()
+            if p.render_line(
+                &f.fields,
+                &zeros,
+                &perfwatch::event::tracepoint::printfmt::NoSymbols,
+            )
+            .is_some()
             {
                 lines += 1;
             }

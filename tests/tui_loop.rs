@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, never, unbounded};
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
-use perfwatch::order::Batch;
+use perfwatch::event::Batch;
+use perfwatch::frontend::tui::app::{App, AppConfig, RateUnit};
+use perfwatch::frontend::tui::{LoopInputs, run_loop};
 use perfwatch::pane::PaneMsg;
 use perfwatch::pipeline::{Pipeline, PipelineOptions};
 use perfwatch::stats::Stats;
 use perfwatch::stop::{StopReason, StopRule, Watched};
 use perfwatch::testkit::events::{batch, comm, exit, fork, sample};
-use perfwatch::tui::app::{App, AppConfig, RateUnit};
-use perfwatch::tui::{LoopInputs, run_loop};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 

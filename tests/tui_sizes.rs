@@ -294,7 +294,7 @@ fn a_fork_storm_is_one_row_in_the_tree() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(
-        n > perfwatch::tui::tree::FOLD_EXITED,
+        n > perfwatch::frontend::tui::tree::FOLD_EXITED,
         "the row counts the exited children: {row}"
     );
     let singles = text

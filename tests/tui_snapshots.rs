@@ -3,11 +3,11 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use perfwatch::event::{Event, EventKind, RecordType};
+use perfwatch::frontend::tui::app::{App, AppConfig, RateUnit};
+use perfwatch::frontend::tui::ui;
 use perfwatch::pane::PaneMsg;
 use perfwatch::stats::{CpuSnapshot, Totals};
 use perfwatch::testkit::events as tk;
-use perfwatch::tui::app::{App, AppConfig, RateUnit};
-use perfwatch::tui::ui;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -279,14 +279,14 @@ fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
         .find(|(_, l)| l.contains("└─ make"))
         .expect("make's row");
     let x = line.find("make").unwrap() as u16;
-    a.focus = perfwatch::tui::app::Pane::Log;
+    a.focus = perfwatch::frontend::tui::app::Pane::Log;
     a.on_mouse(MouseEvent {
         kind: MouseEventKind::Down(MouseButton::Left),
         column: x,
         row: y as u16,
         modifiers: KeyModifiers::NONE,
     });
-    assert_eq!(a.focus, perfwatch::tui::app::Pane::Tasks);
+    assert_eq!(a.focus, perfwatch::frontend::tui::app::Pane::Tasks);
     key(&mut a, KeyCode::Enter);
     assert_eq!(
         a.narrow.as_ref().map(|n| n.pid),
@@ -295,7 +295,7 @@ fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
     );
     key(&mut a, KeyCode::Esc);
     // Right on the log: the records move left, the times stay.
-    a.focus = perfwatch::tui::app::Pane::Log;
+    a.focus = perfwatch::frontend::tui::app::Pane::Log;
     let before = screen(&a, 110, 36);
     key(&mut a, KeyCode::Right);
     let after = screen(&a, 110, 36);
@@ -451,7 +451,7 @@ fn the_selected_task_shows_its_whole_command_line_and_what_ran() {
         b"/usr/bin/dd",
         7,
     )]);
-    a.focus = perfwatch::tui::app::Pane::Tasks;
+    a.focus = perfwatch::frontend::tui::app::Pane::Tasks;
     screen(&a, 80, 30);
     // Up from the newest (sleep's exit) to dd's exec, three rows back.
     for _ in 0..3 {
@@ -493,7 +493,7 @@ fn tab_brings_a_folded_pane_and_z_zooms() {
     for _ in 0..4 {
         a.on_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
     }
-    assert_eq!(a.focus, perfwatch::tui::app::Pane::Top);
+    assert_eq!(a.focus, perfwatch::frontend::tui::app::Pane::Top);
     let s = screen(&a, 80, 24);
     assert!(
         s.contains("Top tasks (samples") && s.contains("kdamond.0"),

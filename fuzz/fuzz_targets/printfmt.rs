@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use perfwatch::perf::printfmt::{KernelSymbols, PrintFmt};
-use perfwatch::perf::tracepoint::Format;
+use perfwatch::event::tracepoint::printfmt::{KernelSymbols, PrintFmt};
+use perfwatch::event::tracepoint::Format;
 use perfwatch::testkit::tracepoints as craft;
 
 /// Names every address in one page, so that `%ps` renders both ways.

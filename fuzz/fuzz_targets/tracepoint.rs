@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use perfwatch::event::{Event, EventDesc, EventKind};
-use perfwatch::perf::tracepoint::Format;
+use perfwatch::event::tracepoint::Format;
 use perfwatch::testkit::tracepoints as craft;
 use perfwatch::plain::{self, write_event};
 

@@ -3,7 +3,7 @@
 use perf_event_open_sys::bindings as sys;
 
 use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW};
-use super::tracepoint::{Format, FormatError};
+use crate::event::tracepoint::{Format, FormatError};
 
 /// A perf event: what one entry of `-e LIST` resolved to.
 #[derive(Clone, Debug, PartialEq, Eq)]

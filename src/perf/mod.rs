@@ -6,8 +6,6 @@ pub mod cpus;
 pub mod events;
 pub mod exec_watch;
 pub mod open;
-pub mod printfmt;
 pub mod reader;
 pub mod record;
 pub mod ring;
-pub mod tracepoint;

@@ -11,8 +11,8 @@ use crossbeam_channel::{SendTimeoutError, Sender};
 use super::record::{DecodeError, EventDecoder};
 use super::ring::RingBuffer;
 use crate::clock::{clock_ns, monotonic_ns};
+use crate::event::{Batch, BufferPool};
 use crate::event::{Event, EventKind, RecordType};
-use crate::order::{Batch, BufferPool};
 use crate::stats::CpuStats;
 
 /// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway,

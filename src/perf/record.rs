@@ -790,7 +790,7 @@ mod tests {
         );
         assert_eq!(
             e.field("next_comm"),
-            Some(crate::perf::tracepoint::Value::Str(b"swapper/0"))
+            Some(crate::event::tracepoint::Value::Str(b"swapper/0"))
         );
         assert_eq!(e.fields(true).count(), 11);
         let e = d.decode(&sample(&l0, with_id(7), 0x10, 5), 0).unwrap();

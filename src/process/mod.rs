@@ -41,8 +41,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::FxHashMap;
 
 use crate::cmdline::CmdLine;
+use crate::event::Chunk;
 use crate::event::{Event, EventKind, TaskRecord};
-use crate::order::Chunk;
 pub use maps::{AddressSpace, MappedFile, Mapping};
 
 /// How long an exited task is kept, in stream time.

@@ -150,12 +150,12 @@ pub fn field(ev: &Event, name: &str) -> Option<Value> {
     match ev.field(name) {
         Some(v) => Some(field_value(v)),
         // The text the print fmt makes of a field (`prev_state_str`), when it renders.
-        None => crate::members::text(ev, name).map(|t| text(&t)),
+        None => crate::event::members::text(ev, name).map(|t| text(&t)),
     }
 }
 
-fn field_value(v: crate::perf::tracepoint::Value<'_>) -> Value {
-    use crate::perf::tracepoint::Value as F;
+fn field_value(v: crate::event::tracepoint::Value<'_>) -> Value {
+    use crate::event::tracepoint::Value as F;
     match v {
         F::Int(v) => Value::Int(v),
         F::UInt(v) | F::Hex(v) => Value::UInt(v),
@@ -168,10 +168,10 @@ fn field_value(v: crate::perf::tracepoint::Value<'_>) -> Value {
 /// Every tracepoint field of a sample (`common_*` ones too) and the text its print fmt makes
 /// of some (`prev_state_str`), by their own names: `event.fields`.
 fn fields_dict<'py>(py: Python<'py>, ev: &Event) -> PyResult<Bound<'py, PyDict>> {
-    use crate::members::Member;
+    use crate::event::members::Member;
     let d = PyDict::new(py);
     let mut err = None;
-    crate::members::visit(&ev.kind, true, &mut |name, m| {
+    crate::event::members::visit(&ev.kind, true, &mut |name, m| {
         let v = match m {
             Member::Field(v) => field_value(v),
             Member::Text(t) => text(t),
@@ -324,7 +324,7 @@ impl PyEvent {
         if self.ev.event_desc().is_some_and(|e| e.is_tracepoint()) {
             let shown: Vec<String> = {
                 let mut v = Vec::new();
-                crate::members::visit(&self.ev.kind, false, &mut |name, _| {
+                crate::event::members::visit(&self.ev.kind, false, &mut |name, _| {
                     v.push(name.to_string())
                 });
                 v

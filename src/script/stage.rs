@@ -39,8 +39,8 @@ use crossbeam_channel::{
 use super::ledger::Ledger;
 use super::module::PaneSink;
 use super::shared::{Done, Shared, Work, per_cpu};
+use crate::event::Chunk;
 use crate::event::Event;
-use crate::order::Chunk;
 use crate::pane::PaneMsg;
 use crate::stats::Stats;
 
@@ -746,7 +746,7 @@ impl Pump {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::order::Batch;
+    use crate::event::Batch;
     use crate::pipeline::{Pipeline, PipelineOptions, StageLink};
     use crate::testkit::events::batch;
 

@@ -9,7 +9,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-pub use crate::event::BuildId;
+pub use super::build_id::BuildId;
 
 /// How a mapping identified its file, so that a different file found later at the same path
 /// is never read in its place.

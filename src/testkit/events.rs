@@ -1,8 +1,8 @@
 //! Hand-made events: one constructor per record kind, with the `sample_id` fields a reader
 //! would have decoded (the running task is the record's own task unless said otherwise).
 
+use crate::event::Batch;
 use crate::event::{Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord};
-use crate::order::Batch;
 
 /// An event of `kind` written on `cpu` at `time` while `pid`/`tid` ran.
 pub fn event(cpu: u32, pid: u32, tid: u32, time: u64, kind: EventKind) -> Event {

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::event::SampleNames;
 use crate::event::{Event, EventKind};
-use crate::symbolize::SampleNames;
 use crate::symbols::{Dso, DsoKind, Symbol, SymbolKey, Symbolized};
 use crate::testkit::events::sample_at;
 

@@ -1,7 +1,7 @@
 //! Builders of tracepoint RAW records and formats, for tests, benchmarks and the fuzz target.
 
+use crate::event::tracepoint::Format;
 use crate::event::{EventDesc, EventKind};
-use crate::perf::tracepoint::Format;
 
 /// The descriptor of event `index` of a list: tracepoint `name` (`SYS:NAME`) with the
 /// `format` file text (interned; its `ID:` is the config).

@@ -20,10 +20,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKi
 use super::input::{Action, map_key};
 use super::log::Log;
 pub use super::tasks::{TASK_ROWS, TaskEvent, TaskRow};
+use crate::event::Chunk;
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
-use crate::order::Chunk;
 use crate::pane::PaneMsg;
 pub use crate::process::Comm;
 use crate::process::{ModelHandle, ProcessModel};
@@ -97,7 +97,7 @@ impl AppConfig {
     }
 
     /// The formats of the tracepoints being watched (what the filter's field keys name).
-    pub fn formats(&self) -> Vec<&crate::perf::tracepoint::Format> {
+    pub fn formats(&self) -> Vec<&crate::event::tracepoint::Format> {
         self.events
             .iter()
             .filter_map(|d| d.format.as_ref())

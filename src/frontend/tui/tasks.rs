@@ -401,9 +401,9 @@ const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "comma
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Chunk;
     use crate::frontend::tui::app::tests::cfg;
     use crate::frontend::tui::app::{App, RateUnit};
-    use crate::order::Chunk;
     use crate::testkit::events::{event, task};
 
     const NS: u64 = 1_000_000_000;

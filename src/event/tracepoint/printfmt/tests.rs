@@ -1,7 +1,7 @@
 //! The print fmt reader on real and crafted formats, and on any text.
 
 use super::*;
-use crate::perf::tracepoint::Format;
+use crate::event::tracepoint::Format;
 use crate::testkit::tracepoints as craft;
 
 struct Syms;

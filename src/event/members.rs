@@ -10,9 +10,9 @@
 //! that a line never holds a key twice. Scripts read every field as `event.fields["NAME"]`,
 //! and as `event.NAME` where the event object has no attribute of that name.
 
+use crate::event::tracepoint::Value;
+use crate::event::tracepoint::printfmt::{KernelSymbols, NoSymbols};
 use crate::event::{Event, EventKind};
-use crate::perf::printfmt::{KernelSymbols, NoSymbols};
-use crate::perf::tracepoint::Value;
 
 /// The sample's own member names in a `--plain` body.
 pub const PLAIN_OWN: &[&str] = &[
@@ -149,7 +149,10 @@ pub fn text(ev: &Event, name: &str) -> Option<Vec<u8>> {
 
 /// The text member that renders field `field` of `ev`'s event (`prev_state` gives
 /// `prev_state_str`), if the print fmt has one.
-pub fn text_of_field<'e>(ev: &'e Event, field: &str) -> Option<&'e crate::perf::printfmt::Render> {
+pub fn text_of_field<'e>(
+    ev: &'e Event,
+    field: &str,
+) -> Option<&'e crate::event::tracepoint::printfmt::Render> {
     let fmt = ev.event_desc()?.format.as_ref()?;
     let i = fmt.fields.iter().position(|f| &*f.name == field)?;
     fmt.print
@@ -235,7 +238,7 @@ mod tests {
             "{line}"
         );
         let mut json = Vec::new();
-        crate::plain::write_json(&mut json, &ev).unwrap();
+        crate::format::write_json(&mut json, &ev).unwrap();
         let json = String::from_utf8(json).unwrap();
         assert!(
             json.contains(r#""ip":9,"name":4,"fields":{"type":3}}"#),

@@ -2,8 +2,8 @@
 //! `REC->prev_state & 0xff ? __print_flags(...) : "R"`), lexed, parsed and evaluated with
 //! every size and depth bounded (see the parent module).
 
+use super::super::field::{Field, Value};
 use super::{MAX_DEPTH, MAX_NODES, MAX_TABLE, MAX_TOKENS};
-use crate::perf::tracepoint::{Field, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Tok {

@@ -28,7 +28,7 @@ mod tests;
 use expr::{Expr, Parser, Tok, Val, eval, lex};
 use printf::{Conv, Piece, Ptr, Spec, convert, parse_format};
 
-use super::tracepoint::Field;
+use super::field::Field;
 
 /// Longest `print fmt` read (the longest on a 6.1 kernel is under 5 KiB).
 pub(super) const MAX_TEXT: usize = 64 * 1024;
