@@ -33,6 +33,7 @@
 //! A [`Symbolizer`] is meant to live on its own thread ([`service::Service`] runs one), never
 //! on a reader thread.
 
+mod as_owner;
 mod debug_file;
 pub mod demangle;
 pub mod elf;
