@@ -87,38 +87,52 @@ fn comms(text: &str) -> std::collections::HashMap<u32, String> {
     comms
 }
 
-/// Run perfwatch `--plain` over `sh -c script`, with a deadline; (stdout, stderr).
-fn watch(script: &str) -> (String, String) {
-    let child = Command::new(assert_cmd::cargo::cargo_bin("perfwatch"))
-        .args([
-            "--plain",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "2000",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
+/// Run perfwatch `--plain` over `sh -c script` (after `prefix`, a command that runs
+/// perfwatch), killed after a minute at most; (stdout, stderr).
+fn watch_in(prefix: &[&str], script: &str) -> (String, String) {
+    let perfwatch = assert_cmd::cargo::cargo_bin("perfwatch");
+    let mut argv: Vec<&std::ffi::OsStr> = prefix.iter().map(|a| a.as_ref()).collect();
+    argv.push(perfwatch.as_os_str());
+    for a in [
+        "--plain",
+        "-e",
+        "cpu-clock",
+        "-F",
+        "2000",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ] {
+        argv.push(a.as_ref());
+    }
+    let child = Command::new(argv[0])
+        .args(&argv[1..])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(60));
-        // SAFETY: signalling the child this test started (a no-op once it has been reaped
-        // and the pid is unused; the test has failed by then anyway).
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        if finished.recv_timeout(Duration::from_secs(60)).is_err() {
+            // SAFETY: signalling the child this test started, which has not been reaped
+            // (the test waits for it, and says so through `done` first).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
     });
     let out = child.wait_with_output().unwrap();
-    drop(killer);
+    let _ = done.send(());
+    let _ = killer.join();
     assert!(out.status.success(), "perfwatch: {:?}", out.status);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn watch(script: &str) -> (String, String) {
+    watch_in(&[], script)
 }
 
 /// Issue 31: a user who makes a mount namespace of their own (`unshare -Urm`) and bind-mounts
@@ -218,4 +232,77 @@ fn a_perf_map_bind_mounted_in_a_users_namespace_is_opened_as_that_user() {
     ] {
         assert!(errors.contains(said), "{said:?} not in {errors}");
     }
+}
+
+/// Issue 31: a user's JIT writes its perf map and exits; a root JIT that then gets the same
+/// pid (made certain by a pid namespace of the test's own and `ns_last_pid`) is named by its
+/// own map, never by the user's one that was read (and cached) for the pid before.
+#[test]
+fn a_reused_pid_is_never_named_by_the_perf_map_of_the_process_before() {
+    require_root!("to run the first JIT as another user and to set ns_last_pid");
+    require_perf!();
+    let dir = shared_dir();
+    let user_jit = jit(dir.path(), "pwj_user");
+    let root_jit = jit(dir.path(), "pwj_root");
+    const PID: u32 = 2000;
+    let script = format!(
+        "echo {last} > /proc/sys/kernel/ns_last_pid; \
+         setpriv --reuid={USER} --regid={USER} --clear-groups sh -c \
+           'echo 10000000 10 user_jit_fn > /tmp/perf-$$.map; exec {user}' & wait; \
+         echo {last} > /proc/sys/kernel/ns_last_pid; \
+         sh -c 'rm -f /tmp/perf-$$.map; echo 10000000 10 root_jit_fn > /tmp/perf-$$.map; \
+           exec {root}' & wait; rm -f /tmp/perf-{PID}.map",
+        last = PID - 1,
+        user = user_jit.display(),
+        root = root_jit.display()
+    );
+    let (text, _) = watch_in(
+        &["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"],
+        &script,
+    );
+    // Samples by the program that ran under each pid at their time (the stream is ordered).
+    let mut current = std::collections::HashMap::new();
+    let mut syms: std::collections::HashMap<String, Vec<(u32, String)>> = Default::default();
+    for line in text.lines() {
+        if line.contains("{ type: comm,") {
+            let c = comms(line);
+            current.extend(c);
+        } else if line.contains("{ type: sample,") {
+            if let Some((pid, sym)) = plain_sample(line) {
+                if let Some(comm) = current.get(&pid) {
+                    syms.entry(comm.clone()).or_default().push((pid, sym));
+                }
+            }
+        }
+    }
+    let of = |comm: &str| syms.get(comm).cloned().unwrap_or_default();
+    let (user, root) = (of("pwj_user"), of("pwj_root"));
+    assert!(
+        user.iter().chain(&root).all(|(pid, _)| *pid == PID),
+        "the JITs did not both get pid {PID}: {:?} {:?}",
+        user.first(),
+        root.first()
+    );
+    let named = |v: &[(u32, String)], f: &str| {
+        v.iter()
+            .filter(|(_, s)| s.starts_with(&format!("{f}+0x")))
+            .count()
+    };
+    assert!(
+        named(&user, "user_jit_fn") >= 50,
+        "the user's JIT was not named by its map: {user:?}"
+    );
+    let wrong = named(&root, "user_jit_fn");
+    assert_eq!(
+        wrong,
+        0,
+        "{wrong} of {} samples of the root JIT named by the user's map",
+        root.len()
+    );
+    let ok = named(&root, "root_jit_fn");
+    assert!(
+        ok >= 50 && ok * 10 >= root.len() * 8,
+        "{ok} of {} samples of the root JIT named by its map",
+        root.len()
+    );
 }
