@@ -121,3 +121,42 @@ fn a_symbolic_link_as_the_output_is_refused_as_one() {
         .never_said(&["Permission denied"]);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), OLD);
 }
+
+#[test]
+fn a_killed_run_leaves_the_previous_script_output_whole() {
+    require_perf!();
+    let (dir, script) = common::temp_script("tick.py", "def on_tick():\n    return 'new'\n");
+    let out = dir.path().join("pane.txt");
+    std::fs::write(&out, OLD).unwrap();
+    let mut child = common::plain_script(&script, &["--script-output"])
+        .arg(&out)
+        .args(["--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_until_watching(&mut child);
+    // Past a tick or two: lines were written (to the temporary file).
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), OLD);
+    // The killed run's temporary file is left beside it: clear it for the next run.
+    for e in entries(dir.path()) {
+        if e.starts_with(".pane.txt.perfwatch-") {
+            std::fs::remove_file(dir.path().join(e)).unwrap();
+        }
+    }
+    let run =
+        common::run(common::plain_script(&script, &["-d", "1.2", "--script-output"]).arg(&out));
+    run.exited(0);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("[tick.py] new"), "{text:?}");
+    assert!(
+        entries(dir.path())
+            .iter()
+            .all(|e| !e.contains(".perfwatch-")),
+        "{:?}",
+        entries(dir.path())
+    );
+}
