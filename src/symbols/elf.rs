@@ -269,6 +269,15 @@ pub(crate) fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
         .map_err(|_| ElfError::Corrupt("section outside the file"))
 }
 
+/// The bytes a section takes in the file (none for `SHT_NOBITS`).
+fn section_size<Elf: FileHeader>(sh: &Elf::SectionHeader, endian: Elf::Endian) -> usize {
+    if sh.sh_type(endian) == elf::SHT_NOBITS {
+        return 0;
+    }
+    let size: u64 = sh.sh_size(endian).into();
+    size.try_into().unwrap_or(usize::MAX)
+}
+
 fn build_id<'d, Elf: FileHeader, R: ReadRef<'d>>(
     sections: &SectionTable<'d, Elf, R>,
     phdrs: &'d [Elf::ProgramHeader],
@@ -325,12 +334,21 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
     builder: &mut TableBuilder,
     max_section: u64,
 ) -> Result<usize, ElfError> {
+    let too_large = |TooLarge| ElfError::TooLarge { limit: max_section };
+    // The tables are read whole and kept by the read cache until the parse ends: counted
+    // against the parse's limit before they are read.
+    builder
+        .hold(section_size::<Elf>(sh, endian))
+        .map_err(too_large)?;
     let bytes = section_bytes::<Elf, R>(sh, endian, data, max_section)?;
     let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(bytes)
         .map_err(|_| ElfError::Corrupt("symbol table size"))?;
     let strtab = sections
         .section(sh.link(endian))
         .map_err(|_| ElfError::Corrupt("symbol string table index"))?;
+    builder
+        .hold(section_size::<Elf>(strtab, endian))
+        .map_err(too_large)?;
     let strings = section_bytes::<Elf, R>(strtab, endian, data, max_section)?;
     let strings = StringTable::new(strings, 0, strings.len() as u64);
     let mut n = 0;
@@ -377,7 +395,7 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
                 name,
                 0,
             )
-            .map_err(|TooLarge| ElfError::TooLarge { limit: max_section })?;
+            .map_err(too_large)?;
         n += 1;
     }
     Ok(n)
