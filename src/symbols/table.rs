@@ -129,6 +129,33 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Room for `entries` more symbols with `names` bytes of names, taken at once: `Err`,
+    /// before anything is allocated, when the parse would not fit.
+    pub(crate) fn reserve(&mut self, entries: usize, names: usize) -> Result<(), TooLarge> {
+        self.fits(entries, names, 0)?;
+        self.raw.reserve_exact(entries);
+        self.strings.0.reserve_exact(names);
+        Ok(())
+    }
+
+    /// Whether `entries` more symbols with `names` bytes of names fit, with `extra` bytes
+    /// more held by the parse.
+    pub(crate) fn fits(&self, entries: usize, names: usize, extra: usize) -> Result<(), TooLarge> {
+        let len = self.raw.len().saturating_add(entries);
+        let need = len
+            .saturating_mul(RAW_BYTES + ENTRY_BYTES)
+            .saturating_add(self.strings.len() + names)
+            .saturating_add(self.held + extra);
+        let table = self
+            .bytes()
+            .saturating_add(entries.saturating_mul(ENTRY_BYTES))
+            .saturating_add(names);
+        if need > self.parse_max || table > self.max_bytes {
+            return Err(TooLarge);
+        }
+        Ok(())
+    }
+
     /// Room for one more entry, its vector grown within the limit.
     fn reserve_entry(&mut self, name_len: usize) -> Result<(), TooLarge> {
         let (len, cap) = (self.raw.len(), self.raw.capacity());
