@@ -227,6 +227,11 @@ impl ChildPlan {
         // SAFETY (the whole function): raw system calls with arguments prepared before the
         // fork; no allocation, no lock, no code of the user's. `_exit` ends the child.
         unsafe {
+            // perfwatch's handlers (a stop request, the terminal's restore) are not the
+            // child's to run: every signal waits, and SIGKILL ends it with perfwatch.
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             let dropped =
                 libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr()) == 0
