@@ -119,8 +119,10 @@ pub(crate) fn open(
     })
 }
 
-/// How long the child that opens a perf map may take.
-const CHILD_DEADLINE: Duration = Duration::from_secs(1);
+/// How long the child that opens a perf map may take: a backstop for an open that never
+/// returns (a hung mount), longer than the loader's own deadline, which is what a slow
+/// open (a fork on a loaded machine) meets first, and whose read is then used when it ends.
+const CHILD_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The last `NSpid` of a live process: its pid inside its own pid namespace, which its JIT
 /// uses in the map's name.
