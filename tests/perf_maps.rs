@@ -11,8 +11,9 @@ use std::time::Duration;
 const USER: u32 = 1001;
 
 /// A JIT's code at a fixed address (so that a map written before it runs can name it): a
-/// two-instruction loop in anonymous executable memory, ended by SIGALRM after two seconds
-/// (long enough for a loaded machine's perfwatch to read its map while it lives).
+/// two-instruction loop in anonymous executable memory, ended by SIGALRM after four seconds
+/// (long enough for a loaded machine's perfwatch, which may wait 2 s for kallsyms first, to
+/// read its map while it lives).
 const JIT_C: &str = r#"
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ int main(void) {
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (code != (void *)0x10000000) return 1;
     code[0] = 0x90; code[1] = 0xeb; code[2] = 0xfd;   /* nop; jmp back to the nop */
-    alarm(2);
+    alarm(4);
     ((void (*)(void))code)();
     return 0;
 }
