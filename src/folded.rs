@@ -16,9 +16,9 @@
 //! Memory is bounded: at most [`MAX_STACK_BYTES`] of distinct stacks are kept; samples of
 //! stacks beyond that are counted and said, not kept.
 
+use crate::script::output_file::OutputFile;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -421,8 +421,9 @@ impl FrameNamer for LearntNames<'_> {
 enum Output {
     /// `--folded`: stdout, instead of one line per record.
     Stdout,
-    /// `--folded FILE`, opened (safely) at start.
-    File(File, PathBuf),
+    /// `--folded FILE`: a temporary file beside it, made (safely) at start, renamed over it
+    /// at the end (`None` once done).
+    File(Option<OutputFile>, PathBuf),
 }
 
 struct FoldState {
@@ -460,7 +461,7 @@ impl Folding {
         let output = if path.as_os_str() == "-" {
             Output::Stdout
         } else {
-            Output::File(open_output(path)?, path.to_path_buf())
+            Output::File(Some(open_output(path)?), path.to_path_buf())
         };
         Ok(Folding(Rc::new(RefCell::new(FoldState {
             stacks: FoldedStacks::default(),
@@ -532,12 +533,22 @@ impl Folding {
                     r => (r?, "stdout".to_string()),
                 }
             }
-            Output::File(f, path) => {
+            Output::File(out, path) => {
                 let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
+                let Some(mut out) = out.take() else {
+                    anyhow::bail!("--folded '{shown}' was written already");
+                };
+                // On an error the temporary file is removed and the previous file stays.
                 let summary = s
                     .stacks
-                    .write(namer, f)
-                    .map_err(|e| anyhow::anyhow!("cannot write --folded '{shown}': {e}"))?;
+                    .write(namer, out.file())
+                    .and_then(|summary| out.commit().map(|()| summary))
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot write --folded '{shown}': {e} (the previous file, if any, is \
+                             left as it was)"
+                        )
+                    })?;
                 (summary, format!("'{shown}'"))
             }
         };
@@ -557,8 +568,8 @@ impl Folding {
 }
 
 /// Create the `--folded FILE`: refuse an executable (`--folded ./prog` meant a command), then
-/// the same safe creation as `--script-output`.
-fn open_output(path: &Path) -> anyhow::Result<File> {
+/// a temporary file beside it ([`OutputFile`]).
+fn open_output(path: &Path) -> anyhow::Result<OutputFile> {
     use std::os::unix::fs::PermissionsExt;
     let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
     if let Ok(m) = std::fs::symlink_metadata(path) {
@@ -568,7 +579,7 @@ fn open_output(path: &Path) -> anyhow::Result<File> {
             );
         }
     }
-    crate::script::printer::create_output_for("--folded", path)
+    OutputFile::create("--folded", path)
         .map_err(|e| anyhow::anyhow!("cannot create --folded '{shown}': {e:#}"))
 }
 

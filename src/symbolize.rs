@@ -31,7 +31,7 @@ fn request(
     addr: u64,
     context: Context,
 ) -> Option<Request> {
-    match context {
+    let request = match context {
         Context::Kernel => Some(Request::kernel(addr)),
         Context::User => Some(match model.find_mapping(pid, time, addr) {
             Some((m, _)) => Request::user(
@@ -51,7 +51,8 @@ fn request(
         Context::Unknown => Some(Request::unmapped(pid, addr)),
         // A guest's or the hypervisor's code: nothing here can name it.
         _ => None,
-    }
+    };
+    request.map(|r| r.in_image_of(|| model.image_at(pid, time)))
 }
 
 /// The symbolize step: a [`Symbolizer`] and its reused buffers.

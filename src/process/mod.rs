@@ -304,6 +304,20 @@ impl Process {
         time(self.exec)
     }
 
+    /// When the program it ran at `time` began: its last exec up to `time`, else its fork
+    /// (0: neither was seen). What a JIT wrote into its perf map names that program's code
+    /// only, not an earlier program of the process nor a later process with its pid.
+    pub fn image_at(&self, time: u64) -> u64 {
+        let start = self.start().unwrap_or(0);
+        if let Some(e) = self.exec().filter(|&e| e <= time) {
+            return start.max(e);
+        }
+        let olds = self.old_execs.iter().flat_map(|o| o.iter());
+        olds.map(|(t, _)| *t)
+            .filter(|&t| t <= time)
+            .fold(start, u64::max)
+    }
+
     /// Its current address space.
     pub fn space(&self) -> &AddressSpace {
         self.space.as_deref().unwrap_or(&EMPTY_SPACE)
@@ -431,6 +445,11 @@ impl ProcessModel {
     /// Process `pid` as of `time`.
     pub fn process_at(&self, pid: u32, time: u64) -> Option<&Process> {
         Some(self.processes.get(&pid)?.at(time))
+    }
+
+    /// When the program process `pid` ran at `time` began ([`Process::image_at`]).
+    pub fn image_at(&self, pid: u32, time: u64) -> u64 {
+        self.process_at(pid, time).map_or(0, |p| p.image_at(time))
     }
 
     /// The latest name of task `tid`.

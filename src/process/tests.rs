@@ -542,3 +542,20 @@ fn each_exec_of_a_process_keeps_its_command_line() {
     );
     assert_eq!(m.exec_argv(200, T0 + 3), None, "no exec then");
 }
+
+#[test]
+fn the_image_a_time_falls_in_is_the_last_fork_or_exec_before_it() {
+    let mut m = with_shell();
+    m.apply(&spawned(200, T0, b"jit"));
+    m.apply(&[comm(0, T0 + 5 * S, 200, b"jit2", true)]);
+    // Before perfwatch saw the process start: unknown.
+    assert_eq!(m.image_at(100, T0), 0);
+    assert_eq!(m.image_at(200, T0), T0);
+    assert_eq!(m.image_at(200, T0 + 2 * S), T0 + 1);
+    assert_eq!(m.image_at(200, T0 + 6 * S), T0 + 5 * S);
+    // The pid, reused by another process after this one's exit: a new image.
+    m.apply(&[exit(0, T0 + 7 * S, 200, 100)]);
+    m.apply(&[fork(0, T0 + 8 * S, 200, 100)]);
+    assert_eq!(m.image_at(200, T0 + 9 * S), T0 + 8 * S);
+    assert_eq!(m.image_at(200, T0 + 6 * S), T0 + 5 * S);
+}

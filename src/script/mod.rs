@@ -8,6 +8,7 @@
 //! Everything that touches Python is behind the `python` cargo feature; the file-safety check
 //! and the plain-mode pane printer are not, so they build (and are tested) either way.
 
+pub mod output_file;
 pub mod printer;
 pub mod safety;
 

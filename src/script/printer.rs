@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 
-use super::safety::{Invoker, Walk, judge_links};
+use super::output_file::OutputFile;
 use crate::pane::PaneMsg;
 use crate::text::escape;
 
@@ -45,88 +45,18 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
     out.write_all(&buf)
 }
 
-/// Create (or truncate) the `--script-output` file without being turned against the system.
-///
-/// perfwatch usually runs as root, often through sudo, and the path may lie in a directory
-/// another user controls. So, as root: walk the path from `/` and refuse a symbolic link
-/// (to a directory or at the last component) that someone else owns, never follow a link at
-/// the last component (a link to /etc/shadow would be truncated), create the file 0600,
-/// refuse a file that is not regular, has other hard links, or that another user created
-/// (perfwatch would be writing root's view of the system into their file), and under sudo
-/// hand a new file to the invoking user, saying so.
-pub fn create_output(path: &Path) -> Result<File> {
-    create_output_for("--script-output", path)
-}
-
-/// [`create_output`] for the output file of `option` (`--folded FILE` too), named in what
-/// it says.
-pub fn create_output_for(option: &str, path: &Path) -> Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    let who = Invoker::current();
-    if who.euid != 0 {
-        // Without privileges a path can only hurt its own user: /dev/stderr, FIFOs are fine.
-        return Ok(File::create(path)?);
-    }
-    let mut walk = Walk::new(path)?;
-    let name = walk
-        .resolve(false)?
-        .ok_or_else(|| anyhow::anyhow!("it is a directory"))?;
-    judge_links(&walk.steps, who)?;
-    let (fd, _) = walk
-        .open_last(
-            &name,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_NONBLOCK,
-            0o600,
-        )
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                anyhow::anyhow!("it is a symbolic link, which perfwatch does not follow")
-            } else {
-                e.into()
-            }
-        })?;
-    let file = File::from(fd);
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        anyhow::bail!("it is not a regular file");
-    }
-    if meta.nlink() > 1 {
-        anyhow::bail!("it has other hard links, which perfwatch does not write through");
-    }
-    if !who.trusts(meta.uid()) {
-        anyhow::bail!(
-            "it belongs to uid {}, not to root or the invoking user; perfwatch does not write \
-             into another user's file",
-            meta.uid()
-        );
-    }
-    file.set_len(0)?;
-    let sudo_ids = who.sudo_uid.zip(
-        std::env::var("SUDO_GID")
-            .ok()
-            .and_then(|g| g.parse::<u32>().ok()),
-    );
-    if let Some((uid, gid)) = sudo_ids {
-        if meta.uid() != uid {
-            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
-            eprintln!(
-                "perfwatch: {option} '{}' is owned by the invoking user (uid {uid}), not root",
-                escape(path.as_os_str().as_encoded_bytes())
-            );
-        }
-    }
-    Ok(file)
-}
-
 /// Where the router writes.
 pub enum Sink {
     /// Nowhere: the TUI without `--script-output` (the panes show it; what they cannot show
     /// at the end is returned by [`PaneRouter::finish`]).
     None,
     Stderr,
+    /// `--script-output FILE`: written to a temporary file beside it (`output`), renamed over
+    /// it when the run ends without a write error ([`OutputFile`]).
     File {
         path: PathBuf,
         file: io::LineWriter<File>,
+        output: Option<OutputFile>,
     },
 }
 
@@ -134,15 +64,19 @@ impl Sink {
     /// `--script-output FILE` (created safely), else `fallback`.
     pub fn open(output: Option<&Path>, fallback: Sink) -> Result<Sink> {
         Ok(match output {
-            Some(p) => Sink::File {
-                path: p.to_path_buf(),
-                file: io::LineWriter::new(create_output(p).with_context(|| {
+            Some(p) => {
+                let mut output = OutputFile::create("--script-output", p).with_context(|| {
                     format!(
                         "cannot create --script-output file '{}'",
                         escape(p.as_os_str().as_encoded_bytes())
                     )
-                })?),
-            },
+                })?;
+                Sink::File {
+                    path: p.to_path_buf(),
+                    file: io::LineWriter::new(output.file().try_clone()?),
+                    output: Some(output),
+                }
+            }
             None => fallback,
         })
     }
@@ -243,6 +177,22 @@ impl RouterState {
     fn flush(&mut self) {
         if self.report.write_error.is_none() {
             if let Err(e) = self.sink.flush() {
+                self.failed(e);
+            }
+        }
+    }
+
+    /// The end: the file, all written, takes the place of the previous one; after a write
+    /// error, the previous one stays (and the temporary file goes).
+    fn commit(&mut self) {
+        let Sink::File { output, .. } = &mut self.sink else {
+            return;
+        };
+        let Some(out) = output.take() else {
+            return;
+        };
+        if self.report.write_error.is_none() {
+            if let Err(e) = out.commit() {
                 self.failed(e);
             }
         }
@@ -365,6 +315,7 @@ impl PaneRouter {
             state.take(m);
         }
         state.flush();
+        state.commit();
         if keep_last {
             let mut out = Vec::new();
             for (script, lines) in std::mem::take(&mut state.last_lines) {
@@ -447,6 +398,7 @@ mod tests {
         let sink = Sink::File {
             path: "/dev/full".into(),
             file: io::LineWriter::new(file),
+            output: None,
         };
         let (router, _panes) = PaneRouter::spawn_for_panes(rx, sink, 16).unwrap();
         for i in 0..5 {

@@ -115,18 +115,38 @@ pub(crate) fn read<'d, R: ReadRef<'d>>(
     builder: &mut TableBuilder,
     max_section: u64,
 ) -> Result<ElfFacts, ElfError> {
+    read_from(data, want, builder, max_section, None)
+}
+
+/// [`read`]; with `file` (the file `data` reads), symbol tables are read from it in chunks
+/// instead of whole through `data`.
+fn read_from<'d, R: ReadRef<'d>>(
+    data: R,
+    want: Want,
+    builder: &mut TableBuilder,
+    max_section: u64,
+    file: Option<&File>,
+) -> Result<ElfFacts, ElfError> {
     let ident = data.read_bytes_at(0, 16).map_err(|_| ElfError::NotElf)?;
     if ident[..4] != elf::ELFMAG {
         return Err(ElfError::NotElf);
     }
     // e_ident: the magic, then the class.
     match elf::FileClass(ident[4]) {
-        elf::ELFCLASS64 => {
-            read_as::<elf::FileHeader64<object::Endianness>, R>(data, want, builder, max_section)
-        }
-        elf::ELFCLASS32 => {
-            read_as::<elf::FileHeader32<object::Endianness>, R>(data, want, builder, max_section)
-        }
+        elf::ELFCLASS64 => read_as::<elf::FileHeader64<object::Endianness>, R>(
+            data,
+            want,
+            builder,
+            max_section,
+            file,
+        ),
+        elf::ELFCLASS32 => read_as::<elf::FileHeader32<object::Endianness>, R>(
+            data,
+            want,
+            builder,
+            max_section,
+            file,
+        ),
         _ => Err(ElfError::Corrupt("ELF class")),
     }
 }
@@ -138,8 +158,8 @@ pub(crate) fn read_file(
     builder: &mut TableBuilder,
     max_section: u64,
 ) -> Result<ElfFacts, ElfError> {
-    let cache = ReadCache::new(file);
-    read(&cache, want, builder, max_section)
+    let cache = ReadCache::new(&file);
+    read_from(&cache, want, builder, max_section, Some(&file))
 }
 
 fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
@@ -147,6 +167,7 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
     want: Want,
     builder: &mut TableBuilder,
     max_section: u64,
+    file: Option<&File>,
 ) -> Result<ElfFacts, ElfError> {
     let header = Elf::parse(data).map_err(|_| ElfError::Corrupt("file header"))?;
     let endian = header
@@ -204,7 +225,7 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
         if !(is_symtab && want.symtab || ty == elf::SHT_DYNSYM && want.dynsym) {
             continue;
         }
-        let n = symbols::<Elf, R>(&sections, sh, endian, data, builder, max_section)?;
+        let n = symbols::<Elf, R>(&sections, sh, endian, data, builder, max_section, file)?;
         if is_symtab {
             facts.symtab_functions += n;
         } else {
@@ -269,6 +290,15 @@ pub(crate) fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
         .map_err(|_| ElfError::Corrupt("section outside the file"))
 }
 
+/// The bytes a section takes in the file (none for `SHT_NOBITS`).
+fn section_size<Elf: FileHeader>(sh: &Elf::SectionHeader, endian: Elf::Endian) -> usize {
+    if sh.sh_type(endian) == elf::SHT_NOBITS {
+        return 0;
+    }
+    let size: u64 = sh.sh_size(endian).into();
+    size.try_into().unwrap_or(usize::MAX)
+}
+
 fn build_id<'d, Elf: FileHeader, R: ReadRef<'d>>(
     sections: &SectionTable<'d, Elf, R>,
     phdrs: &'d [Elf::ProgramHeader],
@@ -316,7 +346,13 @@ fn debuglink<'d, Elf: FileHeader, R: ReadRef<'d>>(
     Some(name.to_vec())
 }
 
-/// Add the function symbols of one symbol table; returns how many.
+/// Symbol table bytes read from a file at a time.
+const SYMTAB_CHUNK: usize = 64 << 10;
+
+/// Add the function symbols of one symbol table; returns how many. Its string table is read
+/// whole (names are found by offset); the symbols themselves, from `file` when there is one,
+/// in chunks of [`SYMTAB_CHUNK`] bytes. What the parse holds is counted against the
+/// builder's limit before it is read.
 fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
     sections: &SectionTable<'d, Elf, R>,
     sh: &Elf::SectionHeader,
@@ -324,15 +360,79 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
     data: R,
     builder: &mut TableBuilder,
     max_section: u64,
+    file: Option<&File>,
 ) -> Result<usize, ElfError> {
-    let bytes = section_bytes::<Elf, R>(sh, endian, data, max_section)?;
-    let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(bytes)
-        .map_err(|_| ElfError::Corrupt("symbol table size"))?;
+    let too_large = |TooLarge| ElfError::TooLarge { limit: max_section };
+    let size = section_size::<Elf>(sh, endian);
+    if size as u64 > max_section {
+        return Err(ElfError::TooLarge { limit: max_section });
+    }
     let strtab = sections
         .section(sh.link(endian))
         .map_err(|_| ElfError::Corrupt("symbol string table index"))?;
-    let strings = section_bytes::<Elf, R>(strtab, endian, data, max_section)?;
-    let strings = StringTable::new(strings, 0, strings.len() as u64);
+    let strtab_size = section_size::<Elf>(strtab, endian);
+    let entry = std::mem::size_of::<Elf::Sym>();
+    if size % entry != 0 {
+        return Err(ElfError::Corrupt("symbol table size"));
+    }
+    let read_strings = |builder: &mut TableBuilder| -> Result<StringTable<'d>, ElfError> {
+        builder.hold(strtab_size).map_err(too_large)?;
+        let strings = section_bytes::<Elf, R>(strtab, endian, data, max_section)?;
+        Ok(StringTable::new(strings, 0, strings.len() as u64))
+    };
+    let Some(file) = file.filter(|_| sh.sh_type(endian) != elf::SHT_NOBITS) else {
+        let strings = read_strings(builder)?;
+        builder.hold(size).map_err(too_large)?;
+        let bytes = section_bytes::<Elf, R>(sh, endian, data, max_section)?;
+        let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(bytes)
+            .map_err(|_| ElfError::Corrupt("symbol table size"))?;
+        return add_symbols::<Elf, R>(sections, syms, endian, Some(strings), Some(builder), &mut 0)
+            .map_err(too_large);
+    };
+    use std::os::unix::fs::FileExt;
+    let chunk = SYMTAB_CHUNK / entry * entry;
+    builder.hold(chunk.min(size)).map_err(too_large)?;
+    let offset: u64 = sh.sh_offset(endian).into();
+    let mut buf = vec![0u8; chunk.min(size)];
+    // Three times over the chunks, so that nothing is allocated for a table that will not
+    // fit: the functions, before their names are read (each takes an entry); their names'
+    // bytes; then their entries, in vectors of exactly the size counted.
+    let mut strings = None;
+    let mut n = 0;
+    for pass in 0..3 {
+        let (mut done, mut names, mut functions) = (0, 0, 0);
+        while done < size {
+            let len = chunk.min(size - done);
+            file.read_exact_at(&mut buf[..len], offset + done as u64)
+                .map_err(|_| ElfError::Corrupt("section outside the file"))?;
+            let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(&buf[..len])
+                .map_err(|_| ElfError::Corrupt("symbol table size"))?;
+            let to = (pass == 2).then_some(&mut *builder);
+            functions += add_symbols::<Elf, R>(sections, syms, endian, strings, to, &mut names)
+                .map_err(too_large)?;
+            done += len;
+        }
+        match pass {
+            0 => {
+                builder.fits(functions, 0, strtab_size).map_err(too_large)?;
+                strings = Some(read_strings(builder)?);
+            }
+            1 => builder.reserve(functions, names).map_err(too_large)?,
+            _ => n = functions,
+        }
+    }
+    Ok(n)
+}
+
+/// Add the functions among `syms`; how many.
+fn add_symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    sections: &SectionTable<'d, Elf, R>,
+    syms: &[Elf::Sym],
+    endian: Elf::Endian,
+    strings: Option<StringTable<'d>>,
+    mut builder: Option<&mut TableBuilder>,
+    names: &mut usize,
+) -> Result<usize, TooLarge> {
     let mut n = 0;
     for sym in syms {
         let ty = sym.st_type();
@@ -346,12 +446,22 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
         if start == 0 {
             continue;
         }
+        // Without the string table yet: every candidate counts.
+        let Some(strings) = strings else {
+            n += 1;
+            continue;
+        };
         let Ok(name) = sym.name(endian, strings) else {
             continue;
         };
         if name.is_empty() {
             continue;
         }
+        n += 1;
+        *names += name.len().min(super::table::MAX_NAME);
+        let Some(builder) = builder.as_deref_mut() else {
+            continue;
+        };
         let size: u64 = sym.st_size(endian).into();
         // A sizeless symbol may extend at most to the end of its section.
         let bound = sections
@@ -368,17 +478,14 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
         // As perf reads bindings: only STB_GLOBAL is global (not STB_GNU_UNIQUE).
         let weak = bind == elf::STB_WEAK;
         let global = bind == elf::STB_GLOBAL;
-        builder
-            .push(
-                start,
-                size,
-                bound,
-                rank(size > 0, weak, global, name),
-                name,
-                0,
-            )
-            .map_err(|TooLarge| ElfError::TooLarge { limit: max_section })?;
-        n += 1;
+        builder.push(
+            start,
+            size,
+            bound,
+            rank(size > 0, weak, global, name),
+            name,
+            0,
+        )?;
     }
     Ok(n)
 }

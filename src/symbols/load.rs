@@ -60,7 +60,7 @@ impl std::fmt::Display for LoadError {
             LoadError::Elf(e) => write!(f, "{e}"),
             LoadError::NotOwned(uid) => write!(
                 f,
-                "owned by uid {uid}, which is neither root, perfwatch's user nor the process's owner: not read"
+                "owned by uid {uid}, not by the process's user (nor, once it has gone, by root or perfwatch's user): not read"
             ),
             LoadError::Hidden => f.write_str("hidden"),
             LoadError::TimedOut(s) => write!(
@@ -407,55 +407,12 @@ pub(crate) struct PerfMapRead {
     pub truncated: bool,
 }
 
-/// The last `NSpid` of a live process: its pid inside its own pid namespace, which its JIT
-/// uses in the map's name.
-fn ns_pid(pid: u32) -> Option<u32> {
-    let status = std::fs::read(format!("/proc/{pid}/status")).ok()?;
-    let line = status
-        .split(|&b| b == b'\n')
-        .find(|l| l.starts_with(b"NSpid:"))?;
-    let last = line[6..]
-        .split(|b| b.is_ascii_whitespace())
-        .rfind(|f| !f.is_empty())?;
-    std::str::from_utf8(last).ok()?.parse().ok()
-}
-
-/// The owner (effective uid) of a live process.
-fn process_uid(pid: u32) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}"))
-        .ok()
-        .map(|m| m.uid())
-}
-
 impl PerfMapJob {
     fn run(self) -> Result<PerfMapRead, LoadError> {
-        let pid = self.pid;
-        let name = |p: u32| format!("/tmp/perf-{p}.map");
-        let owner = process_uid(pid);
-        // Inside the process's mount and pid namespaces first (a container's /tmp), then here.
-        let mut opened = Err(OpenError::NotFound);
-        if owner.is_some()
-            && let Some(ns) = ns_pid(pid)
-        {
-            opened = fs::open_in_root(
-                format!("/proc/{pid}/root").as_bytes(),
-                name(ns).as_bytes(),
-                true,
-            );
-        }
-        if matches!(
-            opened,
-            Err(OpenError::NotFound) | Err(OpenError::Unsupported)
-        ) {
-            opened = fs::open_regular(name(pid).as_bytes(), true);
-        }
-        let mut o = opened.map_err(open_error)?;
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if o.uid != 0 && o.uid != me && Some(o.uid) != owner {
-            return Err(LoadError::NotOwned(o.uid));
-        }
+        let mut o = super::as_owner::open_perf_map(self.pid).map_err(|e| match e {
+            super::as_owner::Refused::Open(e) => open_error(e),
+            super::as_owner::Refused::NotOwned(uid) => LoadError::NotOwned(uid),
+        })?;
         let (restart, from) = match self.known {
             Some((dev, ino, off)) if dev == o.dev && ino == o.ino && o.size >= off => (false, off),
             _ => (true, 0),

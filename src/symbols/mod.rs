@@ -33,6 +33,7 @@
 //! A [`Symbolizer`] is meant to live on its own thread ([`service::Service`] runs one), never
 //! on a reader thread.
 
+mod as_owner;
 mod build_id;
 mod debug_file;
 pub mod demangle;
@@ -41,9 +42,11 @@ mod fs;
 pub mod kernel;
 mod load;
 mod loader;
+mod perf_maps;
 pub mod perfmap;
 mod plt;
 mod request;
+mod results;
 pub mod service;
 mod symbol;
 mod table;
@@ -62,10 +65,11 @@ pub use request::{BuildId, FileIdentity, MappedFile, Mapping, MappingKind, Reque
 pub use symbol::{Dso, DsoKind, Symbol, SymbolKey, Symbolized, UNKNOWN};
 pub use table::TooLarge;
 
-use load::{ElfJob, Job, LoadError, Outcome, PerfMapJob, PerfMapRead, SymbolsFrom};
+use load::{ElfJob, Job, LoadError, Outcome, SymbolsFrom};
 use loader::{Loader, RunError};
-use perfmap::PerfMap;
+use perf_maps::PerfMapState;
 use request::Target;
+use results::ResultCache;
 use table::SymbolTable;
 
 /// Limits and places; the defaults suit a live monitor.
@@ -176,13 +180,6 @@ enum Source {
     Special,
 }
 
-struct PerfMapState {
-    map: PerfMap,
-    dev: u64,
-    ino: u64,
-    end: u64,
-}
-
 enum Table {
     Elf {
         table: SymbolTable,
@@ -238,61 +235,6 @@ impl Binary {
     }
 }
 
-/// The result cache's map. Its keys are addresses a monitored program chooses (a JIT can put
-/// code anywhere), so the hash is foldhash with a per-map random seed: as fast as FxHash on
-/// two integers, but a program cannot aim its addresses at one bucket chain.
-type ResultMap =
-    std::collections::HashMap<(BinaryId, u64), Symbolized, foldhash::fast::RandomState>;
-
-/// The answers already given, in two generations: a full current generation becomes the old
-/// one (the previous old one is dropped), and a hit in the old generation moves back.
-struct ResultCache {
-    cur: ResultMap,
-    old: ResultMap,
-    cap: usize,
-}
-
-impl ResultCache {
-    fn new(cap: usize) -> ResultCache {
-        ResultCache {
-            cur: ResultMap::default(),
-            old: ResultMap::default(),
-            cap: cap.max(1),
-        }
-    }
-
-    #[inline]
-    fn get(&mut self, id: BinaryId, key: u64) -> Option<Symbolized> {
-        match self.cur.get(&(id, key)) {
-            Some(s) => Some(s.clone()),
-            None => self.promote(id, key),
-        }
-    }
-
-    #[cold]
-    fn promote(&mut self, id: BinaryId, key: u64) -> Option<Symbolized> {
-        let s = self.old.remove(&(id, key))?;
-        self.insert(id, key, s.clone());
-        Some(s)
-    }
-
-    fn insert(&mut self, id: BinaryId, key: u64, s: Symbolized) {
-        if self.cur.len() >= self.cap {
-            self.old = mem::take(&mut self.cur);
-        }
-        self.cur.insert((id, key), s);
-    }
-
-    fn len(&self) -> usize {
-        self.cur.len() + self.old.len()
-    }
-
-    fn clear(&mut self) {
-        self.cur = ResultMap::default();
-        self.old = ResultMap::default();
-    }
-}
-
 fn stable_hash(h: impl Hash) -> u64 {
     let mut s = std::hash::DefaultHasher::new();
     h.hash(&mut s);
@@ -307,7 +249,8 @@ pub struct Symbolizer {
     loader: Loader,
     binaries: Vec<Binary>,
     files: FxHashMap<Arc<MappedFile>, BinaryId>,
-    perf_maps: FxHashMap<u32, BinaryId>,
+    /// Each process's perf map, with the start of the program it was read for.
+    perf_maps: FxHashMap<u32, (u64, BinaryId)>,
     vdso_checked: FxHashMap<(u32, u64), bool>,
     results: ResultCache,
     /// The file of the previous request, to skip the index for runs of one binary.
@@ -422,14 +365,14 @@ impl Symbolizer {
                     let id = self.file_id(&m.file);
                     self.lookup(id, m.file_offset(r.addr), r)
                 }
-                MappingKind::Anon => self.perf_map(r.pid, r.addr, Some(&m.file)),
+                MappingKind::Anon => self.perf_map(r, Some(&m.file)),
                 MappingKind::Vdso => self.vdso(r, m),
                 MappingKind::Special => {
                     let id = self.file_id(&m.file);
                     Symbolized::unknown(&self.binaries[id as usize].unknown)
                 }
             },
-            Target::Unmapped => self.perf_map(r.pid, r.addr, None),
+            Target::Unmapped => self.perf_map(r, None),
         }
     }
 
@@ -950,215 +893,6 @@ impl Symbolizer {
         self.vdso_checked.insert((pid, start), same);
         same
     }
-
-    fn perf_map(&mut self, pid: u32, addr: u64, mapped: Option<&Arc<MappedFile>>) -> Symbolized {
-        let id = match self.perf_maps.get(&pid) {
-            Some(&id) => id,
-            None => self.new_perf_map(pid),
-        };
-        if let Some(hit) = self.results.get(id, addr) {
-            self.stats.cache_hits += 1;
-            return hit;
-        }
-        if let Some(s) = self.perf_map_miss(pid, id, addr) {
-            return s;
-        }
-        // Not in the map (not cached: the JIT may write it later).
-        match mapped {
-            Some(f) => {
-                let id = self.file_id(f);
-                Symbolized::unknown(&self.binaries[id as usize].unknown)
-            }
-            None => Symbolized::unknown(&self.binaries[NOWHERE as usize].unknown),
-        }
-    }
-
-    #[cold]
-    fn new_perf_map(&mut self, pid: u32) -> BinaryId {
-        let name = format!("/tmp/perf-{pid}.map");
-        let key = stable_hash(("perf map", pid));
-        let b = Binary::new(
-            Source::PerfMap(pid),
-            Dso::new(name, DsoKind::PerfMap),
-            key,
-            State::Unloaded,
-        );
-        let id = self.push_binary(b);
-        self.perf_maps.insert(pid, id);
-        id
-    }
-
-    fn perf_map_find(&mut self, id: BinaryId, addr: u64) -> Option<Symbolized> {
-        let b = &mut self.binaries[id as usize];
-        let State::Loaded(l) = &mut b.state else {
-            return None;
-        };
-        let Table::PerfMap(p) = &l.table else {
-            return None;
-        };
-        let (start, name_key, name) = p.map.find_keyed(addr)?;
-        let (dso, dso_key) = (&b.dso, b.dso_key);
-        let mut added = 0;
-        let sym = l.interned.entry(name_key).or_insert_with(|| {
-            let shown = demangle::display_name(name);
-            added = shown.len() + mem::size_of::<Symbol>() + 48;
-            Symbol::new(
-                Some(shown),
-                Arc::clone(dso),
-                SymbolKey {
-                    dso: dso_key,
-                    start,
-                },
-            )
-        });
-        let s = Symbolized::new(Arc::clone(sym), addr - start);
-        l.bytes += added;
-        l.interned_bytes += added;
-        self.table_bytes += added;
-        Some(s)
-    }
-
-    #[cold]
-    fn perf_map_miss(&mut self, pid: u32, id: BinaryId, addr: u64) -> Option<Symbolized> {
-        self.tick += 1;
-        self.binaries[id as usize].last_used = self.tick;
-        let found = self.perf_map_find(id, addr);
-        let b = &self.binaries[id as usize];
-        let due = match &b.state {
-            _ if found.is_some() => false,
-            State::NoSymbols => false,
-            State::Unloaded => true,
-            State::Failed(e) if !e.retryable() && *e != LoadError::NotFound => false,
-            State::Loaded(_) | State::Failed(_) => b
-                .last_attempt
-                .is_none_or(|t| t.elapsed() >= PERF_MAP_RECHECK),
-        };
-        let (id, found) = if due {
-            let known = match &b.state {
-                State::Loaded(l) => match &l.table {
-                    Table::PerfMap(p) => Some((p.dev, p.ino, p.end)),
-                    _ => None,
-                },
-                _ => None,
-            };
-            self.binaries[id as usize].last_attempt = Some(Instant::now());
-            self.stats.loads += 1;
-            let job = Job::PerfMap(PerfMapJob {
-                pid,
-                known,
-                max_bytes: self.room(),
-            });
-            let tag = self.tag(id);
-            let id = match self.loader.run(job, tag) {
-                Ok(Outcome::PerfMap(r)) => self.install_perf_map(id, r),
-                Ok(_) => id,
-                Err(e) => {
-                    let e = self.run_error(e);
-                    self.fail(id, e);
-                    id
-                }
-            };
-            (id, self.perf_map_find(id, addr))
-        } else {
-            (id, found)
-        };
-        if let Some(s) = &found {
-            self.results.insert(id, addr, s.clone());
-        }
-        if self.table_bytes > self.config.table_budget {
-            self.evict(id);
-        }
-        found
-    }
-
-    /// Take in what was read of a perf map; returns the map's id, a new one when its
-    /// contents changed (so that answers cached for the old contents are no longer found).
-    fn install_perf_map(&mut self, id: BinaryId, r: Result<PerfMapRead, LoadError>) -> BinaryId {
-        let read = match r {
-            Ok(read) => read,
-            // A map read before and gone now (deleted) is still the best knowledge there is.
-            Err(_) if matches!(self.binaries[id as usize].state, State::Loaded(_)) => return id,
-            Err(e) => {
-                self.fail(id, e);
-                return id;
-            }
-        };
-        let budget = self.room();
-        let b = &mut self.binaries[id as usize];
-        let old = mem::replace(&mut b.state, State::Unloaded);
-        let (mut state, had) = match old {
-            State::Loaded(l) if !read.restart => match l.table {
-                Table::PerfMap(p) => (p, l.bytes),
-                _ => (new_map_state(), l.bytes),
-            },
-            State::Loaded(l) => (new_map_state(), l.bytes),
-            _ => (new_map_state(), 0),
-        };
-        let changed = !read.bytes.is_empty() || read.restart;
-        let too_large = state.map.feed(&read.bytes, budget).is_err();
-        state.dev = read.dev;
-        state.ino = read.ino;
-        state.end = read.end;
-        let (lines, bad) = state.map.lines();
-        let bytes = state.map.bytes();
-        self.table_bytes = self.table_bytes.saturating_sub(had) + bytes;
-        let loaded = Box::new(Loaded {
-            table: Table::PerfMap(state),
-            interned: FxHashMap::default(),
-            bytes,
-            interned_bytes: 0,
-        });
-        if bad > 0 {
-            self.note(
-                id,
-                format!("{bad} of its {lines} lines are not `START SIZE NAME`: skipped"),
-            );
-        }
-        if too_large || read.truncated {
-            self.note(
-                id,
-                format!(
-                    "larger than the symbol cache ({} MiB): only its beginning is used",
-                    budget >> 20
-                ),
-            );
-        }
-        if !changed || self.binaries[id as usize].attempts == 0 {
-            let b = &mut self.binaries[id as usize];
-            b.attempts = 1;
-            b.state = State::Loaded(loaded);
-            return id;
-        }
-        // New contents: a fresh id, the old slot dead.
-        let Source::PerfMap(pid) = self.binaries[id as usize].source else {
-            self.binaries[id as usize].state = State::Loaded(loaded);
-            return id;
-        };
-        let old = &mut self.binaries[id as usize];
-        let mut moved = Binary::new(
-            Source::PerfMap(pid),
-            Arc::clone(&old.dso),
-            old.dso_key,
-            State::Loaded(loaded),
-        );
-        moved.attempts = 1;
-        moved.last_attempt = old.last_attempt;
-        moved.last_used = old.last_used;
-        old.source = Source::Special;
-        old.state = State::NoSymbols;
-        let new_id = self.push_binary(moved);
-        self.perf_maps.insert(pid, new_id);
-        new_id
-    }
-}
-
-fn new_map_state() -> PerfMapState {
-    PerfMapState {
-        map: PerfMap::new(),
-        dev: 0,
-        ino: 0,
-        end: 0,
-    }
 }
 
 #[cfg(test)]
@@ -1173,22 +907,6 @@ mod tests {
         send::<Request>();
         fn sync<T: Sync>() {}
         sync::<Symbolized>();
-    }
-
-    #[test]
-    fn the_result_cache_keeps_two_generations() {
-        let mut c = ResultCache::new(2);
-        let dso = Dso::new("x", DsoKind::File);
-        let u = Symbolized::unknown(&Symbol::unknown(dso, 1));
-        c.insert(1, 1, u.clone());
-        c.insert(1, 2, u.clone());
-        c.insert(1, 3, u.clone()); // 1 and 2 move to the old generation
-        assert_eq!(c.len(), 3);
-        assert!(c.get(1, 1).is_some()); // promoted back
-        c.insert(1, 4, u.clone());
-        c.insert(1, 5, u.clone());
-        assert!(c.len() <= 4);
-        assert!(c.get(9, 9).is_none());
     }
 
     #[test]

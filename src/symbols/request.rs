@@ -197,6 +197,9 @@ pub struct Request {
     pub(crate) pid: u32,
     pub(crate) addr: u64,
     pub(crate) target: Target,
+    /// When the program the process ran began (its fork or exec; 0: unknown): a perf map
+    /// read for one program is never used for another with the same pid.
+    pub(crate) image: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -213,6 +216,7 @@ impl Request {
             pid: 0,
             addr,
             target: Target::Kernel,
+            image: 0,
         }
     }
 
@@ -225,6 +229,7 @@ impl Request {
             pid,
             addr,
             target: Target::Mapped(mapping.clone()),
+            image: 0,
         }
     }
 
@@ -235,6 +240,25 @@ impl Request {
             pid,
             addr,
             target: Target::Unmapped,
+            image: 0,
+        }
+    }
+
+    /// The same request, for the program that began at `image` (the time of the process's
+    /// fork or of its last exec before the address was seen, as the process model knows
+    /// it): the perf map of an exited process, or of the program before an exec, is
+    /// forgotten, not used for the next one.
+    pub fn in_image(mut self, image: u64) -> Request {
+        self.image = image;
+        self
+    }
+
+    /// [`in_image`](Self::in_image) with the image asked of `image` only for a user address
+    /// (a kernel address has no program).
+    pub fn in_image_of(self, image: impl FnOnce() -> u64) -> Request {
+        match self.target {
+            Target::Kernel => self,
+            _ => self.in_image(image()),
         }
     }
 

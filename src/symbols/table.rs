@@ -22,11 +22,26 @@ struct Raw {
 }
 
 /// Collects symbols, then sorts and bounds them into a [`SymbolTable`].
+///
+/// Its byte limit covers the parse (beyond [`PARSE_FLOOR`]), not only the table it ends with: the entries as they
+/// are collected (their vectors' whole capacity, grown within the limit), the table built
+/// from them (both are alive while it is built), and what the parse holds besides
+/// ([`TableBuilder::hold`]: the symbol and string tables read from the file). A binary whose
+/// parse would need more is refused before the memory is taken.
 pub(crate) struct TableBuilder {
     raw: Vec<Raw>,
     strings: Names,
+    /// The built table's limit.
     max_bytes: usize,
+    /// The parse's limit: the table's, or [`PARSE_FLOOR`] for a small one.
+    parse_max: usize,
+    /// Bytes the parse holds outside the builder.
+    held: usize,
 }
+
+/// What any parse may take whatever the table's limit: a small binary's tables, read whole,
+/// and its entries take more than the table built from them.
+pub(crate) const PARSE_FLOOR: usize = 1 << 20;
 
 /// Symbol names end to end, each cut to [`MAX_NAME`] bytes, found again by `(offset, length)`.
 #[derive(Default)]
@@ -50,6 +65,20 @@ impl Names {
         Ok((off, name.len() as u32))
     }
 
+    /// Make room for `more` bytes of names, growing to at most `limit` bytes of capacity.
+    fn reserve_within(&mut self, more: usize, limit: usize) -> Result<(), TooLarge> {
+        let (len, cap) = (self.0.len(), self.0.capacity());
+        if len + more <= cap {
+            return Ok(());
+        }
+        let want = (cap * 2).max(len + more).max(4096).min(limit);
+        if want < len + more {
+            return Err(TooLarge);
+        }
+        self.0.reserve_exact(want - len);
+        Ok(())
+    }
+
     pub(crate) fn get(&self, off: u32, len: u32) -> &[u8] {
         &self.0[off as usize..off as usize + len as usize]
     }
@@ -71,12 +100,80 @@ impl TableBuilder {
             raw: Vec::new(),
             strings: Names::default(),
             max_bytes,
+            parse_max: max_bytes.max(PARSE_FLOOR),
+            held: 0,
         }
     }
 
     /// The bytes the built table will take.
     pub(crate) fn bytes(&self) -> usize {
         self.raw.len() * ENTRY_BYTES + self.strings.len()
+    }
+
+    /// The bytes the parse takes at its peak so far: the entries' and names' capacity, the
+    /// table built from them, and what is held.
+    pub(crate) fn parse_bytes(&self) -> usize {
+        self.raw.capacity() * RAW_BYTES
+            + self.raw.len() * ENTRY_BYTES
+            + self.strings.0.capacity()
+            + self.held
+    }
+
+    /// Count `bytes` the parse holds until it ends (a symbol or string table read whole);
+    /// `Err` when they do not fit beside what is taken already.
+    pub(crate) fn hold(&mut self, bytes: usize) -> Result<(), TooLarge> {
+        if self.parse_bytes().saturating_add(bytes) > self.parse_max {
+            return Err(TooLarge);
+        }
+        self.held += bytes;
+        Ok(())
+    }
+
+    /// Room for `entries` more symbols with `names` bytes of names, taken at once: `Err`,
+    /// before anything is allocated, when the parse would not fit.
+    pub(crate) fn reserve(&mut self, entries: usize, names: usize) -> Result<(), TooLarge> {
+        self.fits(entries, names, 0)?;
+        self.raw.reserve_exact(entries);
+        self.strings.0.reserve_exact(names);
+        Ok(())
+    }
+
+    /// Whether `entries` more symbols with `names` bytes of names fit, with `extra` bytes
+    /// more held by the parse.
+    pub(crate) fn fits(&self, entries: usize, names: usize, extra: usize) -> Result<(), TooLarge> {
+        let len = self.raw.len().saturating_add(entries);
+        let need = len
+            .saturating_mul(RAW_BYTES + ENTRY_BYTES)
+            .saturating_add(self.strings.len() + names)
+            .saturating_add(self.held + extra);
+        let table = self
+            .bytes()
+            .saturating_add(entries.saturating_mul(ENTRY_BYTES))
+            .saturating_add(names);
+        if need > self.parse_max || table > self.max_bytes {
+            return Err(TooLarge);
+        }
+        Ok(())
+    }
+
+    /// Room for one more entry, its vector grown within the limit.
+    fn reserve_entry(&mut self, name_len: usize) -> Result<(), TooLarge> {
+        let (len, cap) = (self.raw.len(), self.raw.capacity());
+        let others = self.strings.0.capacity().max(self.strings.len() + name_len) + self.held;
+        let per = RAW_BYTES + ENTRY_BYTES;
+        if len < cap {
+            return match others + cap * RAW_BYTES + (len + 1) * ENTRY_BYTES > self.parse_max {
+                true => Err(TooLarge),
+                false => Ok(()),
+            };
+        }
+        let fits = self.parse_max.saturating_sub(others) / per;
+        let want = (cap * 2).max(1024).min(fits);
+        if want <= len {
+            return Err(TooLarge);
+        }
+        self.raw.reserve_exact(want - len);
+        Ok(())
     }
 
     /// Add a symbol, with an owner tag the table keeps per symbol (0: none). `Err` once the
@@ -90,6 +187,12 @@ impl TableBuilder {
         name: &[u8],
         tag: u16,
     ) -> Result<(), TooLarge> {
+        let cut = name.len().min(MAX_NAME);
+        self.reserve_entry(cut)?;
+        let names_limit = self.parse_max.saturating_sub(
+            self.raw.capacity() * RAW_BYTES + (self.raw.len() + 1) * ENTRY_BYTES + self.held,
+        );
+        self.strings.reserve_within(cut, names_limit)?;
         let (name_off, name_len) =
             self.strings
                 .push(name, self.bytes() + ENTRY_BYTES, self.max_bytes)?;
@@ -176,6 +279,9 @@ pub struct TooLarge;
 
 /// Bytes per symbol besides its name: start, extent, name offset and length, tag.
 pub(crate) const ENTRY_BYTES: usize = 8 + 4 + 4 + 2 + 2;
+
+/// Bytes per symbol while the table is collected.
+const RAW_BYTES: usize = std::mem::size_of::<Raw>();
 
 /// Function symbols sorted by start address.
 #[derive(Default)]

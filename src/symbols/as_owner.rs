@@ -1,0 +1,509 @@
+//! Opening a file that a monitored process names, with that process's own credentials.
+//!
+//! A JIT's perf map lies in `/tmp` as its process sees it: inside the process's mount
+//! namespace, which its user may have made (`unshare -Urm`) and filled with bind mounts. Root
+//! resolving the path there would open whatever the user mounted over it: a root-only file,
+//! `/proc/<root daemon>/syscall`, `/proc/kmsg` (and drain it). So the file is opened in a
+//! short-lived child that has dropped to the process's user and groups (no capability left),
+//! and passed back as a descriptor (`SCM_RIGHTS`): the kernel's permission checks are the
+//! user's, exactly as if the user had opened it. The child runs no code but system calls
+//! (it is forked from a threaded process), never anything of the user's, and is waited for
+//! with a deadline. The parent then checks what it got: a regular file owned by the process's
+//! user, on no pseudo filesystem ([`is_pseudo_fs`]).
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use super::fs::{OpenError, Opened};
+
+/// The user and groups a process accesses files with (`/proc/PID/status`: the fs uid and
+/// gid, and its supplementary groups).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Creds {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+/// The fields of a `/proc/PID/status` text: the fourth (fs) id of `Uid:` and `Gid:`, and
+/// `Groups:`.
+pub(crate) fn parse_status(status: &[u8]) -> Option<Creds> {
+    let field = |name: &[u8]| -> Option<&[u8]> {
+        status
+            .split(|&b| b == b'\n')
+            .find_map(|l| l.strip_prefix(name))
+    };
+    let nums = |l: &[u8]| -> Option<Vec<u32>> {
+        l.split(|b| b.is_ascii_whitespace())
+            .filter(|f| !f.is_empty())
+            .map(|f| std::str::from_utf8(f).ok()?.parse().ok())
+            .collect()
+    };
+    let uid = *nums(field(b"Uid:")?)?.get(3)?;
+    let gid = *nums(field(b"Gid:")?)?.get(3)?;
+    let groups = nums(field(b"Groups:").unwrap_or(b""))?;
+    Some(Creds { uid, gid, groups })
+}
+
+/// The credentials process `pid` opens files with; `None` once it has gone.
+pub(crate) fn creds_of(pid: u32) -> Option<Creds> {
+    parse_status(&std::fs::read(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// Filesystems whose files are the kernel's, not anyone's data: never read as a perf map,
+/// whoever owns the file.
+pub(crate) fn is_pseudo_fs(magic: i64) -> bool {
+    const PSEUDO: [i64; 13] = [
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x6462_6720, // debugfs
+        0x7472_6163, // tracefs
+        0x7363_6673, // securityfs
+        0x0027_e0eb, // cgroup
+        0x6367_7270, // cgroup2
+        0xcafe_4a11, // bpf
+        0x6265_6570, // configfs
+        0x6165_676c, // pstore
+        0xde5e_81e4, // efivarfs
+        0x1cd1,      // devpts
+        0xf97c_ff8c, // selinuxfs
+    ];
+    PSEUDO.contains(&magic)
+}
+
+/// Why a file was not opened as its process's user.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    Open(OpenError),
+    /// A regular file, but another user's (its uid).
+    NotOwned(u32),
+}
+
+impl From<OpenError> for Refused {
+    fn from(e: OpenError) -> Refused {
+        Refused::Open(e)
+    }
+}
+
+/// What the child sends when it could not open the file: an errno, or a file type.
+const NOT_REGULAR: i32 = -1;
+
+/// Open `rel` (a path relative to the root `root`, resolved inside it, the last component
+/// not followed) as `creds`, within `timeout`; the result is checked as the module says.
+pub(crate) fn open(
+    root: &OwnedFd,
+    rel: &[u8],
+    creds: &Creds,
+    timeout: Duration,
+) -> Result<Opened, Refused> {
+    let file = open_in_child(root, rel, creds, timeout)?;
+    let st = fstat(&file)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(OpenError::NotRegular("special file").into());
+    }
+    if super::fs::fs_magic(&file).is_none_or(is_pseudo_fs) {
+        return Err(OpenError::NotRegular("a kernel file on procfs, sysfs or the like").into());
+    }
+    if st.st_uid != creds.uid {
+        return Err(Refused::NotOwned(st.st_uid));
+    }
+    Ok(Opened {
+        file,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        size: st.st_size.max(0) as u64,
+        uid: st.st_uid,
+    })
+}
+
+/// How long the child that opens a perf map may take: a backstop for an open that never
+/// returns (a hung mount), longer than the loader's own deadline, which is what a slow
+/// open (a fork on a loaded machine) meets first, and whose read is then used when it ends.
+const CHILD_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The last `NSpid` of a live process: its pid inside its own pid namespace, which its JIT
+/// uses in the map's name.
+fn ns_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .split(|&b| b == b'\n')
+        .find(|l| l.starts_with(b"NSpid:"))?;
+    let last = line[6..]
+        .split(|b| b.is_ascii_whitespace())
+        .rfind(|f| !f.is_empty())?;
+    std::str::from_utf8(last).ok()?.parse().ok()
+}
+
+fn open_dir(path: &str) -> Result<OwnedFd, OpenError> {
+    let c = CString::new(path).map_err(|_| OpenError::NotFound)?;
+    // SAFETY: a NUL-terminated path; the result is checked.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ESRCH) => OpenError::NotFound,
+            _ => OpenError::Io(e),
+        });
+    }
+    // SAFETY: a descriptor we just opened and own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Open the perf map of process `pid`. While it lives: `/tmp/perf-NSPID.map` inside its own
+/// root and mount namespace, then `/tmp/perf-PID.map` here, each opened as the process's user
+/// ([`open`]). Once it has gone, `/tmp/perf-PID.map` here as root, and only a file of root's
+/// or perfwatch's own user with no other hard link (nobody else could have put it there).
+pub(crate) fn open_perf_map(pid: u32) -> Result<Opened, Refused> {
+    let name = |p: u32| format!("/tmp/perf-{p}.map");
+    let Some(creds) = creds_of(pid) else {
+        return open_left_behind(name(pid).as_bytes());
+    };
+    let mut result = Err(Refused::Open(OpenError::NotFound));
+    if let Some(ns) = ns_pid(pid) {
+        let root = open_dir(&format!("/proc/{pid}/root"))?;
+        result = open(&root, name(ns).as_bytes(), &creds, CHILD_DEADLINE);
+    }
+    if matches!(result, Err(Refused::Open(OpenError::NotFound))) {
+        let root = open_dir("/")?;
+        result = open(&root, name(pid).as_bytes(), &creds, CHILD_DEADLINE);
+    }
+    result
+}
+
+/// The map of a process that has gone, read as root.
+fn open_left_behind(path: &[u8]) -> Result<Opened, Refused> {
+    let o = super::fs::open_regular(path, true)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if o.uid != 0 && o.uid != me {
+        return Err(Refused::NotOwned(o.uid));
+    }
+    if fstat(&o.file)?.st_nlink != 1 {
+        return Err(OpenError::NotRegular("a file with other hard links").into());
+    }
+    if super::fs::fs_magic(&o.file).is_none_or(is_pseudo_fs) {
+        return Err(OpenError::NotRegular("a kernel file on procfs, sysfs or the like").into());
+    }
+    Ok(o)
+}
+
+fn fstat(f: &File) -> Result<libc::stat, OpenError> {
+    // SAFETY: a zeroed stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor and a stat buffer of the right type.
+    if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } != 0 {
+        return Err(OpenError::Io(io::Error::last_os_error()));
+    }
+    Ok(st)
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Everything the child needs, made before the fork (the child must not allocate).
+struct ChildPlan {
+    root: i32,
+    rel: CString,
+    how: OpenHow,
+    groups: Vec<libc::gid_t>,
+    uid: u32,
+    gid: u32,
+    sock: i32,
+}
+
+impl ChildPlan {
+    /// Runs in the forked child: system calls only, then `_exit`.
+    fn run(&self) -> ! {
+        // SAFETY (the whole function): raw system calls with arguments prepared before the
+        // fork; no allocation, no lock, no code of the user's. `_exit` ends the child.
+        unsafe {
+            // perfwatch's handlers (a stop request, the terminal's restore) are not the
+            // child's to run: every signal waits, and SIGKILL ends it with perfwatch.
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            let dropped =
+                libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr()) == 0
+                    && libc::syscall(libc::SYS_setresgid, self.gid, self.gid, self.gid) == 0
+                    && libc::syscall(libc::SYS_setresuid, self.uid, self.uid, self.uid) == 0;
+            if !dropped {
+                self.fail(libc::EPERM);
+            }
+            // Reopening through /proc/self/fd needs the child to be able to look at itself.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1);
+            let path_fd = libc::syscall(
+                libc::SYS_openat2,
+                self.root,
+                self.rel.as_ptr(),
+                &self.how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            );
+            if path_fd < 0 {
+                self.fail(*libc::__errno_location());
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(path_fd as i32, &mut st) != 0 {
+                self.fail(*libc::__errno_location());
+            }
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                self.fail(NOT_REGULAR);
+            }
+            // "/proc/self/fd/" and the number, in a stack buffer.
+            let mut path = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+            let mut digits = [0u8; 12];
+            let (mut n, mut len) = (path_fd as u64, 0);
+            loop {
+                digits[len] = b'0' + (n % 10) as u8;
+                len += 1;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            for i in 0..len {
+                path[14 + i] = digits[len - 1 - i];
+            }
+            let fd = libc::open(
+                path.as_ptr() as *const libc::c_char,
+                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+            );
+            if fd < 0 {
+                self.fail(*libc::__errno_location());
+            }
+            self.send(0, fd);
+            libc::_exit(0);
+        }
+    }
+
+    /// Send `code` (and `fd` when it is one) to the parent.
+    fn send(&self, code: i32, fd: i32) {
+        // SAFETY: a message of one i32 and, with a descriptor, one SCM_RIGHTS control
+        // message in a buffer of CMSG_SPACE bytes, all on the stack; sendmsg only reads them.
+        unsafe {
+            let mut data = code;
+            let mut iov = libc::iovec {
+                iov_base: &mut data as *mut i32 as *mut libc::c_void,
+                iov_len: std::mem::size_of::<i32>(),
+            };
+            let mut control = [0u64; 4];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            if fd >= 0 {
+                msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
+                let cmsg = libc::CMSG_FIRSTHDR(&msg);
+                (*cmsg).cmsg_level = libc::SOL_SOCKET;
+                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut i32, fd);
+            }
+            libc::sendmsg(self.sock, &msg, libc::MSG_NOSIGNAL);
+        }
+    }
+
+    fn fail(&self, code: i32) -> ! {
+        self.send(if code == 0 { libc::EIO } else { code }, -1);
+        // SAFETY: _exit ends the child without running anything of the parent's.
+        unsafe { libc::_exit(1) }
+    }
+}
+
+fn open_in_child(
+    root: &OwnedFd,
+    rel: &[u8],
+    creds: &Creds,
+    timeout: Duration,
+) -> Result<File, OpenError> {
+    let rel =
+        CString::new(rel.strip_prefix(b"/").unwrap_or(rel)).map_err(|_| OpenError::NotFound)?;
+    let mut socks = [0i32; 2];
+    // SAFETY: socketpair fills the two-element array; the result is checked.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            socks.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(OpenError::Io(io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just made and are ours.
+    let (mine, theirs) = unsafe {
+        (
+            OwnedFd::from_raw_fd(socks[0]),
+            OwnedFd::from_raw_fd(socks[1]),
+        )
+    };
+    let plan = ChildPlan {
+        root: root.as_raw_fd(),
+        rel,
+        how: OpenHow {
+            flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+        },
+        groups: creds.groups.clone(),
+        uid: creds.uid,
+        gid: creds.gid,
+        sock: theirs.as_raw_fd(),
+    };
+    // SAFETY: the child only runs `plan.run`, which makes system calls and `_exit`s.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(OpenError::Io(io::Error::last_os_error()));
+    }
+    if child == 0 {
+        plan.run();
+    }
+    drop(theirs);
+    let got = receive(&mine, timeout);
+    reap(child, got.is_err());
+    match got? {
+        (0, Some(file)) => Ok(file),
+        (NOT_REGULAR, _) => Err(OpenError::NotRegular("not a regular file")),
+        (code, _) => Err(match code {
+            libc::ENOENT | libc::ENOTDIR | libc::ESRCH => OpenError::NotFound,
+            libc::ELOOP => OpenError::NotRegular("symbolic link"),
+            libc::ENOSYS => OpenError::Unsupported,
+            c => OpenError::Io(io::Error::from_raw_os_error(c)),
+        }),
+    }
+}
+
+/// The child's answer, waited for until `timeout`.
+fn receive(sock: &OwnedFd, timeout: Duration) -> Result<(i32, Option<File>), OpenError> {
+    let until = Instant::now() + timeout;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd; the result is checked.
+        let n = unsafe { libc::poll(&mut p, 1, left.as_millis().min(60_000) as i32) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(OpenError::Io(e));
+        }
+        if n == 0 {
+            return Err(OpenError::Io(io::Error::from(io::ErrorKind::TimedOut)));
+        }
+        break;
+    }
+    let mut data: i32 = libc::EIO;
+    let mut control = [0u64; 4];
+    // SAFETY: a message header pointing at a local i32 and a local control buffer of the
+    // size given; recvmsg writes within them; the result is checked.
+    let (n, msg) = unsafe {
+        let mut iov = libc::iovec {
+            iov_base: &mut data as *mut i32 as *mut libc::c_void,
+            iov_len: std::mem::size_of::<i32>(),
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        (n, msg)
+    };
+    if n < 0 {
+        return Err(OpenError::Io(io::Error::last_os_error()));
+    }
+    if n == 0 {
+        // The child ended without a word (killed).
+        return Err(OpenError::Io(io::Error::from(io::ErrorKind::UnexpectedEof)));
+    }
+    let mut file = None;
+    // SAFETY: walking the control messages recvmsg filled in, within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const i32);
+                // The descriptor is ours now (received, close-on-exec).
+                file = Some(File::from_raw_fd(fd));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((data, file))
+}
+
+/// Wait for the child; one that did not answer in time is killed and reaped by a thread
+/// of its own (a child stuck in an uninterruptible open must not hold up the symbolizer).
+fn reap(child: libc::pid_t, late: bool) {
+    if late {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        let spawned = std::thread::Builder::new()
+            .name("perfwatch-reap".into())
+            .spawn(move || wait(child));
+        if spawned.is_ok() {
+            return;
+        }
+    }
+    wait(child);
+}
+
+fn wait(child: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waiting for our own child; retried on EINTR.
+    while unsafe { libc::waitpid(child, &mut status, 0) } < 0
+        && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_gives_the_fs_ids_and_groups() {
+        let status =
+            b"Name:\tx\nUid:\t1001\t1002\t1003\t1004\nGid:\t5\t6\t7\t8\nGroups:\t27 100 \n";
+        assert_eq!(
+            parse_status(status),
+            Some(Creds {
+                uid: 1004,
+                gid: 8,
+                groups: vec![27, 100]
+            })
+        );
+        let none = b"Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\n";
+        assert_eq!(parse_status(none).map(|c| c.groups), Some(vec![]));
+        assert_eq!(parse_status(b"Uid:\t1\n"), None);
+        assert_eq!(parse_status(b"garbage"), None);
+    }
+
+    #[test]
+    fn procfs_and_sysfs_are_pseudo_and_tmpfs_is_not() {
+        let magic = |p: &str| super::super::fs::fs_magic(&File::open(p).unwrap()).unwrap();
+        assert!(is_pseudo_fs(magic("/proc/self/status")));
+        assert!(is_pseudo_fs(magic("/sys/kernel/uevent_seqnum")));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), b"x").unwrap();
+        assert!(!is_pseudo_fs(magic(dir.path().join("f").to_str().unwrap())));
+        assert!(!is_pseudo_fs(0x0102_1994));
+    }
+}
