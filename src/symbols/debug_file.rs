@@ -91,7 +91,7 @@ impl std::fmt::Display for MiniError {
             MiniError::TooLarge(n) => write!(
                 f,
                 "its .gnu_debugdata decompresses to more than {}: not used",
-                super::elf::human(*n as u64)
+                super::section::human(*n as u64)
             ),
         }
     }
@@ -99,9 +99,6 @@ impl std::fmt::Display for MiniError {
 
 /// The xz decoder's memory at most (a dictionary of 64 MiB, `xz -9`'s, and its overhead).
 pub(crate) const MAX_DICT_KIB: u32 = 65 << 10;
-
-/// A compressed `.gnu_debugdata` section larger than this is not MiniDebugInfo.
-pub(crate) const MAX_PACKED: u64 = 16 << 20;
 
 /// Decompress MiniDebugInfo (one xz stream) into at most `cap` bytes: a section that would
 /// give more (a decompression bomb) is refused once `cap` bytes have come out, whatever its

@@ -15,6 +15,8 @@ use object::read::{ReadCache, ReadRef, StringTable};
 
 use super::plt::{self, PltSymbol};
 use super::request::BuildId;
+pub use super::section::ElfError;
+use super::section::section_bytes;
 use super::table::{TableBuilder, TooLarge, rank};
 
 /// A `PT_LOAD` segment: file bytes `[offset, offset + filesz)` at `vaddr`.
@@ -33,45 +35,8 @@ pub(crate) fn offset_to_vaddr(segments: &[Segment], offset: u64) -> Option<u64> 
         .map(|s| s.vaddr.wrapping_add(offset - s.offset))
 }
 
-/// Why a file gave no symbols.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ElfError {
-    NotElf,
-    /// An ELF file, but not an executable or shared object (a core file, an object file).
-    NotLoadable,
-    /// Headers or tables that point outside the file or contradict each other.
-    Corrupt(&'static str),
-    /// The symbol tables exceed the memory perfwatch gives the symbol cache (`limit` bytes).
-    TooLarge {
-        limit: u64,
-    },
-    Io(String),
-}
-
-impl std::fmt::Display for ElfError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ElfError::NotElf => f.write_str("not an ELF file"),
-            ElfError::NotLoadable => f.write_str("not an ELF executable or shared object"),
-            ElfError::Corrupt(what) => write!(f, "corrupt ELF file ({what})"),
-            ElfError::TooLarge { limit } => write!(
-                f,
-                "symbol tables too large for the symbol cache ({})",
-                human(*limit)
-            ),
-            ElfError::Io(e) => write!(f, "read error: {e}"),
-        }
-    }
-}
-
-/// `12 MiB`, `40 KiB`, `64 bytes`.
-pub(crate) fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
-        b => format!("{b} bytes"),
-    }
-}
+/// A compressed `.gnu_debugdata` section larger than this is not MiniDebugInfo.
+pub(crate) const MAX_PACKED: u64 = 16 << 20;
 
 /// What one ELF file says besides its symbols.
 #[derive(Debug, Default)]
@@ -216,7 +181,7 @@ fn read_as<'d, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'d>>(
             facts.debuglink = debuglink::<Elf, R>(sh, endian, data);
         }
         if name == b".gnu_debugdata" && ty != elf::SHT_NOBITS && want.runtime {
-            let max = max_section.min(super::debug_file::MAX_PACKED);
+            let max = max_section.min(MAX_PACKED);
             facts.gnu_debugdata = section_bytes::<Elf, R>(sh, endian, data, max)
                 .ok()
                 .map(<[u8]>::to_vec);
@@ -269,25 +234,6 @@ fn section_names<'d, Elf: FileHeader, R: ReadRef<'d>>(
         .ok()?;
     let bytes = section_bytes::<Elf, R>(sh, endian, data, MAX_SHSTRTAB).ok()?;
     Some(StringTable::new(bytes, 0, bytes.len() as u64))
-}
-
-/// A section's bytes, refused beyond `max` (so a crafted header cannot make perfwatch
-/// allocate what the file claims).
-pub(crate) fn section_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(
-    sh: &Elf::SectionHeader,
-    endian: Elf::Endian,
-    data: R,
-    max: u64,
-) -> Result<&'d [u8], ElfError> {
-    if sh.sh_type(endian) == elf::SHT_NOBITS {
-        return Ok(&[]);
-    }
-    let size: u64 = sh.sh_size(endian).into();
-    if size > max {
-        return Err(ElfError::TooLarge { limit: max });
-    }
-    sh.data(endian, data)
-        .map_err(|_| ElfError::Corrupt("section outside the file"))
 }
 
 /// The bytes a section takes in the file (none for `SHT_NOBITS`).

@@ -47,6 +47,7 @@ pub mod perfmap;
 mod plt;
 mod request;
 mod results;
+mod section;
 pub mod service;
 mod symbol;
 mod table;

@@ -15,7 +15,7 @@ use object::read::{ReadRef, StringTable};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::elf::section_bytes;
+use super::section::section_bytes;
 use super::table::rank;
 
 /// One synthesized stub symbol, at its ELF address.
