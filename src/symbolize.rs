@@ -13,15 +13,20 @@
 //! said; or an address no mapping holds, for a JIT's perf map), answered by one
 //! [`Symbolizer::resolve`] call, and the answers are attached to the samples
 //! ([`SampleNames`]). The step runs on the pipeline's thread (the frontend's), never on a
-//! reader thread. A cached lookup is a hash probe; a binary's first read runs on the
-//! symbolizer's loader thread under a deadline ([`Config::load_timeout`]): what it does not
-//! answer in time is `[unknown]` (the read goes on, and later samples get its names), so a
-//! slow or hung file costs that deadline once, never a hang.
+//! reader thread. A cached lookup is a hash probe; a binary's first read starts on the
+//! symbolizer's loader pool as its MMAP2 record arrives ([`Symbolize::prefetch`]), and a
+//! chunk waits once for every read its samples need, at most [`Config::batch_wait`]: what
+//! is not read by then is `[unknown]` in its binary (the read goes on, and later samples get
+//! its names), so a slow or hung file, or thirty new binaries at once, hold the lines of
+//! everyone up that long at most, never a hang.
 
 use crate::callchain::{Context, Frame, FrameNames};
 use crate::event::{Event, EventKind};
 use crate::process::ProcessModel;
-use crate::symbols::{Config, Mapping, Note, Request, Stats, Symbolized, Symbolizer};
+use crate::symbols::{
+    Config, FileIdentity, MappedFile, Mapping, MappingKind, Note, Request, Stats, Symbolized,
+    Symbolizer,
+};
 
 /// The names of one sample: its own address's, and its call chain's frames' (innermost
 /// first, as [`crate::callchain::Callchain::frames`] gives them; `None` for a frame that
@@ -146,6 +151,39 @@ impl Symbolize {
     /// See [`Symbolizer::set_load_deadline`].
     pub fn set_load_deadline(&mut self, at: Option<std::time::Instant>) {
         self.sym.set_load_deadline(at);
+    }
+
+    /// Start reading the binaries that `events` (a reader's batch, not yet ordered) map
+    /// executable, without waiting: their samples come out of the ordering window later, by
+    /// when their names are often read. A process that runs for a moment is also still
+    /// there to be read through (`/proc/PID/map_files`).
+    pub fn prefetch(&mut self, events: &[Event]) {
+        for ev in events {
+            let EventKind::Mmap(m) = &ev.kind else {
+                continue;
+            };
+            let Some(x) = &m.mmap2 else { continue };
+            if x.prot & libc::PROT_EXEC as u32 == 0 {
+                continue;
+            }
+            let identity = match x.build_id {
+                Some(b) => FileIdentity::BuildId(b),
+                None => FileIdentity::from_mmap2(x.maj, x.min, x.ino, x.ino_generation),
+            };
+            let file = MappedFile::new(&m.filename, identity);
+            if file.kind() != MappingKind::File {
+                continue;
+            }
+            self.sym.prefetch(
+                m.pid,
+                &Mapping {
+                    start: m.start,
+                    len: m.len,
+                    pgoff: m.pgoff,
+                    file,
+                },
+            );
+        }
     }
 
     /// Name the samples of `events` (ordered, and already learnt by `model`).

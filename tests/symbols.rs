@@ -768,11 +768,16 @@ fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
     let bin = spin(dir.path(), "spin", &["-O2", "-g"]);
     let r = Running::start(&bin, &[]);
     let m = mapping_of(r.pid(), r.addrs[0]);
-    let s = Symbolizer::new(Config {
+    let mut s = Symbolizer::new(Config {
         debug_dirs: vec![],
         preload_kernel: true,
         ..crafted_kernel(dir.path(), &text)
     });
+    // Read in the background: the first kernel address waits for it.
+    assert!(
+        s.resolve_one(&Request::kernel(0xffffffff81000104))
+            .is_known()
+    );
     let kernel_bytes = s.stats().table_bytes;
     assert!(kernel_bytes > 40_000, "{kernel_bytes}");
     // Room for the kernel and a few hundred bytes: the binary does not fit. The kernel is
