@@ -50,7 +50,10 @@ impl HeldMount {
     /// Serve `source` at `mnt`, holding perfwatch's reads `hold` seconds.
     fn start(python: &str, source: &Path, mnt: &Path, hold: u32, log: &Path) -> HeldMount {
         let server = Command::new(python)
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/fuse_hold.py"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/helpers/fuse_hold.py"
+            ))
             .arg(source)
             .arg(mnt)
             .arg(hold.to_string())
@@ -65,7 +68,10 @@ impl HeldMount {
         };
         let t0 = Instant::now();
         while !m.mounted() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "the FUSE mount never came");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the FUSE mount never came"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         m
@@ -165,14 +171,22 @@ fn check_names(out: &std::process::Output, fuse_pid: u32, local_pid: u32, on_fus
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines = common::json_lines(&stdout);
     let fuse = samples_of(&lines, fuse_pid);
-    assert!(fuse.len() >= 20, "{} samples of the FUSE binary", fuse.len());
+    assert!(
+        fuse.len() >= 20,
+        "{} samples of the FUSE binary",
+        fuse.len()
+    );
     let path = on_fuse.to_string_lossy();
     let in_it: Vec<_> = fuse.iter().filter(|(_, d)| *d == path).collect();
     assert!(in_it.len() * 2 >= fuse.len(), "{fuse:?}");
     assert!(in_it.iter().all(|(s, _)| s.is_none()), "{in_it:?}");
     // The innocent binary beside it keeps its names.
     let local = samples_of(&lines, local_pid);
-    assert!(local.len() >= 20, "{} samples of the local binary", local.len());
+    assert!(
+        local.len() >= 20,
+        "{} samples of the local binary",
+        local.len()
+    );
     let named = local
         .iter()
         .filter(|(s, _)| s.as_deref() == Some("fuse_hot"))
@@ -207,7 +221,11 @@ fn a_binary_on_a_held_fuse_mount_is_not_read_and_holds_nothing_up() {
         .unwrap();
     // 2 s, the start (kallsyms on a loaded machine) and a margin; 60 s if a read were held.
     let (out, took) = finish(child, t0, Duration::from_secs(20));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(took < Duration::from_secs(12), "{took:?}");
     check_names(&out, fuse_spin.0.id(), local_spin.0.id(), &s.on_fuse);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -257,7 +275,10 @@ fn sigterm_ends_perfwatch_at_once_with_a_binary_on_a_held_fuse_mount() {
         if cat.0.try_wait().unwrap().is_some() {
             break;
         }
-        assert!(t1.elapsed() < Duration::from_secs(5), "cat never saw the end");
+        assert!(
+            t1.elapsed() < Duration::from_secs(5),
+            "cat never saw the end"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(s.mount.held_reads(), 0, "perfwatch read the FUSE binary");
@@ -295,7 +316,14 @@ fn with_read_user_fs_a_held_read_costs_its_wait_and_blinds_no_other_binary() {
         .spawn()
         .unwrap();
     let (out, _) = finish(child, t0, Duration::from_secs(30));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(s.mount.held_reads() > 0, "perfwatch never read the FUSE binary");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        s.mount.held_reads() > 0,
+        "perfwatch never read the FUSE binary"
+    );
     check_names(&out, fuse_spin.0.id(), local_spin.0.id(), &s.on_fuse);
 }

@@ -23,9 +23,9 @@ use super::load::{Job, Outcome};
 /// Stuck reads of one source tolerated before that source's new ones are refused.
 pub(crate) const MAX_STUCK: usize = 4;
 /// Reads running within their deadline at once: more wait for a free thread.
-pub(crate) const POOL: usize = 4;
+pub(crate) const POOL: usize = 6;
 /// Of those, at most this many from one source, so that a slow source leaves room.
-pub(crate) const PER_SOURCE: usize = 3;
+pub(crate) const PER_SOURCE: usize = 4;
 /// Threads at most, stuck ones included (each stuck source holds up to [`MAX_STUCK`]).
 pub(crate) const MAX_THREADS: usize = 64;
 
@@ -387,18 +387,23 @@ mod tests {
     #[test]
     fn the_pool_reads_in_parallel_and_leaves_room_for_other_sources() {
         let mut l = Loader::new(Duration::from_secs(5));
-        assert!(l.start(slow(200), 1, 1).is_ok());
-        assert!(l.start(slow(200), 2, 1).is_ok());
-        assert!(l.start(slow(200), 3, 1).is_ok());
+        let mut tags = Vec::new();
+        for t in 0..PER_SOURCE as u64 {
+            assert!(l.start(slow(200), t, 1).is_ok());
+            tags.push(t);
+        }
         // This source has its share of the pool; others still get threads.
-        assert_eq!(l.start(slow(200), 4, 1).err(), Some(RunError::Full));
-        assert!(l.start(slow(200), 5, 2).is_ok());
-        assert_eq!(l.start(slow(200), 6, 3).err(), Some(RunError::Full));
-        // Four reads of 200 ms each, waited for together: about 200 ms, not 800.
+        assert_eq!(l.start(slow(200), 99, 1).err(), Some(RunError::Full));
+        for t in PER_SOURCE as u64..POOL as u64 {
+            assert!(l.start(slow(200), t, 10 + t).is_ok());
+            tags.push(t);
+        }
+        assert_eq!(l.start(slow(200), 98, 2).err(), Some(RunError::Full));
+        // POOL reads of 200 ms each, waited for together: about 200 ms, not POOL times that.
         let t = Instant::now();
-        let got = l.wait_some(&[1, 2, 3, 5], Instant::now() + Duration::from_secs(5));
+        let got = l.wait_some(&tags, Instant::now() + Duration::from_secs(5));
         let took = t.elapsed();
-        assert_eq!(got.len(), 4);
+        assert_eq!(got.len(), POOL);
         assert!(took < Duration::from_millis(600), "{took:?}");
         assert_eq!(l.running(), 0);
         assert!(!l.is_running(1));

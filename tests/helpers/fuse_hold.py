@@ -41,7 +41,7 @@ class Hold(Operations):
         self.source = source
         self.hold = hold
         self.log = open(log, "a", buffering=1)
-        self.lock = threading.Lock()
+        self.mutex = threading.Lock()
 
     def _path(self, path):
         return os.path.join(self.source, path.lstrip("/"))
@@ -66,7 +66,7 @@ class Hold(Operations):
     def read(self, path, size, offset, fh):
         pid = fuse_get_context()[2]
         held = main_comm(pid).startswith("perfwatch")
-        with self.lock:
+        with self.mutex:
             self.log.write(f"{'held' if held else 'read'} {pid}\n")
         if held:
             time.sleep(self.hold)
