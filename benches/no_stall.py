@@ -97,7 +97,8 @@ def main():
         args = [a.perfwatch, "--json", "-a", "-F", "999", "-e", "cpu-clock"]
         if a.slow:
             args.append("--read-user-fs")
-        pw = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        err = open(os.path.join(work, "stderr"), "w+")
+        pw = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err)
         arrivals = []
         chunks = []
 
@@ -153,6 +154,9 @@ def main():
               f"({len(during)} writes)")
         print(f"local copies' samples named: {local_named}/{local_total} "
               f"({100 * local_named / max(1, local_total):.1f}%)")
+        err.seek(0)
+        notes = [l.strip() for l in err if "pwstall" in l]
+        print(f"notes about the copies: {len(notes)}; the first: {notes[:3]}")
         print(f"all copies' samples named: {all_named}/{all_total} "
               f"({100 * all_named / max(1, all_total):.1f}%)")
     finally:

@@ -26,6 +26,10 @@ pub(crate) const MAX_STUCK: usize = 4;
 pub(crate) const POOL: usize = 6;
 /// Of those, at most this many from one source, so that a slow source leaves room.
 pub(crate) const PER_SOURCE: usize = 4;
+/// Of the reads within their deadline, at most this many heavy ones (a large binary, the
+/// kernel's table): CPU-bound for a long while, they would otherwise take every thread while
+/// the small binaries a storm brings wait behind them.
+pub(crate) const HEAVY: usize = 2;
 /// Threads at most, stuck ones included (each stuck source holds up to [`MAX_STUCK`]).
 pub(crate) const MAX_THREADS: usize = 64;
 
@@ -75,6 +79,7 @@ struct Running {
     result: Receiver<Outcome>,
     tag: u64,
     source: u64,
+    heavy: bool,
     started: Instant,
 }
 
@@ -140,16 +145,30 @@ impl Loader {
     }
 
     /// Start `job` on a thread of the pool without waiting for it. `tag` names its outcome;
-    /// `source` is where it reads (see the module's documentation).
-    pub(crate) fn start(&mut self, job: Job, tag: u64, source: u64) -> Result<(), RunError> {
-        self.start_on(job, tag, source, true)
+    /// `source` is where it reads (see the module's documentation); `heavy`: a long read
+    /// (see [`HEAVY`]).
+    pub(crate) fn start(
+        &mut self,
+        job: Job,
+        tag: u64,
+        source: u64,
+        heavy: bool,
+    ) -> Result<(), RunError> {
+        self.start_on(job, tag, source, heavy, true)
     }
 
     /// As [`Loader::start`]; `pooled`: within the pool's bounds (a read its caller waits for
     /// at once, such as a perf map's, only within the stuck reads' bounds).
-    fn start_on(&mut self, job: Job, tag: u64, source: u64, pooled: bool) -> Result<(), RunError> {
+    fn start_on(
+        &mut self,
+        job: Job,
+        tag: u64,
+        source: u64,
+        heavy: bool,
+        pooled: bool,
+    ) -> Result<(), RunError> {
         let now = Instant::now();
-        let (mut busy, mut stuck, mut mine) = (0, 0, 0);
+        let (mut busy, mut stuck, mut mine, mut heavies) = (0, 0, 0, 0);
         for r in &self.running {
             let s = self.is_stuck(r, now);
             if r.source == source {
@@ -161,12 +180,13 @@ impl Loader {
             }
             if !s {
                 busy += 1;
+                heavies += r.heavy as usize;
             }
         }
         if stuck >= MAX_STUCK || self.running.len() >= MAX_THREADS {
             return Err(RunError::Busy);
         }
-        if pooled && (busy >= POOL || mine >= PER_SOURCE) {
+        if pooled && (busy >= POOL || mine >= PER_SOURCE || (heavy && heavies >= HEAVY)) {
             return Err(RunError::Full);
         }
         let worker = match self.idle.take() {
@@ -182,6 +202,7 @@ impl Loader {
             result: rx,
             tag,
             source,
+            heavy,
             started: now,
         });
         Ok(())
@@ -196,7 +217,7 @@ impl Loader {
         source: u64,
         wait: Duration,
     ) -> Result<Outcome, RunError> {
-        self.start_on(job, tag, source, false)?;
+        self.start_on(job, tag, source, false, false)?;
         match self.wait_for(tag, wait.min(self.wait())) {
             Some(Ok(out)) => Ok(out),
             Some(Err(())) => Err(RunError::Failed("it panicked".into())),
@@ -353,7 +374,7 @@ mod tests {
         );
         assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
         // wait_some stops at the deadline too.
-        l.start(slow(400), 3, 3).unwrap();
+        l.start(slow(400), 3, 3, false).unwrap();
         let t = Instant::now();
         let got = l.wait_some(&[3], Instant::now() + Duration::from_secs(5));
         assert!(got.is_empty());
@@ -375,7 +396,7 @@ mod tests {
         }
         std::thread::sleep(Duration::from_millis(15));
         let t = Instant::now();
-        assert_eq!(l.start(slow(1), 99, 1).err(), Some(RunError::Busy));
+        assert_eq!(l.start(slow(1), 99, 1, false).err(), Some(RunError::Busy));
         assert!(t.elapsed() < Duration::from_millis(5));
         // Another source is not blinded by the first one's stuck reads.
         assert!(l.run(slow(1), 100, 2, FOREVER).is_ok());
@@ -389,16 +410,16 @@ mod tests {
         let mut l = Loader::new(Duration::from_secs(5));
         let mut tags = Vec::new();
         for t in 0..PER_SOURCE as u64 {
-            assert!(l.start(slow(200), t, 1).is_ok());
+            assert!(l.start(slow(200), t, 1, false).is_ok());
             tags.push(t);
         }
         // This source has its share of the pool; others still get threads.
-        assert_eq!(l.start(slow(200), 99, 1).err(), Some(RunError::Full));
+        assert_eq!(l.start(slow(200), 99, 1, false).err(), Some(RunError::Full));
         for t in PER_SOURCE as u64..POOL as u64 {
-            assert!(l.start(slow(200), t, 10 + t).is_ok());
+            assert!(l.start(slow(200), t, 10 + t, false).is_ok());
             tags.push(t);
         }
-        assert_eq!(l.start(slow(200), 98, 2).err(), Some(RunError::Full));
+        assert_eq!(l.start(slow(200), 98, 2, false).err(), Some(RunError::Full));
         // POOL reads of 200 ms each, waited for together: about 200 ms, not POOL times that.
         let t = Instant::now();
         let got = l.wait_some(&tags, Instant::now() + Duration::from_secs(5));
@@ -407,6 +428,25 @@ mod tests {
         assert!(took < Duration::from_millis(600), "{took:?}");
         assert_eq!(l.running(), 0);
         assert!(!l.is_running(1));
+    }
+
+    #[test]
+    fn heavy_reads_never_take_the_threads_small_ones_need() {
+        let mut l = Loader::new(Duration::from_secs(5));
+        for t in 0..HEAVY as u64 {
+            assert!(l.start(slow(300), t, 1 + t, true).is_ok());
+        }
+        assert_eq!(l.start(slow(300), 50, 9, true).err(), Some(RunError::Full));
+        // A small binary of the same device as a heavy one is read at once.
+        let t = Instant::now();
+        assert!(l.start(slow(1), 60, 1, false).is_ok());
+        let got = l.wait_some(&[60], Instant::now() + Duration::from_secs(5));
+        assert_eq!(got.len(), 1);
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

@@ -30,6 +30,10 @@ use super::{
     Symbolized, Symbolizer, Table, VDSO, elf, stable_hash, table, vdso,
 };
 
+/// A mapping of executable code this long (its binary larger still) is a heavy read for the
+/// loader's pool ([`super::loader::HEAVY`]).
+const HEAVY_TEXT: u64 = 4 << 20;
+
 /// The source ([`super::loader`]) of the kernel's reads, and of another process's memory.
 const KERNEL_SOURCE: u64 = 1;
 const MEMORY_SOURCE: u64 = 2;
@@ -170,7 +174,7 @@ impl Symbolizer {
     /// Start the read of `id`'s table (as `r`, the request that needs it, tells where the
     /// file is mapped). False when the pool had no thread for it: not started.
     pub(super) fn start_load(&mut self, id: BinaryId, r: Option<&Request>) -> bool {
-        let (job, source) = match &self.binaries[id as usize].source {
+        let (job, source, heavy) = match &self.binaries[id as usize].source {
             Source::Kernel => (
                 Job::Kernel {
                     kallsyms: self.config.kallsyms.clone(),
@@ -178,6 +182,7 @@ impl Symbolizer {
                     max_bytes: self.config.table_budget,
                 },
                 KERNEL_SOURCE,
+                true,
             ),
             Source::File(f) => {
                 let Some(Target::Mapped(m)) = r.map(|r| &r.target) else {
@@ -206,6 +211,7 @@ impl Symbolizer {
                         max_bytes: self.room(),
                     }),
                     source,
+                    m.len >= HEAVY_TEXT,
                 )
             }
             Source::Vdso => {
@@ -215,7 +221,7 @@ impl Symbolizer {
             Source::Nowhere | Source::Special | Source::PerfMap(_) => return true,
         };
         let tag = self.tag(id);
-        match self.loader.start(job, tag, source) {
+        match self.loader.start(job, tag, source, heavy) {
             Ok(()) => {
                 let b = &mut self.binaries[id as usize];
                 b.attempts = b.attempts.saturating_add(1);
