@@ -14,7 +14,8 @@ Each binary is a small C program (a named function spun for SPIN_MS) compiled on
 copied N times (a fresh inode each: each copy is read on its own). Two run at a time. Run as
 root; it takes /tmp/perfwatch-bench.lock so that no other benchmark runs beside it:
 
-    python3 benches/no_stall.py --perfwatch target/debug/perfwatch [--n 2000] [--slow 20]
+    python3 benches/no_stall.py --perfwatch target/release/perfwatch [--n 2000] [--slow 20]
+    python3 benches/no_stall.py --perfwatch OLD --old ...   # a build before --read-user-fs
 """
 
 import argparse
@@ -56,6 +57,8 @@ def main():
     ap.add_argument("--slow", type=int, default=20, help="copies on the held FUSE mount")
     ap.add_argument("--hold", type=float, default=3.0)
     ap.add_argument("--spin-ms", type=int, default=10)
+    ap.add_argument("--old", action="store_true",
+                    help="a perfwatch from before --read-user-fs (it reads such files anyway)")
     ap.add_argument("--python", default="/usr/bin/python3", help="a python3 with fusepy")
     a = ap.parse_args()
 
@@ -95,7 +98,7 @@ def main():
                 sys.exit("the FUSE mount never came")
 
         args = [a.perfwatch, "--json", "-a", "-F", "999", "-e", "cpu-clock"]
-        if a.slow:
+        if a.slow and not a.old:
             args.append("--read-user-fs")
         err = open(os.path.join(work, "stderr"), "w+")
         pw = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err)
