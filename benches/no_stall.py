@@ -100,7 +100,7 @@ def main():
         args = [a.perfwatch, "--json", "-a", "-F", "999", "-e", "cpu-clock"]
         if a.slow and not a.old:
             args.append("--read-user-fs")
-        err = open(os.path.join(work, "stderr"), "w+")
+        err = open(os.environ.get("NOSTALL_STDERR") or os.path.join(work, "stderr"), "w+")
         pw = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err)
         arrivals = []
         chunks = []

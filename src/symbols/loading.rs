@@ -74,15 +74,17 @@ impl Symbolizer {
         };
         let until = Instant::now() + wait.min(self.loader.wait());
         while !pending.is_empty() {
-            self.wait_for_reads(until);
+            // Wakes as soon as one read is done: its requests are answered, and reads that
+            // waited for a thread start, while the others go on.
+            // Nothing done: the time is up, or nothing is left to wait for.
+            if !self.wait_for_reads(until) {
+                break;
+            }
             pending.retain(|&i| {
                 let s = self.answer(&requests[i]);
                 out[base + i] = s;
                 mem::take(&mut self.in_flight)
             });
-            if Instant::now() >= until {
-                break;
-            }
         }
         self.awaited.clear();
         self.in_flight = false;
@@ -99,10 +101,10 @@ impl Symbolizer {
         }
     }
 
-    /// One wait, within the batch's bound, for the reads the batch's requests need; what
-    /// finishes is put in place, and what does not is said once when it outlasts the load
-    /// timeout or a stop.
-    fn wait_for_reads(&mut self, until: Instant) {
+    /// One wait, within the batch's bound, for one of the reads the batch's requests need;
+    /// what finishes is put in place (false: nothing did), and what does not is said once
+    /// when it outlasts the load timeout or a stop.
+    fn wait_for_reads(&mut self, until: Instant) -> bool {
         let awaited = mem::take(&mut self.awaited);
         // A read waiting for a thread of the pool waits for any read to finish.
         let tags: Vec<u64> = if mem::take(&mut self.queued) {
@@ -110,7 +112,9 @@ impl Symbolizer {
         } else {
             awaited.iter().map(|&id| self.tag(id)).collect()
         };
-        for (tag, outcome) in self.loader.wait_some(&tags, until) {
+        let outcomes = self.loader.wait_some(&tags, until);
+        let done = !outcomes.is_empty();
+        for (tag, outcome) in outcomes {
             self.take_outcome(tag, outcome);
         }
         for id in awaited {
@@ -127,6 +131,7 @@ impl Symbolizer {
                 self.note(id, format!("cannot read its symbols: {e}"));
             }
         }
+        done
     }
 
     /// Start reading the binary mapped by `m` in process `pid` if it was never read: an
