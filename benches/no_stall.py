@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--slow", type=int, default=20, help="copies on the held FUSE mount")
     ap.add_argument("--hold", type=float, default=3.0)
     ap.add_argument("--spin-ms", type=int, default=10)
+    ap.add_argument("--same", action="store_true",
+                    help="run one local copy N times (nothing new to read: the floor)")
     ap.add_argument("--old", action="store_true",
                     help="a perfwatch from before --read-user-fs (it reads such files anyway)")
     ap.add_argument("--python", default="/usr/bin/python3", help="a python3 with fusepy")
@@ -83,8 +85,9 @@ def main():
             on_fuse = i % max(1, a.n // max(1, a.slow)) == 0 and sum(
                 1 for b in bins if b.startswith(mnt)) < a.slow
             d = held if on_fuse else local
-            p = os.path.join(d, f"pwstall{i}")
-            shutil.copy(proto, p)
+            p = os.path.join(d, f"pwstall{0 if a.same else i}")
+            if not os.path.exists(p):
+                shutil.copy(proto, p)
             bins.append(os.path.join(mnt, f"pwstall{i}") if on_fuse else p)
         if a.slow:
             server = subprocess.Popen([a.python, HOLD_SERVER, held, mnt, str(a.hold),
@@ -128,10 +131,23 @@ def main():
         end = time.monotonic()
         time.sleep(2)
         pw.send_signal(2)
-        pw.wait(timeout=30)
+        stop = time.monotonic()
+        try:
+            pw.wait(timeout=30)
+            stopped = f"{time.monotonic() - stop:.1f} s"
+        except subprocess.TimeoutExpired:
+            # A held read keeps it: let the server go (its reads fail), then it ends.
+            stopped = "not within 30 s"
+            if server:
+                server.kill()
+                server.wait()
+                server = None
+            pw.wait(timeout=60)
         t.join(timeout=30)
 
-        during = [x for x in arrivals if start <= x <= end]
+        # The window's edges count: a perfwatch that writes nothing while they run has
+        # one gap as long as the run.
+        during = [start] + [x for x in arrivals if start <= x <= end] + [end]
         gaps = [b - x for x, b in zip(during, during[1:])]
         longest = max(gaps) if gaps else float("nan")
         text = b"".join(chunks).decode("utf-8", "replace")
@@ -153,8 +169,9 @@ def main():
                 local_named += named
         print(f"binaries: {a.n} ({a.slow} on a FUSE mount holding reads {a.hold} s), "
               f"run in {end - start:.1f} s")
+        print(f"SIGINT to exit: {stopped}")
         print(f"longest stdout gap while they ran: {longest * 1000:.0f} ms "
-              f"({len(during)} writes)")
+              f"({len(during) - 2} writes)")
         print(f"local copies' samples named: {local_named}/{local_total} "
               f"({100 * local_named / max(1, local_total):.1f}%)")
         err.seek(0)

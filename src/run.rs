@@ -280,7 +280,7 @@ pub fn run(cli: Cli) -> Result<i32> {
 
 /// How long an ordered chunk waits, at most, for the binaries its samples meet to be read
 /// (all of them together): the longest its lines, and everyone's after them, are held up.
-const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How the pipeline runs: the process model when something reads it (the TUI, scripts, a
 /// `comm:` filter, folded stacks); from `/proc`, names and threads always, executable mappings when an event
