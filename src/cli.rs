@@ -168,8 +168,9 @@ pub struct Cli {
     /// Read the symbols of binaries on FUSE and network filesystems (fuse.*, fuseblk, NFS,
     /// CIFS, 9p...). By default they are not read, because a read that such a filesystem's
     /// server never answers could keep perfwatch from exiting: their samples are named by
-    /// the binary alone, and it is said once. Their reads still wait at most the load
-    /// deadline; a stop never waits for them past its grace.
+    /// the binary alone, and it is said once. With this option the output still waits for
+    /// them at most 100 ms, but a read the server holds for ever keeps perfwatch from exiting
+    /// until the server lets go: use it for mounts you trust.
     #[arg(long = "read-user-fs")]
     pub read_user_fs: bool,
 
