@@ -326,6 +326,30 @@ mod tests {
     }
 
     #[test]
+    fn executable_file_mappings_are_read_ahead_and_nothing_else() {
+        use crate::testkit::events::{mmap, mmap2};
+        let mut step = Symbolize::new(crate::symbols::Config::default());
+        let mut data = mmap2(0, 1, 7, 0x1000, 0x1000, 0, b"/nonexistent/pw-data", 9);
+        if let EventKind::Mmap(m) = &mut data.kind
+            && let Some(x) = &mut m.mmap2
+        {
+            x.prot = libc::PROT_READ as u32 | libc::PROT_WRITE as u32;
+        }
+        let events = vec![
+            data,
+            // No MMAP2 fields: no identity to check a read against; left to the samples.
+            mmap(0, 2, 7, 0x2000, 0x1000, 0, b"/nonexistent/pw-old"),
+            mmap2(0, 3, 7, 0x3000, 0x1000, 0, b"//anon", 0),
+            mmap2(0, 4, 7, 0x4000, 0x1000, 0, b"[vdso]", 0),
+            mmap2(0, 5, 7, 0x5000, 0x1000, 0, b"/nonexistent/pw-prog", 5),
+            // The same file mapped again: one read.
+            mmap2(0, 6, 8, 0x5000, 0x1000, 0, b"/nonexistent/pw-prog", 5),
+        ];
+        step.prefetch(&events);
+        assert_eq!(step.stats().loads, 1);
+    }
+
+    #[test]
     fn each_chunk_names_its_own_samples_and_frames_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let mut step = Symbolize::new(crate::testkit::symbols::kernel(
