@@ -165,6 +165,15 @@ pub struct Cli {
     #[arg(long = "filter", value_name = "EXPR", value_parser = filter_expr)]
     pub filter: Option<crate::filter::Filter>,
 
+    /// Read the symbols of binaries on FUSE and network filesystems (fuse.*, fuseblk, NFS,
+    /// CIFS, 9p...). By default they are not read, because a read that such a filesystem's
+    /// server never answers could keep perfwatch from exiting: their samples are named by
+    /// the binary alone, and it is said once. With this option the output still waits for
+    /// them at most 100 ms, but a read the server holds for ever keeps perfwatch from exiting
+    /// until the server lets go: use it for mounts you trust.
+    #[arg(long = "read-user-fs")]
+    pub read_user_fs: bool,
+
     /// Show perfwatch's own records (its threads' samples, mappings, exits). Watching the
     /// whole system, they are hidden by default and counted as hidden in the summary.
     #[arg(long = "show-self")]

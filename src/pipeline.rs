@@ -283,10 +283,18 @@ impl Pipeline {
         self.poll_seed(false);
         match msg {
             Ok(b) => {
+                // Binaries start being read as their MMAP2 records arrive, before their
+                // samples leave the ordering window.
+                if let Some(s) = &mut self.symbolize {
+                    s.prefetch(&b.events);
+                }
                 let spare = self.order.push(b);
                 self.give(spare);
                 for _ in 0..BATCHES_PER_TURN {
                     let Ok(b) = self.rx.try_recv() else { break };
+                    if let Some(s) = &mut self.symbolize {
+                        s.prefetch(&b.events);
+                    }
                     let spare = self.order.push(b);
                     self.give(spare);
                 }

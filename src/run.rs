@@ -286,6 +286,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         .map(|code| with_lost_output(code, scripts.output_lost || stdout_lost || !folded_ok))
 }
 
+/// How long an ordered chunk waits, at most, for the binaries its samples meet to be read
+/// (all of them together): the longest its lines, and everyone's after them, are held up.
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How the pipeline runs: the process model when something reads it (the TUI, scripts, a
 /// `comm:` filter, folded stacks); from `/proc`, names and threads always, executable mappings when an event
 /// samples addresses (not for `dummy` alone), command lines at exec for the interactive view,
@@ -308,6 +312,10 @@ fn pipeline_options(
         } else {
             std::time::Duration::from_secs(2)
         },
+        // One wait for all the binaries an ordered chunk meets, so that a storm of new
+        // binaries never holds the lines of other processes up longer than this.
+        batch_wait: Some(BATCH_WAIT),
+        read_user_fs: cli.read_user_fs,
         preload_kernel: true,
         ..crate::symbols::Config::default()
     });

@@ -13,15 +13,20 @@
 //! said; or an address no mapping holds, for a JIT's perf map), answered by one
 //! [`Symbolizer::resolve`] call, and the answers are attached to the samples
 //! ([`SampleNames`]). The step runs on the pipeline's thread (the frontend's), never on a
-//! reader thread. A cached lookup is a hash probe; a binary's first read runs on the
-//! symbolizer's loader thread under a deadline ([`Config::load_timeout`]): what it does not
-//! answer in time is `[unknown]` (the read goes on, and later samples get its names), so a
-//! slow or hung file costs that deadline once, never a hang.
+//! reader thread. A cached lookup is a hash probe; a binary's first read starts on the
+//! symbolizer's loader pool as its MMAP2 record arrives ([`Symbolize::prefetch`]), and a
+//! chunk waits once for every read its samples need, at most [`Config::batch_wait`]: what
+//! is not read by then is `[unknown]` in its binary (the read goes on, and later samples get
+//! its names), so a slow or hung file, or thirty new binaries at once, hold the lines of
+//! everyone up that long at most, never a hang.
 
 use crate::callchain::Context;
 use crate::event::{Event, EventKind, SampleNames};
 use crate::process::ProcessModel;
-use crate::symbols::{Config, Mapping, Note, Request, Stats, Symbolized, Symbolizer};
+use crate::symbols::{
+    Config, FileIdentity, MappedFile, Mapping, MappingKind, Note, Request, Stats, Symbolized,
+    Symbolizer,
+};
 
 /// What can be asked about an address of process `pid` in context `context` at `time`.
 fn request(
@@ -86,6 +91,39 @@ impl Symbolize {
     /// See [`Symbolizer::set_load_deadline`].
     pub fn set_load_deadline(&mut self, at: Option<std::time::Instant>) {
         self.sym.set_load_deadline(at);
+    }
+
+    /// Start reading the binaries that `events` (a reader's batch, not yet ordered) map
+    /// executable, without waiting: their samples come out of the ordering window later, by
+    /// when their names are often read. A process that runs for a moment is also still
+    /// there to be read through (`/proc/PID/map_files`).
+    pub fn prefetch(&mut self, events: &[Event]) {
+        for ev in events {
+            let EventKind::Mmap(m) = &ev.kind else {
+                continue;
+            };
+            let Some(x) = &m.mmap2 else { continue };
+            if x.prot & libc::PROT_EXEC as u32 == 0 {
+                continue;
+            }
+            let identity = match x.build_id {
+                Some(b) => FileIdentity::BuildId(b),
+                None => FileIdentity::from_mmap2(x.maj, x.min, x.ino, x.ino_generation),
+            };
+            let file = MappedFile::new(&m.filename, identity);
+            if file.kind() != MappingKind::File {
+                continue;
+            }
+            self.sym.prefetch(
+                m.pid,
+                &Mapping {
+                    start: m.start,
+                    len: m.len,
+                    pgoff: m.pgoff,
+                    file,
+                },
+            );
+        }
     }
 
     /// Name the samples of `events` (ordered, and already learnt by `model`).
@@ -225,6 +263,30 @@ mod tests {
         let n = ev.names().expect("named");
         let show = |s: &Option<Symbolized>| s.as_ref().map_or("-".into(), |s| s.to_string());
         (show(&n.ip), n.frames.iter().map(show).collect())
+    }
+
+    #[test]
+    fn executable_file_mappings_are_read_ahead_and_nothing_else() {
+        use crate::testkit::events::{mmap, mmap2};
+        let mut step = Symbolize::new(crate::symbols::Config::default());
+        let mut data = mmap2(0, 1, 7, 0x1000, 0x1000, 0, b"/nonexistent/pw-data", 9);
+        if let EventKind::Mmap(m) = &mut data.kind
+            && let Some(x) = &mut m.mmap2
+        {
+            x.prot = libc::PROT_READ as u32 | libc::PROT_WRITE as u32;
+        }
+        let events = vec![
+            data,
+            // No MMAP2 fields: no identity to check a read against; left to the samples.
+            mmap(0, 2, 7, 0x2000, 0x1000, 0, b"/nonexistent/pw-old"),
+            mmap2(0, 3, 7, 0x3000, 0x1000, 0, b"//anon", 0),
+            mmap2(0, 4, 7, 0x4000, 0x1000, 0, b"[vdso]", 0),
+            mmap2(0, 5, 7, 0x5000, 0x1000, 0, b"/nonexistent/pw-prog", 5),
+            // The same file mapped again: one read.
+            mmap2(0, 6, 8, 0x5000, 0x1000, 0, b"/nonexistent/pw-prog", 5),
+        ];
+        step.prefetch(&events);
+        assert_eq!(step.stats().loads, 1);
     }
 
     #[test]

@@ -768,11 +768,16 @@ fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
     let bin = spin(dir.path(), "spin", &["-O2", "-g"]);
     let r = Running::start(&bin, &[]);
     let m = mapping_of(r.pid(), r.addrs[0]);
-    let s = Symbolizer::new(Config {
+    let mut s = Symbolizer::new(Config {
         debug_dirs: vec![],
         preload_kernel: true,
         ..crafted_kernel(dir.path(), &text)
     });
+    // Read in the background: the first kernel address waits for it.
+    assert!(
+        s.resolve_one(&Request::kernel(0xffffffff81000104))
+            .is_known()
+    );
     let kernel_bytes = s.stats().table_bytes;
     assert!(kernel_bytes > 40_000, "{kernel_bytes}");
     // Room for the kernel and a few hundred bytes: the binary does not fit. The kernel is
@@ -1385,4 +1390,32 @@ fn a_debug_file_of_another_build_at_the_build_id_path_is_not_used() {
     // The right one at the same place is used.
     std::fs::copy(&right, &at).unwrap();
     assert_named(&resolve(&mut symbolizer(), &reqs), &bin, 2);
+}
+
+#[test]
+fn a_binary_read_ahead_at_its_mapping_names_its_samples_without_a_second_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = spin(dir.path(), "spin", &["-O2"]);
+    let r = Running::start(&bin, &[]);
+    let m = mapping_of(r.pid(), r.addrs[0]);
+    let mut s = symbolizer();
+    s.prefetch(r.pid(), &m);
+    assert_eq!(s.stats().loads, 1, "the read started at once");
+    // Let the process go: the read started while it was there.
+    let (pid, hot_a) = (r.pid(), r.addrs[0]);
+    drop(r);
+    let reqs: Vec<Request> = vec![Request::user(pid, hot_a, &m)];
+    let t0 = std::time::Instant::now();
+    let got = loop {
+        let a = resolve(&mut s, &reqs);
+        if a[0].is_known() || t0.elapsed() > std::time::Duration::from_secs(20) {
+            break a;
+        }
+    };
+    assert_eq!(got[0].to_string(), "hot_a+0x0");
+    assert_eq!(got[0].dso().name(), bin.to_str().unwrap());
+    assert_eq!(s.stats().loads, 1, "read again");
+    // Prefetching it again reads nothing.
+    s.prefetch(0, &m);
+    assert_eq!(s.stats().loads, 1);
 }

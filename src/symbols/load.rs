@@ -35,6 +35,8 @@ pub(crate) enum LoadError {
     Stopping,
     /// Too many reads are stuck already; this one was not started.
     Busy,
+    /// On a filesystem whose reads another program or machine answers (its type): not read.
+    UserFs(String),
     Internal(String),
 }
 
@@ -68,7 +70,15 @@ impl std::fmt::Display for LoadError {
                 "reading it took longer than {s} s: skipped until it finishes"
             ),
             LoadError::Stopping => f.write_str("not read before perfwatch stopped"),
-            LoadError::Busy => f.write_str("too many file reads are stuck: not read for now"),
+            LoadError::Busy => {
+                f.write_str("too many reads of files on its filesystem are stuck: not read for now")
+            }
+            LoadError::UserFs(t) => write!(
+                f,
+                "it is on a {t} filesystem, whose reads another program or machine answers (one \
+                 that never answers would keep perfwatch from exiting): not read; its samples \
+                 are named by the binary. --read-user-fs reads such files"
+            ),
             LoadError::Internal(m) => write!(f, "internal error while reading it: {m}"),
         }
     }
@@ -405,6 +415,14 @@ pub(crate) struct PerfMapRead {
     pub bytes: Vec<u8>,
     /// More than `max_bytes` in the file.
     pub truncated: bool,
+}
+
+/// The owner (effective uid) of a live process.
+pub(crate) fn process_uid(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
 }
 
 impl PerfMapJob {

@@ -1,21 +1,37 @@
-//! A helper thread for everything that reads files, waited for with a deadline.
+//! Threads for everything that reads files, waited for with a deadline.
 //!
 //! A read can block without end on a filesystem that does not answer (a FUSE mount a user
 //! controls, a hung NFS server), and no read of a regular file can be cancelled. So the
-//! symbolizer hands each read to this thread and waits at most the deadline: past it, the
-//! read is left to finish on its own (its result is taken if it ever comes), a fresh thread
-//! takes the next job, and the symbolizer answers `[unknown]` meanwhile. After a few stuck
-//! reads, no more are started until one comes back.
+//! symbolizer hands each read to a loader thread and never waits for it past a bound: a read
+//! is started ([`Loader::start`]) and its outcome taken when it is there ([`Loader::wait_some`],
+//! [`Loader::harvest`]), so that several binaries are read at once and the output waits once
+//! for all of them rather than once for each.
+//!
+//! The threads are a small pool ([`POOL`] reads within their deadline at once, at most
+//! [`PER_SOURCE`] of them from one source) plus the threads of reads that are stuck (past
+//! the deadline: left to finish on their own, their result taken if it ever comes). A source
+//! is where a read goes (a device, a user's perf maps, the kernel): stuck reads are counted
+//! per source, so that one user's stuck files never keep the files of others from being read.
 
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, unbounded};
+use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, bounded, unbounded};
 
 use super::load::{Job, Outcome};
 
-/// Stuck reads tolerated before new ones are refused.
+/// Stuck reads of one source tolerated before that source's new ones are refused.
 pub(crate) const MAX_STUCK: usize = 4;
+/// Reads running within their deadline at once: more wait for a free thread.
+pub(crate) const POOL: usize = 6;
+/// Of those, at most this many from one source, so that a slow source leaves room.
+pub(crate) const PER_SOURCE: usize = 4;
+/// Of the reads within their deadline, at most this many heavy ones (a large binary, the
+/// kernel's table): CPU-bound for a long while, they would otherwise take every thread while
+/// the small binaries a storm brings wait behind them.
+pub(crate) const HEAVY: usize = 2;
+/// Threads at most, stuck ones included (each stuck source holds up to [`MAX_STUCK`]).
+pub(crate) const MAX_THREADS: usize = 64;
 
 type Work = (Job, Sender<Outcome>);
 
@@ -39,7 +55,7 @@ impl Worker {
                     }
                 }
             })
-            .map_err(|e| format!("cannot start the symbol loader thread: {e}"))?;
+            .map_err(|e| format!("cannot start a symbol loader thread: {e}"))?;
         Ok(Worker { jobs: tx })
     }
 }
@@ -57,26 +73,33 @@ fn release_free_memory() {
     }
 }
 
-struct Stuck {
+/// A read started and not taken yet.
+struct Running {
     worker: Worker,
     result: Receiver<Outcome>,
     tag: u64,
+    source: u64,
+    heavy: bool,
+    started: Instant,
 }
 
 /// Why a job gave no outcome.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum RunError {
-    /// Still running after the deadline: its outcome comes from [`Loader::harvest`] later.
+    /// Still running after the wait: its outcome comes from [`Loader::harvest`] later.
     TimedOut,
-    /// Too many jobs are stuck: not started.
+    /// Too many reads of this source are stuck (or too many threads are): not started.
     Busy,
+    /// Every thread of the pool (or this source's share of it) is reading: not started;
+    /// try again later.
+    Full,
     /// The job panicked, or no thread could be started.
     Failed(String),
 }
 
 pub(crate) struct Loader {
-    worker: Option<Worker>,
-    stuck: Vec<Stuck>,
+    idle: Option<Worker>,
+    running: Vec<Running>,
     timeout: Duration,
     /// No wait goes past this (a stop: the run must end within its grace, whatever is
     /// left to read).
@@ -86,8 +109,8 @@ pub(crate) struct Loader {
 impl Loader {
     pub(crate) fn new(timeout: Duration) -> Loader {
         Loader {
-            worker: None,
-            stuck: Vec::new(),
+            idle: None,
+            running: Vec::new(),
             timeout,
             deadline: None,
         }
@@ -117,101 +140,196 @@ impl Loader {
         self.timeout
     }
 
-    /// Run `job` and wait for it at most [`Loader::wait`]. `tag` names the job if its
-    /// outcome comes late.
-    pub(crate) fn run(&mut self, job: Job, tag: u64) -> Result<Outcome, RunError> {
-        self.run_waiting(job, tag, self.wait())
+    fn is_stuck(&self, r: &Running, now: Instant) -> bool {
+        now.saturating_duration_since(r.started) >= self.timeout
     }
 
-    /// As [`Loader::run`], waiting at most `wait` (zero: start it and come back at once;
-    /// [`Loader::wait_for`] or [`Loader::harvest`] take its outcome).
-    pub(crate) fn run_waiting(
+    /// Start `job` on a thread of the pool without waiting for it. `tag` names its outcome;
+    /// `source` is where it reads (see the module's documentation); `heavy`: a long read
+    /// (see [`HEAVY`]).
+    pub(crate) fn start(
         &mut self,
         job: Job,
         tag: u64,
-        wait: Duration,
-    ) -> Result<Outcome, RunError> {
-        if self.stuck.len() >= MAX_STUCK {
+        source: u64,
+        heavy: bool,
+    ) -> Result<(), RunError> {
+        self.start_on(job, tag, source, heavy, true)
+    }
+
+    /// As [`Loader::start`]; `pooled`: within the pool's bounds (a read its caller waits for
+    /// at once, such as a perf map's, only within the stuck reads' bounds).
+    fn start_on(
+        &mut self,
+        job: Job,
+        tag: u64,
+        source: u64,
+        heavy: bool,
+        pooled: bool,
+    ) -> Result<(), RunError> {
+        let now = Instant::now();
+        let (mut busy, mut stuck, mut mine, mut heavies) = (0, 0, 0, 0);
+        for r in &self.running {
+            let s = self.is_stuck(r, now);
+            if r.source == source {
+                if s {
+                    stuck += 1;
+                } else {
+                    mine += 1;
+                }
+            }
+            if !s {
+                busy += 1;
+                heavies += r.heavy as usize;
+            }
+        }
+        if stuck >= MAX_STUCK || self.running.len() >= MAX_THREADS {
             return Err(RunError::Busy);
         }
-        let worker = match self.worker.take() {
+        if pooled && (busy >= POOL || mine >= PER_SOURCE || (heavy && heavies >= HEAVY)) {
+            return Err(RunError::Full);
+        }
+        let worker = match self.idle.take() {
             Some(w) => w,
             None => Worker::spawn().map_err(RunError::Failed)?,
         };
         let (tx, rx) = bounded(1);
         if worker.jobs.send((job, tx)).is_err() {
-            return Err(RunError::Failed("the symbol loader thread is gone".into()));
+            return Err(RunError::Failed("a symbol loader thread is gone".into()));
         }
-        match rx.recv_timeout(wait) {
-            Ok(out) => {
-                self.worker = Some(worker);
-                Ok(out)
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                self.stuck.push(Stuck {
-                    worker,
-                    result: rx,
-                    tag,
-                });
-                Err(RunError::TimedOut)
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                self.worker = Some(worker);
-                Err(RunError::Failed("it panicked".into()))
-            }
+        self.running.push(Running {
+            worker,
+            result: rx,
+            tag,
+            source,
+            heavy,
+            started: now,
+        });
+        Ok(())
+    }
+
+    /// Run `job` and wait for it at most `wait`, cut at [`Loader::wait`] (beside the pool's
+    /// reads: its caller waits for it). `tag` names the job if its outcome comes late.
+    pub(crate) fn run(
+        &mut self,
+        job: Job,
+        tag: u64,
+        source: u64,
+        wait: Duration,
+    ) -> Result<Outcome, RunError> {
+        self.start_on(job, tag, source, false, false)?;
+        match self.wait_for(tag, wait.min(self.wait())) {
+            Some(Ok(out)) => Ok(out),
+            Some(Err(())) => Err(RunError::Failed("it panicked".into())),
+            None => Err(RunError::TimedOut),
         }
     }
 
-    /// Wait at most `wait` for the job started with `tag` that is still running; its
-    /// outcome, or `None` (still running: [`Loader::harvest`] takes it later; or no such job).
-    pub(crate) fn wait_for(&mut self, tag: u64, wait: Duration) -> Option<Outcome> {
-        let i = self.stuck.iter().position(|s| s.tag == tag)?;
-        let r = self.stuck[i].result.recv_timeout(wait);
-        if matches!(r, Err(RecvTimeoutError::Timeout)) {
-            return None;
-        }
-        let s = self.stuck.swap_remove(i);
-        if self.worker.is_none() {
-            self.worker = Some(s.worker);
-        }
-        r.ok()
+    /// Wait at most `wait` for the job started with `tag`: its outcome (`Err`: it panicked),
+    /// or `None` (still running: [`Loader::harvest`] takes it later; or no such job).
+    pub(crate) fn wait_for(&mut self, tag: u64, wait: Duration) -> Option<Result<Outcome, ()>> {
+        let i = self.running.iter().position(|r| r.tag == tag)?;
+        let got = match self.running[i].result.recv_timeout(wait) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => return None,
+            Ok(out) => Ok(out),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
+        };
+        let r = self.running.swap_remove(i);
+        self.keep(r.worker);
+        Some(got)
     }
 
-    /// Outcomes of jobs that finished after their deadline, with their tags; their threads
-    /// are free again.
+    /// A thread whose job is done goes back to the pool (one is kept idle).
+    fn keep(&mut self, w: Worker) {
+        if self.idle.is_none() {
+            self.idle = Some(w);
+        }
+    }
+
+    /// Wait until one of the jobs `tags` names has finished (or none is running), or until
+    /// `until` (cut at the deadline); the outcomes of every job that finished meanwhile, with
+    /// their tags. The caller puts them in place, starts what waited for a thread, and waits
+    /// again for the rest if it has time.
+    pub(crate) fn wait_some(&mut self, tags: &[u64], until: Instant) -> Vec<(u64, Outcome)> {
+        let until = match self.deadline {
+            Some(d) => until.min(d),
+            None => until,
+        };
+        let out = self.harvest();
+        if !out.is_empty() {
+            return out;
+        }
+        let waiting: Vec<usize> = (0..self.running.len())
+            .filter(|&i| tags.contains(&self.running[i].tag))
+            .collect();
+        let left = until.saturating_duration_since(Instant::now());
+        if waiting.is_empty() || left.is_zero() {
+            return out;
+        }
+        let mut sel = Select::new();
+        for &i in &waiting {
+            sel.recv(&self.running[i].result);
+        }
+        if sel.ready_timeout(left).is_err() {
+            return out;
+        }
+        self.harvest()
+    }
+
+    /// Outcomes of jobs that finished (after their deadline, or while nobody waited), with
+    /// their tags; their threads are free again.
     pub(crate) fn harvest(&mut self) -> Vec<(u64, Outcome)> {
         let mut out = Vec::new();
         let mut i = 0;
-        while i < self.stuck.len() {
-            match self.stuck[i].result.try_recv() {
+        while i < self.running.len() {
+            match self.running[i].result.try_recv() {
                 Err(TryRecvError::Empty) => i += 1,
                 r => {
-                    let s = self.stuck.swap_remove(i);
+                    let s = self.running.swap_remove(i);
                     if let Ok(o) = r {
                         out.push((s.tag, o));
                     }
-                    if self.worker.is_none() {
-                        self.worker = Some(s.worker);
-                    }
+                    self.keep(s.worker);
                 }
             }
         }
         out
     }
 
+    /// The tags of the jobs started and not taken yet.
+    pub(crate) fn running_tags(&self) -> Vec<u64> {
+        self.running.iter().map(|r| r.tag).collect()
+    }
+
+    /// Jobs started and not taken yet.
+    pub(crate) fn running(&self) -> usize {
+        self.running.len()
+    }
+
     /// Jobs past their deadline and not back yet.
+    #[cfg(test)]
     pub(crate) fn stuck(&self) -> usize {
-        self.stuck.len()
+        let now = Instant::now();
+        self.running
+            .iter()
+            .filter(|r| self.is_stuck(r, now))
+            .count()
+    }
+
+    /// Is the job `tag` still running?
+    #[cfg(test)]
+    pub(crate) fn is_running(&self, tag: u64) -> bool {
+        self.running.iter().any(|r| r.tag == tag)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
-    /// A job that takes `ms` milliseconds (reading process memory of a pid that does not
-    /// exist is quick; the delay comes from a sleeping FIFO-free job built for the test).
+    const FOREVER: Duration = Duration::from_secs(3600);
+
+    /// A job that takes `ms` milliseconds.
     fn slow(ms: u64) -> Job {
         Job::Sleep(Duration::from_millis(ms))
     }
@@ -220,11 +338,17 @@ mod tests {
     fn a_slow_job_is_waited_for_at_most_the_deadline_and_harvested_later() {
         let mut l = Loader::new(Duration::from_millis(100));
         let t = Instant::now();
-        assert_eq!(l.run(slow(400), 7).err(), Some(RunError::TimedOut));
+        assert_eq!(
+            l.run(slow(400), 7, 1, FOREVER).err(),
+            Some(RunError::TimedOut)
+        );
         assert!(t.elapsed() < Duration::from_millis(350));
         assert_eq!(l.stuck(), 1);
-        // The next job runs on a fresh thread meanwhile.
-        assert!(matches!(l.run(slow(1), 8), Ok(Outcome::Memory(None))));
+        // The next job runs on another thread meanwhile.
+        assert!(matches!(
+            l.run(slow(1), 8, 1, FOREVER),
+            Ok(Outcome::Memory(None))
+        ));
         std::thread::sleep(Duration::from_millis(500));
         let late = l.harvest();
         assert_eq!(late.len(), 1);
@@ -239,37 +363,104 @@ mod tests {
         l.set_deadline(Some(Instant::now() + Duration::from_millis(100)));
         assert!(l.deadline_cuts_waits(), "the deadline cuts the 5 s wait");
         let t = Instant::now();
-        assert_eq!(l.run(slow(400), 1).err(), Some(RunError::TimedOut));
+        assert_eq!(
+            l.run(slow(400), 1, 1, FOREVER).err(),
+            Some(RunError::TimedOut)
+        );
         let first = t.elapsed();
         assert!(first < Duration::from_millis(350), "{first:?}");
         let t = Instant::now();
-        assert_eq!(l.run(slow(400), 2).err(), Some(RunError::TimedOut));
+        assert_eq!(
+            l.run(slow(400), 2, 2, FOREVER).err(),
+            Some(RunError::TimedOut)
+        );
         assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
-        // A quick job is still taken when it is already done... and without a deadline the
-        // timeout alone bounds the wait again.
+        // wait_some stops at the deadline too.
+        l.start(slow(400), 3, 3, false).unwrap();
+        let t = Instant::now();
+        let got = l.wait_some(&[3], Instant::now() + Duration::from_secs(5));
+        assert!(got.is_empty());
+        assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+        // Without a deadline the timeout alone bounds the wait again.
         l.set_deadline(None);
         assert!(!l.deadline_cuts_waits());
-        assert!(l.run(slow(1), 3).is_ok());
+        assert!(l.run(slow(1), 4, 4, FOREVER).is_ok());
     }
 
     #[test]
-    fn stuck_jobs_are_bounded() {
+    fn stuck_jobs_are_bounded_per_source_and_other_sources_go_on() {
         let mut l = Loader::new(Duration::from_millis(10));
         for i in 0..MAX_STUCK as u64 {
-            assert_eq!(l.run(slow(300), i).err(), Some(RunError::TimedOut));
+            assert_eq!(
+                l.run(slow(400), i, 1, FOREVER).err(),
+                Some(RunError::TimedOut)
+            );
         }
+        std::thread::sleep(Duration::from_millis(15));
         let t = Instant::now();
-        assert_eq!(l.run(slow(1), 99).err(), Some(RunError::Busy));
+        assert_eq!(l.start(slow(1), 99, 1, false).err(), Some(RunError::Busy));
         assert!(t.elapsed() < Duration::from_millis(5));
-        std::thread::sleep(Duration::from_millis(400));
+        // Another source is not blinded by the first one's stuck reads.
+        assert!(l.run(slow(1), 100, 2, FOREVER).is_ok());
+        std::thread::sleep(Duration::from_millis(500));
         assert_eq!(l.harvest().len(), MAX_STUCK);
-        assert!(l.run(slow(1), 100).is_ok());
+        assert!(l.run(slow(1), 101, 1, FOREVER).is_ok());
     }
 
     #[test]
-    fn a_panicking_job_is_an_error_and_the_thread_lives_on() {
+    fn the_pool_reads_in_parallel_and_leaves_room_for_other_sources() {
         let mut l = Loader::new(Duration::from_secs(5));
-        assert!(matches!(l.run(Job::Panic, 1), Err(RunError::Failed(_))));
-        assert!(l.run(slow(1), 2).is_ok());
+        let mut tags = Vec::new();
+        for t in 0..PER_SOURCE as u64 {
+            assert!(l.start(slow(200), t, 1, false).is_ok());
+            tags.push(t);
+        }
+        // This source has its share of the pool; others still get threads.
+        assert_eq!(l.start(slow(200), 99, 1, false).err(), Some(RunError::Full));
+        for t in PER_SOURCE as u64..POOL as u64 {
+            assert!(l.start(slow(200), t, 10 + t, false).is_ok());
+            tags.push(t);
+        }
+        assert_eq!(l.start(slow(200), 98, 2, false).err(), Some(RunError::Full));
+        // POOL reads of 200 ms each, waited for together: about 200 ms, not POOL times that.
+        let t = Instant::now();
+        let mut got = Vec::new();
+        while got.len() < POOL && t.elapsed() < Duration::from_secs(5) {
+            got.extend(l.wait_some(&tags, Instant::now() + Duration::from_secs(5)));
+        }
+        let took = t.elapsed();
+        assert_eq!(got.len(), POOL);
+        assert!(took < Duration::from_millis(600), "{took:?}");
+        assert_eq!(l.running(), 0);
+        assert!(!l.is_running(1));
+    }
+
+    #[test]
+    fn heavy_reads_never_take_the_threads_small_ones_need() {
+        let mut l = Loader::new(Duration::from_secs(5));
+        for t in 0..HEAVY as u64 {
+            assert!(l.start(slow(300), t, 1 + t, true).is_ok());
+        }
+        assert_eq!(l.start(slow(300), 50, 9, true).err(), Some(RunError::Full));
+        // A small binary of the same device as a heavy one is read at once.
+        let t = Instant::now();
+        assert!(l.start(slow(1), 60, 1, false).is_ok());
+        let got = l.wait_some(&[60], Instant::now() + Duration::from_secs(5));
+        assert_eq!(got.len(), 1);
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_panicking_job_is_an_error_and_the_pool_lives_on() {
+        let mut l = Loader::new(Duration::from_secs(5));
+        assert!(matches!(
+            l.run(Job::Panic, 1, 1, FOREVER),
+            Err(RunError::Failed(_))
+        ));
+        assert!(l.run(slow(1), 2, 1, FOREVER).is_ok());
     }
 }

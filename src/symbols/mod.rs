@@ -22,9 +22,14 @@
 //! two-generation cache keyed by a small binary id and the offset (foldhash, seeded: no
 //! SipHash on the hot path, no bucket a monitored program can aim at). Parsed binaries are kept in a cache bounded in bytes
 //! ([`Config::table_budget`]), keyed by device/inode or build id and evicted least recently
-//! used first. Everything that reads a file runs on a loader thread with a deadline
-//! ([`Config::load_timeout`]), so a file that never answers (a FIFO put in a binary's place,
-//! a hung FUSE mount) costs one deadline, not a hang.
+//! used first. Everything that reads a file runs on a small pool of loader threads
+//! (`loader`), started as soon as a binary is mapped ([`Symbolizer::prefetch`]) or needed, and
+//! a batch of requests waits once for all the reads it needs ([`Config::batch_wait`]), so a
+//! file that never answers (a FIFO put in a binary's place, a hung NFS mount) costs at most
+//! that wait, not a hang, and a storm of new binaries does not add up. Stuck reads are
+//! bounded per source (device), so one user's files never blind the names of others. Files
+//! on FUSE and network filesystems are not read by default ([`Config::read_user_fs`],
+//! `mounts`): a read their server never answers can keep the process from exiting.
 //!
 //! Unknown stays honest: an address outside every symbol's extent, in a stripped binary, in a
 //! file that cannot be read or is not the mapped one, is `[unknown]` with its binary named;
@@ -42,6 +47,8 @@ mod fs;
 pub mod kernel;
 mod load;
 mod loader;
+mod loading;
+mod mounts;
 mod perf_maps;
 pub mod perfmap;
 mod plt;
@@ -66,8 +73,8 @@ pub use request::{BuildId, FileIdentity, MappedFile, Mapping, MappingKind, Reque
 pub use symbol::{Dso, DsoKind, Symbol, SymbolKey, Symbolized, UNKNOWN};
 pub use table::TooLarge;
 
-use load::{ElfJob, Job, LoadError, Outcome, SymbolsFrom};
-use loader::{Loader, RunError};
+use load::{Job, LoadError, Outcome};
+use loader::Loader;
 use perf_maps::PerfMapState;
 use request::Target;
 use results::ResultCache;
@@ -91,6 +98,17 @@ pub struct Config {
     /// How long one file read may take before its samples are answered `[unknown]` (the read
     /// goes on; its symbols are used once it finishes).
     pub load_timeout: Duration,
+    /// How long one batch of requests ([`Symbolizer::resolve`]) waits for the reads its
+    /// binaries need, all of them together (None: the load timeout). What is not read by
+    /// then is answered `[unknown]` in its binary (the read goes on for the requests after
+    /// it), so a batch that meets thirty new binaries holds its caller up this long, not
+    /// thirty times the load timeout.
+    pub batch_wait: Option<Duration>,
+    /// Read binaries on filesystems whose reads another program or machine answers (FUSE,
+    /// NFS, CIFS, 9p...: [`mounts::can_hang`]). Off: such a binary is not read (its samples
+    /// are named by the binary alone, and it is said once), because a read its server never
+    /// answers can keep the whole process from ever exiting.
+    pub read_user_fs: bool,
     /// Read kallsyms when the symbolizer starts rather than at the first kernel address
     /// (the kernel takes some 70 ms to list it; a monitor that samples the kernel pays it
     /// before the first batch instead of in it).
@@ -107,6 +125,8 @@ impl Default for Config {
             result_entries: 32 << 10,
             max_binaries: 16 << 10,
             load_timeout: Duration::from_secs(2),
+            batch_wait: None,
+            read_user_fs: false,
             preload_kernel: false,
         }
     }
@@ -205,6 +225,8 @@ struct Loaded {
 
 enum State {
     Unloaded,
+    /// A read is in flight since then.
+    Loading(Instant),
     Loaded(Box<Loaded>),
     Failed(LoadError),
     NoSymbols,
@@ -260,9 +282,14 @@ pub struct Symbolizer {
     tick: u64,
     table_bytes: usize,
     notes: Vec<Note>,
-    /// When the kallsyms read started in the background ([`Config::preload_kernel`]), until
-    /// the first kernel address waits for it.
-    kernel_preload: Option<Instant>,
+    /// The class of each device's filesystem.
+    mounts: mounts::Mounts,
+    /// The binaries whose reads the current batch waits for.
+    awaited: Vec<BinaryId>,
+    /// The last request answered needed a read still in flight (or waiting for a thread).
+    in_flight: bool,
+    /// A read of the current batch waits for a thread of the pool.
+    queued: bool,
     noted: FxHashSet<u64>,
     stats: Stats,
 }
@@ -298,7 +325,10 @@ impl Symbolizer {
             notes: Vec::new(),
             noted: FxHashSet::default(),
             stats: Stats::default(),
-            kernel_preload: None,
+            mounts: mounts::Mounts::default(),
+            awaited: Vec::new(),
+            in_flight: false,
+            queued: false,
         };
         let fixed = [
             (Source::Kernel, "[kernel.kallsyms]", DsoKind::Kernel),
@@ -320,44 +350,8 @@ impl Symbolizer {
         s
     }
 
-    /// Start reading kallsyms on the loader thread without waiting for it: the first kernel
-    /// address waits for it then (within the load deadline, counted from now), so that
-    /// whoever builds the symbolizer is not held up (under a sampling storm, reading
-    /// kallsyms can take seconds).
-    fn preload_kernel(&mut self) {
-        let job = Job::Kernel {
-            kallsyms: self.config.kallsyms.clone(),
-            modules: self.config.modules.clone(),
-            max_bytes: self.config.table_budget,
-        };
-        self.stats.loads += 1;
-        self.binaries[KERNEL as usize].attempts = 1;
-        self.binaries[KERNEL as usize].last_attempt = Some(Instant::now());
-        let tag = self.tag(KERNEL);
-        match self.loader.run_waiting(job, tag, Duration::ZERO) {
-            Ok(outcome) => self.install(KERNEL, outcome),
-            Err(RunError::TimedOut) => self.kernel_preload = Some(Instant::now()),
-            Err(e) => {
-                let e = self.run_error(e);
-                self.fail(KERNEL, e)
-            }
-        }
-    }
-
-    /// Answer every request, in order, into `out` (appended).
-    pub fn resolve(&mut self, requests: &[Request], out: &mut Vec<Symbolized>) {
-        if self.loader.stuck() > 0 {
-            self.harvest();
-        }
-        out.reserve(requests.len());
-        for r in requests {
-            let s = self.resolve_one(r);
-            out.push(s);
-        }
-    }
-
-    /// Answer one request.
-    pub fn resolve_one(&mut self, r: &Request) -> Symbolized {
+    /// Answer one request with what is read already (a read it needs is started).
+    fn answer(&mut self, r: &Request) -> Symbolized {
         self.stats.requests += 1;
         match &r.target {
             Target::Kernel => self.lookup(KERNEL, r.addr, r),
@@ -582,228 +576,6 @@ impl Symbolizer {
         self.config.table_budget.saturating_sub(self.pinned_bytes())
     }
 
-    fn may_retry(&self, id: BinaryId) -> bool {
-        let b = &self.binaries[id as usize];
-        b.attempts < MAX_ATTEMPTS && b.last_attempt.is_none_or(|t| t.elapsed() >= RETRY_AFTER)
-    }
-
-    fn ensure_loaded(&mut self, id: BinaryId, r: &Request) {
-        if id == KERNEL {
-            if let Some(started) = self.kernel_preload.take() {
-                let left = self
-                    .loader
-                    .timeout()
-                    .saturating_sub(started.elapsed())
-                    .min(self.loader.wait());
-                let tag = self.tag(KERNEL);
-                match self.loader.wait_for(tag, left) {
-                    Some(outcome) => self.install(KERNEL, outcome),
-                    None => {
-                        let e = self.run_error(RunError::TimedOut);
-                        self.fail(KERNEL, e);
-                    }
-                }
-                return;
-            }
-        }
-        match &self.binaries[id as usize].state {
-            State::Loaded(_) | State::NoSymbols => return,
-            State::Failed(e) if !(e.retryable() && self.may_retry(id)) => return,
-            State::Failed(_) | State::Unloaded => {}
-        }
-        let job = match &self.binaries[id as usize].source {
-            Source::Kernel => Job::Kernel {
-                kallsyms: self.config.kallsyms.clone(),
-                modules: self.config.modules.clone(),
-                max_bytes: self.config.table_budget,
-            },
-            Source::File(f) => {
-                let Target::Mapped(m) = &r.target else {
-                    return;
-                };
-                Job::Elf(ElfJob {
-                    file: Arc::clone(f),
-                    pid: r.pid,
-                    start: m.start,
-                    end: m.start.saturating_add(m.len),
-                    debug_dirs: Arc::clone(&self.debug_dirs),
-                    max_bytes: self.room(),
-                })
-            }
-            Source::Vdso => {
-                self.load_vdso();
-                return;
-            }
-            Source::Nowhere | Source::Special | Source::PerfMap(_) => return,
-        };
-        let b = &mut self.binaries[id as usize];
-        b.attempts = b.attempts.saturating_add(1);
-        b.last_attempt = Some(Instant::now());
-        self.stats.loads += 1;
-        let tag = self.tag(id);
-        match self.loader.run(job, tag) {
-            Ok(outcome) => self.install(id, outcome),
-            Err(e) => {
-                let e = self.run_error(e);
-                self.fail(id, e)
-            }
-        }
-    }
-
-    fn run_error(&self, e: RunError) -> LoadError {
-        match e {
-            RunError::TimedOut if self.loader.deadline_cuts_waits() => LoadError::Stopping,
-            RunError::TimedOut => LoadError::TimedOut(self.loader.timeout().as_secs().max(1)),
-            RunError::Busy => LoadError::Busy,
-            RunError::Failed(m) => LoadError::Internal(m),
-        }
-    }
-
-    fn load_vdso(&mut self) {
-        let state = match vdso::own_image() {
-            Some(img) => {
-                let mut builder = table::TableBuilder::new(1 << 20);
-                let want = elf::Want {
-                    symtab: true,
-                    dynsym: true,
-                    runtime: false,
-                };
-                match elf::read(img, want, &mut builder, 1 << 20) {
-                    Ok(facts) if builder.len() > 0 => {
-                        let table = builder.build(facts.symtab_functions > 0);
-                        let bytes = table.bytes();
-                        self.table_bytes += bytes;
-                        State::Loaded(Box::new(Loaded {
-                            table: Table::Elf {
-                                table,
-                                segments: facts.segments,
-                            },
-                            interned: FxHashMap::default(),
-                            bytes,
-                            interned_bytes: 0,
-                        }))
-                    }
-                    _ => State::NoSymbols,
-                }
-            }
-            None => State::NoSymbols,
-        };
-        self.binaries[VDSO as usize].state = state;
-    }
-
-    /// Put a finished read in place.
-    fn install(&mut self, id: BinaryId, outcome: Outcome) {
-        let table = match outcome {
-            Outcome::Elf(Ok(le)) => {
-                match &le.from {
-                    SymbolsFrom::Nothing => self.note(
-                        id,
-                        match le.build_id {
-                            Some(b) => format!(
-                                "no symbols (stripped, and no debug file for build id {})",
-                                b.to_hex()
-                            ),
-                            None => {
-                                "no symbols (stripped, and no build id to find a debug file by)"
-                                    .into()
-                            }
-                        },
-                    ),
-                    SymbolsFrom::Dynsym => self.note(
-                        id,
-                        "stripped: only its exported functions are named (install its debug \
-                         file for the others)",
-                    ),
-                    SymbolsFrom::Unusable(why) => self.note(
-                        id,
-                        format!("stripped: only its exported functions are named ({why})"),
-                    ),
-                    SymbolsFrom::Symtab
-                    | SymbolsFrom::DebugFile(_)
-                    | SymbolsFrom::MiniDebugInfo => {}
-                }
-                if le.table.is_empty() {
-                    self.binaries[id as usize].state = State::NoSymbols;
-                    return;
-                }
-                Table::Elf {
-                    table: le.table,
-                    segments: le.segments,
-                }
-            }
-            Outcome::Kernel(Ok(symbols)) => {
-                let owners = symbols
-                    .owners
-                    .iter()
-                    .enumerate()
-                    .map(|(i, name)| {
-                        if i == 0 {
-                            let b = &self.binaries[KERNEL as usize];
-                            (Arc::clone(&b.dso), b.dso_key)
-                        } else {
-                            let shown = format!("[{}]", crate::text::escape(name));
-                            let key = stable_hash(("kernel module", &shown));
-                            (Dso::new(shown, DsoKind::KernelModule), key)
-                        }
-                    })
-                    .collect();
-                if symbols.bad_lines > 0 {
-                    self.note(
-                        id,
-                        format!(
-                            "{} lines of {} were not kallsyms lines: skipped",
-                            symbols.bad_lines,
-                            crate::text::escape(
-                                self.config.kallsyms.as_os_str().as_encoded_bytes()
-                            )
-                        ),
-                    );
-                }
-                Table::Kernel { symbols, owners }
-            }
-            Outcome::Kernel(Err(LoadError::Hidden)) => {
-                let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_else(|_| "?".into());
-                self.note(
-                    id,
-                    format!(
-                        "kernel symbols are hidden ({} lists every address as 0; \
-                         kernel.kptr_restrict = {restrict}): kernel samples keep their addresses. \
-                         Run as root with kernel.kptr_restrict at 0 or 1 to name them",
-                        crate::text::escape(self.config.kallsyms.as_os_str().as_encoded_bytes())
-                    ),
-                );
-                self.binaries[id as usize].state = State::NoSymbols;
-                return;
-            }
-            Outcome::Elf(Err(e)) | Outcome::Kernel(Err(e)) => {
-                self.fail(id, e);
-                return;
-            }
-            Outcome::PerfMap(r) => {
-                self.install_perf_map(id, r);
-                return;
-            }
-            Outcome::Memory(_) => return,
-        };
-        let bytes = match &table {
-            Table::Elf { table, segments } => {
-                table.bytes() + segments.len() * mem::size_of::<elf::Segment>()
-            }
-            Table::Kernel { symbols, .. } => symbols.table.bytes(),
-            Table::PerfMap(p) => p.map.bytes(),
-        };
-        self.table_bytes += bytes;
-        self.binaries[id as usize].state = State::Loaded(Box::new(Loaded {
-            table,
-            interned: FxHashMap::default(),
-            bytes,
-            interned_bytes: 0,
-        }));
-        self.evict(id);
-    }
-
     /// Drop the least recently used tables until the budget holds (never `keep`).
     fn evict(&mut self, keep: BinaryId) {
         while self.table_bytes > self.config.table_budget {
@@ -839,24 +611,6 @@ impl Symbolizer {
         }
     }
 
-    /// Results of reads that finished after their deadline.
-    fn harvest(&mut self) {
-        for (tag, outcome) in self.loader.harvest() {
-            if (tag >> 32) as u32 != self.epoch {
-                continue;
-            }
-            let id = tag as u32;
-            if id as usize >= self.binaries.len() {
-                continue;
-            }
-            if id == KERNEL {
-                // The kallsyms read started at preload came in: nobody waits for it now.
-                self.kernel_preload = None;
-            }
-            self.install(id, outcome);
-        }
-    }
-
     fn vdso(&mut self, r: &Request, m: &Mapping) -> Symbolized {
         let same = match m.file.identity() {
             FileIdentity::BuildId(b) => vdso::own_build_id() == Some(*b),
@@ -885,7 +639,12 @@ impl Symbolizer {
         let same = pid != 0
             && len == img.len() as u64
             && matches!(
-                self.loader.run(Job::Memory { pid, addr: start, len }, u64::MAX),
+                self.loader.run(
+                    Job::Memory { pid, addr: start, len },
+                    u64::MAX,
+                    Symbolizer::memory_source(),
+                    self.config.load_timeout,
+                ),
                 Ok(Outcome::Memory(Some(bytes))) if bytes == img
             );
         if self.vdso_checked.len() >= 4096 {
@@ -897,97 +656,4 @@ impl Symbolizer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_symbolizer_moves_to_its_thread() {
-        fn send<T: Send>() {}
-        send::<Symbolizer>();
-        send::<Symbolized>();
-        send::<Request>();
-        fn sync<T: Sync>() {}
-        sync::<Symbolized>();
-    }
-
-    #[test]
-    fn the_memory_bound_counts_every_cache() {
-        let c = Config::default();
-        assert!(c.memory_bound() > c.table_budget);
-        assert!(c.memory_bound() < 48 << 20, "{}", c.memory_bound());
-    }
-
-    #[test]
-    fn the_kernel_can_be_read_before_the_first_request() {
-        let dir = tempfile::tempdir().unwrap();
-        let k = dir.path().join("kallsyms");
-        std::fs::write(&k, "ffffffff81000000 T _stext\nffffffff81001000 T do_one\n").unwrap();
-        let mut s = Symbolizer::new(Config {
-            kallsyms: k,
-            preload_kernel: true,
-            ..Config::default()
-        });
-        assert_eq!(s.stats().loads, 1);
-        assert_eq!(
-            s.resolve_one(&Request::kernel(0xffffffff81000010))
-                .to_string(),
-            "_stext+0x10"
-        );
-        assert_eq!(s.stats().loads, 1);
-        assert_eq!(s.stats().loaded_binaries, 1);
-    }
-
-    #[test]
-    fn a_kallsyms_that_never_answers_holds_up_neither_the_start_nor_the_first_lookup() {
-        let dir = tempfile::tempdir().unwrap();
-        let k = dir.path().join("kallsyms");
-        let c = std::ffi::CString::new(k.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let t0 = Instant::now();
-        let mut s = Symbolizer::new(Config {
-            kallsyms: k,
-            preload_kernel: true,
-            load_timeout: Duration::from_millis(300),
-            ..Config::default()
-        });
-        assert!(
-            t0.elapsed() < Duration::from_millis(200),
-            "{:?}",
-            t0.elapsed()
-        );
-        let a = s.resolve_one(&Request::kernel(0xffffffff81000010));
-        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
-        assert_eq!(a.to_string(), UNKNOWN);
-        let notes = s.take_notes();
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        // Refused as what it is, or given up at the deadline: either way, said once.
-        assert!(
-            notes[0].message.contains("longer than") || notes[0].message.contains("FIFO"),
-            "{}",
-            notes[0]
-        );
-    }
-
-    #[test]
-    fn unknown_kernel_without_kallsyms_says_so_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Symbolizer::new(Config {
-            kallsyms: dir.path().join("none"),
-            modules: dir.path().join("none"),
-            ..Config::default()
-        });
-        let a = s.resolve_one(&Request::kernel(0xffffffff81000000));
-        assert!(!a.is_known());
-        assert_eq!(a.dso().name(), "[kernel.kallsyms]");
-        assert!(a.is_kernel());
-        let _ = s.resolve_one(&Request::kernel(0xffffffff81000010));
-        let notes = s.take_notes();
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(
-            notes[0]
-                .to_string()
-                .starts_with("[kernel.kallsyms]: cannot read")
-        );
-    }
-}
+mod tests;

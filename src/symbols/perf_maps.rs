@@ -123,6 +123,7 @@ impl Symbolizer {
             State::NoSymbols => false,
             State::Unloaded => true,
             State::Failed(e) if !e.retryable() && *e != LoadError::NotFound => false,
+            State::Loading(_) => false,
             State::Loaded(_) | State::Failed(_) => b
                 .last_attempt
                 .is_none_or(|t| t.elapsed() >= PERF_MAP_RECHECK),
@@ -143,7 +144,8 @@ impl Symbolizer {
                 max_bytes: self.room(),
             });
             let tag = self.tag(id);
-            let id = match self.loader.run(job, tag) {
+            let source = super::stable_hash(("perf maps of uid", super::load::process_uid(pid)));
+            let id = match self.loader.run(job, tag, source, self.config.load_timeout) {
                 Ok(Outcome::PerfMap(r)) => self.install_perf_map(id, r),
                 Ok(_) => id,
                 Err(e) => {
