@@ -16,6 +16,8 @@ mod interp;
 #[cfg(feature = "python")]
 pub mod ledger;
 #[cfg(feature = "python")]
+mod lookup;
+#[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
 pub mod perfstyle;
@@ -211,7 +213,7 @@ fn link(
     crossbeam_channel::Receiver<crate::pane::PaneMsg>,
     ScriptHandle,
 )> {
-    module::set_model(pipe.model().clone());
+    lookup::set_model(pipe.model().clone());
     let (to, input) = crossbeam_channel::bounded(STAGE_QUEUE);
     let (from, pane, handle) = stage.start(input, stats)?;
     Ok((pipe.with_stage(StageLink { to, from }), pane, handle))
