@@ -35,7 +35,8 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 /// Seconds of per-CPU rate history (the sparklines).
 pub const RATE_SECONDS: usize = 60;
 /// How long after a second ends its rate is final: a reader sends a batch at least every
-/// poll timeout (100 ms), so records of a second arrive within this.
+/// poll timeout ([`crate::perf::reader::POLL_TIMEOUT`], 250 ms), so records of a second
+/// arrive within this.
 const RATE_LAG_NS: u64 = 400_000_000;
 /// Lines and messages a script pane keeps.
 const PANE_LINES: usize = 1_000;
