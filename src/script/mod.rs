@@ -162,15 +162,6 @@ impl Scripts {
         ))
     }
 
-    /// The scripts' names in order (pane titles).
-    pub fn names(&self) -> Vec<String> {
-        #[cfg(feature = "python")]
-        if let Some(s) = &self.stage {
-            return s.names().to_vec();
-        }
-        Vec::new()
-    }
-
     /// For `--plain`/`--json`: put the scripts between `pipe`'s model and the writer; their
     /// pane goes to stderr or `output`.
     pub fn attach_plain(
@@ -223,10 +214,6 @@ fn link(
 /// Python, so this stays short).
 #[cfg(feature = "python")]
 const STAGE_QUEUE: usize = 64;
-
-/// The scripts of a TUI run, attached to the stream.
-/// The TUI's name for [`RunningScripts`].
-pub type ScriptsHandle = RunningScripts;
 
 /// What the end of the scripts leaves to say, once the terminal is the shell's again.
 #[derive(Debug, Default)]
