@@ -18,8 +18,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::input::{Action, map_key};
+pub use super::layout::Pane;
 use super::log::Log;
-pub use super::tasks::{TASK_ROWS, TaskEvent, TaskRow};
+pub use super::task_rows::{TASK_ROWS, TaskEvent, TaskRow};
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::monitor::MonitorInfo;
@@ -414,18 +415,6 @@ impl Narrow {
     }
 }
 
-/// The panes that take focus, in Tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pane {
-    Cpus,
-    Tasks,
-    Symbols,
-    Top,
-    /// The pane of the `i`-th script (each script has its own).
-    Script(usize),
-    Log,
-}
-
 /// The filter being edited (`/`).
 #[derive(Clone, Debug)]
 pub struct FilterEdit {
@@ -673,7 +662,7 @@ impl App {
                 n.pids.insert(t.pid);
             }
         }
-        let row = super::tasks::row_of(&ev, tasks);
+        let row = super::task_rows::row_of(&ev, tasks);
         if let Some(row) = row {
             self.push_task_row(row);
         }

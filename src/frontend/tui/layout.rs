@@ -12,7 +12,17 @@
 
 use ratatui::layout::Rect;
 
-use super::app::Pane;
+/// The panes that take focus, in Tab order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pane {
+    Cpus,
+    Tasks,
+    Symbols,
+    Top,
+    /// The pane of the `i`-th script (each script has its own).
+    Script(usize),
+    Log,
+}
 
 /// The narrowest a key column may be.
 pub const KEY_COLUMN: u16 = 15;

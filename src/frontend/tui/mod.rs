@@ -13,11 +13,13 @@ pub mod app;
 pub mod input;
 pub mod layout;
 pub mod log;
+pub mod task_rows;
 pub mod tasks;
 pub mod terminal;
 pub mod top_symbols;
 pub mod tree;
 pub mod ui;
+mod widgets;
 
 use std::io::{self, Write};
 use std::sync::Arc;
