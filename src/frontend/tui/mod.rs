@@ -13,6 +13,7 @@ pub mod app;
 pub mod input;
 pub mod layout;
 pub mod log;
+pub mod rates;
 pub mod task_rows;
 pub mod tasks;
 pub mod terminal;
