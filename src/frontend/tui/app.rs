@@ -80,12 +80,12 @@ impl AppConfig {
     }
 
     /// Whether a watched event takes samples (true when the events are not known).
-    pub fn samples(&self) -> bool {
+    pub(crate) fn samples(&self) -> bool {
         self.events.is_empty() || self.events.iter().any(|d| !is_dummy(d))
     }
 
     /// The formats of the tracepoints being watched (what the filter's field keys name).
-    pub fn formats(&self) -> Vec<&crate::perf::tracepoint::Format> {
+    pub(crate) fn formats(&self) -> Vec<&crate::perf::tracepoint::Format> {
         self.events
             .iter()
             .filter_map(|d| d.format.as_ref())
@@ -94,7 +94,7 @@ impl AppConfig {
 }
 
 impl AppConfig {
-    pub fn from_info(info: &MonitorInfo, history: usize, start_ns: u64) -> AppConfig {
+    pub(crate) fn from_info(info: &MonitorInfo, history: usize, start_ns: u64) -> AppConfig {
         let unit = if info.event.is_clock() {
             RateUnit::Utilisation
         } else if info.event.is_dummy() || info.event.is_tracepoint() {
@@ -140,7 +140,7 @@ pub enum TopSort {
 }
 
 impl TopSort {
-    pub fn next(self) -> TopSort {
+    pub(crate) fn next(self) -> TopSort {
         match self {
             TopSort::Samples => TopSort::Id,
             TopSort::Id => TopSort::Name,
@@ -148,7 +148,7 @@ impl TopSort {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TopSort::Samples => "samples",
             TopSort::Id => "id",
@@ -168,7 +168,7 @@ pub struct Narrow {
 impl Narrow {
     /// The set the views select by (None: not narrowed). Of the field, not of the app, so
     /// that a pane of the app can be borrowed mutably beside it.
-    pub fn pids_of(narrow: &Option<Narrow>) -> super::log::Narrowed<'_> {
+    pub(crate) fn pids_of(narrow: &Option<Narrow>) -> super::log::Narrowed<'_> {
         narrow.as_ref().map(|n| &n.pids)
     }
 }
@@ -185,10 +185,10 @@ pub struct FilterEdit {
 
 /// The whole state of the TUI.
 pub struct App {
-    pub cfg: AppConfig,
+    pub(crate) cfg: AppConfig,
     /// Rates of the other events of the list, and the IPC pair.
-    pub event_rates: EventRates,
-    pub rates: Rates,
+    pub(crate) event_rates: EventRates,
+    pub(crate) rates: Rates,
     /// The process model (written by the pipeline; the app only reads it).
     pub(super) model: ModelHandle,
     task_rows: VecDeque<TaskRow>,
@@ -197,9 +197,9 @@ pub struct App {
     /// The threads of the last closed second: (pid, tid, samples), most first.
     top_threads: Vec<(u32, u32, u64)>,
     /// `H`: Top tasks per thread rather than per process.
-    pub per_thread: bool,
+    pub(crate) per_thread: bool,
     /// `s` on Top tasks: its order.
-    pub top_sort: TopSort,
+    pub(crate) top_sort: TopSort,
     /// The top tasks of the last closed second: (pid, samples), and all samples.
     top: Vec<(u32, u64)>,
     top_total: u64,
@@ -211,30 +211,30 @@ pub struct App {
     /// live state goes on underneath (the status bar shows its counters) and is shown again
     /// on resume.
     frozen: Option<Box<App>>,
-    pub totals: Totals,
+    pub(crate) totals: Totals,
     rate_mark: Option<(u64, u64)>,
     /// Records per second over the last second (from the counters).
-    pub records_per_sec: f64,
-    pub now_ns: u64,
-    pub paused: bool,
-    pub show_help: bool,
-    pub edit: Option<FilterEdit>,
+    pub(crate) records_per_sec: f64,
+    pub(crate) now_ns: u64,
+    pub(crate) paused: bool,
+    pub(crate) show_help: bool,
+    pub(crate) edit: Option<FilterEdit>,
     pub focus: Pane,
     /// Rows scrolled back from the newest (0: following the tail).
-    pub log_scroll: usize,
-    pub task_scroll: usize,
+    pub(crate) log_scroll: usize,
+    pub(crate) task_scroll: usize,
     /// Rows scrolled down from the top.
-    pub top_scroll: usize,
-    pub cpu_scroll: usize,
-    pub scripts: Vec<ScriptPane>,
+    pub(crate) top_scroll: usize,
+    pub(crate) cpu_scroll: usize,
+    pub(crate) scripts: Vec<ScriptPane>,
     /// The Top symbols pane (shown once a named sample came).
-    pub symbols: super::top_symbols::TopSymbols,
+    pub(crate) symbols: super::top_symbols::TopSymbols,
     /// `t`: the task pane shows the process tree rather than the stream.
-    pub tree: bool,
+    pub(crate) tree: bool,
     /// The selected row of the tree, from the top.
-    pub tree_sel: usize,
+    pub(crate) tree_sel: usize,
     /// The process on that row: the selection follows it when rows above come and go.
-    pub tree_pid: Option<u32>,
+    pub(crate) tree_pid: Option<u32>,
     /// The selected row is the one of that process's folded exited children.
     tree_exited: bool,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
@@ -242,23 +242,23 @@ pub struct App {
     /// The model's count of re-parented orphans when the narrowed set last followed it.
     reparents: u64,
     /// A message for the footer (e.g. why a key did nothing).
-    pub message: Option<String>,
-    pub quit: bool,
+    pub(crate) message: Option<String>,
+    pub(crate) quit: bool,
     /// Rows of the focused pane at the last draw: the PgUp/PgDn step.
-    pub page_rows: Cell<usize>,
+    pub(crate) page_rows: Cell<usize>,
     /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
     /// stream cannot show; None: trust the model (tests).
-    pub proc_alive: Option<fn(u32) -> bool>,
+    pub(crate) proc_alive: Option<fn(u32) -> bool>,
     /// Where each pane was drawn last: what a mouse click lands on.
-    pub areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
+    pub(crate) areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
     /// The middle panes that did not fit at the last draw (Tab shows them).
-    pub folded: std::cell::RefCell<Vec<Pane>>,
+    pub(crate) folded: std::cell::RefCell<Vec<Pane>>,
     /// The middle pane focused last while folded: shown in the row's last place.
-    pub pick: Option<Pane>,
+    pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
-    pub zoom: bool,
+    pub(crate) zoom: bool,
     /// Columns the log is scrolled to the right (Right/Left on the log).
-    pub log_hscroll: usize,
+    pub(crate) log_hscroll: usize,
 }
 
 impl App {
@@ -317,7 +317,7 @@ impl App {
     }
 
     /// The process model, for lookups (drawing).
-    pub fn tasks(&self) -> std::sync::RwLockReadGuard<'_, ProcessModel> {
+    pub(crate) fn tasks(&self) -> std::sync::RwLockReadGuard<'_, ProcessModel> {
         self.model.read()
     }
 
@@ -338,18 +338,18 @@ impl App {
         self.log.set_filter(filter, &model.read(), narrow);
     }
 
-    pub fn filter(&self) -> &Filter {
+    pub(crate) fn filter(&self) -> &Filter {
         self.log.filter()
     }
 
     /// Are periodic samples in the log (`S`, or a filter naming them)?
-    pub fn samples_in_log(&self) -> bool {
+    pub(crate) fn samples_in_log(&self) -> bool {
         self.log.samples_shown()
     }
 
     /// The name of task `pid` as shown: the latest, or on a paused view the one it had at
     /// the pause.
-    pub fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
+    pub(crate) fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
         let c = match self.paused {
             true => tasks.comm_at(pid, self.now_ns).or_else(|| tasks.comm(pid)),
             false => tasks.comm(pid),
@@ -358,7 +358,7 @@ impl App {
     }
 
     /// What the panes show: the snapshot taken at the pause, or the live state.
-    pub fn view(&self) -> &App {
+    pub(crate) fn view(&self) -> &App {
         self.frozen.as_deref().unwrap_or(self)
     }
 
@@ -407,7 +407,7 @@ impl App {
     }
 
     /// Feed `--folded FILE` with every event the TUI takes, in time order.
-    pub fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
+    pub(crate) fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
         self.folding = folding;
     }
 
@@ -449,7 +449,7 @@ impl App {
     }
 
     /// Entries held in the log's history (before the filter), and of them periodic samples.
-    pub fn log_held(&self) -> (usize, usize) {
+    pub(crate) fn log_held(&self) -> (usize, usize) {
         self.log.held()
     }
 
@@ -464,7 +464,7 @@ impl App {
     }
 
     /// The entries `[start, end)` of the log view.
-    pub fn log_range(&self, start: usize, end: usize) -> Vec<&Event> {
+    pub(crate) fn log_range(&self, start: usize, end: usize) -> Vec<&Event> {
         self.log.range(start, end)
     }
 
@@ -475,7 +475,7 @@ impl App {
 
     /// The top tasks of the last second: (pid, samples), most first, and all samples.
     /// The rates of the event with list index `index` (the main one or another).
-    pub fn rates_of(&self, index: u16) -> Option<&Rates> {
+    pub(crate) fn rates_of(&self, index: u16) -> Option<&Rates> {
         if Some(index) == self.event_rates.main {
             return Some(&self.rates);
         }
@@ -488,7 +488,7 @@ impl App {
 
     /// Instructions per cycle of CPU row `i` (the all-CPU row is `cpus.len()`) over the
     /// latest final second, when both cycles and instructions are open.
-    pub fn ipc(&self, i: usize) -> Option<f64> {
+    pub(crate) fn ipc(&self, i: usize) -> Option<f64> {
         let (c, n) = self.event_rates.ipc_pair?;
         let cycles = self.rates_of(c)?.latest(i)?;
         let instructions = self.rates_of(n)?.latest(i)?;
@@ -496,11 +496,11 @@ impl App {
     }
 
     /// Whether the per-CPU pane has an IPC column.
-    pub fn has_ipc(&self) -> bool {
+    pub(crate) fn has_ipc(&self) -> bool {
         self.event_rates.ipc_pair.is_some()
     }
 
-    pub fn top(&self) -> (&[(u32, u64)], u64) {
+    pub(crate) fn top(&self) -> (&[(u32, u64)], u64) {
         (&self.top, self.top_total)
     }
 
@@ -585,7 +585,7 @@ impl App {
     }
 
     /// The panes in Tab order (the script pane only when a script sent something).
-    pub fn panes(&self) -> Vec<Pane> {
+    pub(crate) fn panes(&self) -> Vec<Pane> {
         let mut v = vec![Pane::Cpus, Pane::Tasks];
         if self.symbols.has_samples() {
             v.push(Pane::Symbols);
@@ -616,13 +616,13 @@ impl App {
 
     /// The processes the views are narrowed to (it and its children, growing as they
     /// fork): the one set the log, Top tasks and Top symbols all select by.
-    pub fn narrowed(&self) -> super::log::Narrowed<'_> {
+    pub(crate) fn narrowed(&self) -> super::log::Narrowed<'_> {
         Narrow::pids_of(&self.narrow)
     }
 
     /// The selected row of `rows` (the tree as shown now): the selected process's, while it
     /// is in the tree, else the same place.
-    pub fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
+    pub(crate) fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
         self.tree_pid
             .and_then(|pid| {
                 rows.iter()
@@ -640,7 +640,7 @@ impl App {
 
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
     /// when narrowed, in the chosen order.
-    pub fn top_rows(&self) -> Vec<(u32, u64)> {
+    pub(crate) fn top_rows(&self) -> Vec<(u32, u64)> {
         let keep = |pid: &u32| self.narrowed().is_none_or(|n| n.contains(pid));
         let mut rows: Vec<(u32, u64)> = if self.per_thread {
             self.top_threads
@@ -668,13 +668,13 @@ impl App {
     }
 
     /// `c`: forget the log (the counters are kept).
-    pub fn clear_log(&mut self) {
+    pub(crate) fn clear_log(&mut self) {
         self.log.clear();
         self.log_scroll = 0;
     }
 
     /// Seconds since monitoring started.
-    pub fn elapsed_secs(&self) -> f64 {
+    pub(crate) fn elapsed_secs(&self) -> f64 {
         self.now_ns.saturating_sub(self.cfg.start_ns) as f64 / NS as f64
     }
 }
