@@ -10,12 +10,12 @@
 //! (unless a filter with free words is active), keeps names as fixed 16-byte arrays, and only
 //! appends to bounded rings. Text is formatted at draw time, for the visible rows only.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::input::{Action, map_key};
+use super::layout::Drawn;
 pub use super::layout::Pane;
 use super::log::Log;
 pub use super::rates::{EventRates, RATE_SECONDS, RateUnit, Rates, ipc};
@@ -244,15 +244,12 @@ pub struct App {
     /// A message for the footer (e.g. why a key did nothing).
     pub(crate) message: Option<String>,
     pub(crate) quit: bool,
-    /// Rows of the focused pane at the last draw: the PgUp/PgDn step.
-    pub(crate) page_rows: Cell<usize>,
+    /// What the last frame drew where (see [`Drawn`]): given by the drawing, kept for the
+    /// keys and the mouse.
+    pub(crate) drawn: Drawn,
     /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
     /// stream cannot show; None: trust the model (tests).
     pub(crate) proc_alive: Option<fn(u32) -> bool>,
-    /// Where each pane was drawn last: what a mouse click lands on.
-    pub(crate) areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
-    /// The middle panes that did not fit at the last draw (Tab shows them).
-    pub(crate) folded: std::cell::RefCell<Vec<Pane>>,
     /// The middle pane focused last while folded: shown in the row's last place.
     pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
@@ -299,10 +296,8 @@ impl App {
             reparents: 0,
             message: None,
             quit: false,
-            page_rows: Cell::new(10),
+            drawn: Drawn::default(),
             proc_alive: None,
-            areas: Default::default(),
-            folded: Default::default(),
             pick: None,
             zoom: false,
             log_hscroll: 0,
@@ -360,6 +355,15 @@ impl App {
     /// What the panes show: the snapshot taken at the pause, or the live state.
     pub(crate) fn view(&self) -> &App {
         self.frozen.as_deref().unwrap_or(self)
+    }
+
+    /// Keep what a frame drew where, for the view it drew (the held one while paused, whose
+    /// keys it serves).
+    pub(crate) fn set_drawn(&mut self, drawn: Drawn) {
+        match self.frozen.as_deref_mut() {
+            Some(view) => view.drawn = drawn,
+            None => self.drawn = drawn,
+        }
     }
 
     /// An ordered chunk from the pipeline (whose model already knows its events).

@@ -32,7 +32,8 @@ fn lifetime(ns: u64) -> String {
     }
 }
 
-pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
+/// Draw the process tree; returns its rows (the PgUp/PgDn step).
+pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
     use super::tree::Mark;
     let rows = app.tree_rows();
     let processes: usize = rows.iter().map(|r| r.exited.max(1)).sum();
@@ -50,7 +51,6 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     };
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below).max(1) as usize;
-    app.page_rows.set(visible);
     const TREE_WIDTHS: [u16; 4] = [7, 0, 5, 6];
     let name_w = grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
     let start = sel.saturating_sub(visible - 1);
@@ -105,6 +105,7 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
         cells,
     );
     draw_detail(f, detail, inner, below);
+    visible
 }
 
 /// The selected process's whole command line, wrapped, and what it ran: for an exec at
@@ -168,10 +169,11 @@ fn draw_detail(f: &mut Frame, lines: Vec<Line<'static>>, inner: Rect, rows: u16)
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), r);
 }
 
-pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
+/// Draw the task pane (the stream, or the tree with `t`); returns its rows (the PgUp/PgDn
+/// step).
+pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     if app.tree {
-        draw_tree(f, area, app);
-        return;
+        return draw_tree(f, area, app);
     }
     let rows_all = app.task_rows();
     let title = format!(
@@ -193,7 +195,6 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     };
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below) as usize;
-    app.page_rows.set(visible.max(1));
     // The selected row is the last of `window`; near the oldest, the page still fills.
     let (start, end) = window(rows_all.len(), app.task_scroll, visible);
     let selected_at = end.checked_sub(1);
@@ -237,6 +238,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     draw_grid(f, block, area, &widths, STREAM_HEADER, rows);
     drop(tasks);
     draw_detail(f, detail, inner, below);
+    visible.max(1)
 }
 
 /// The widths of the task stream's columns in `inner` columns: the parent's a third of what

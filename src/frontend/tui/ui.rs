@@ -15,7 +15,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
 
 use super::app::{App, RateUnit};
 use super::input::KEYS;
-use super::layout::Pane;
+use super::layout::{Drawn, Pane};
 use super::widgets::{draw_grid, hms, pane_block, rel, scroll_note, shown_rows, si, window};
 use crate::event::{Event, RecordType};
 use crate::filter::SYNTAX_HELP;
@@ -24,20 +24,26 @@ use crate::filter::SYNTAX_HELP;
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 18;
 
-/// Draw one frame into any backend.
-pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Error> {
-    term.draw(|f| draw(f, app)).map(|_| ())
+/// Draw one frame into any backend, and keep in `app` what it drew where.
+pub fn render<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<(), B::Error> {
+    let mut drawn = None;
+    term.draw(|f| drawn = draw(f, app))?;
+    if let Some(d) = drawn {
+        app.set_drawn(d);
+    }
+    Ok(())
 }
 
 /// Draw the whole screen: the status bar from the live state, the panes from what they show
 /// (the snapshot taken at a pause, else the live state), where [`super::layout`] puts them.
-pub fn draw(f: &mut Frame, live: &App) {
+/// Returns what it drew where; None on a terminal too small to draw the panes.
+pub fn draw(f: &mut Frame, live: &App) -> Option<Drawn> {
     use super::layout::{Spec, layout};
     let app = live.view();
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_too_small(f, area);
-        return;
+        return None;
     }
     let footer = match &app.edit {
         Some(e) if e.error.is_some() => 2,
@@ -66,10 +72,11 @@ pub fn draw(f: &mut Frame, live: &App) {
         }
     };
     let mut areas = Vec::new();
+    let mut task_rows = None;
     for &(pane, r) in &drawn {
         match pane {
             Pane::Cpus => draw_cpus(f, r, app),
-            Pane::Tasks => super::tasks::draw_tasks(f, r, app),
+            Pane::Tasks => task_rows = Some(super::tasks::draw_tasks(f, r, app)),
             Pane::Symbols => draw_symbols(f, r, app),
             Pane::Top => draw_top(f, r, app),
             Pane::Log => draw_log(f, r, app),
@@ -90,21 +97,25 @@ pub fn draw(f: &mut Frame, live: &App) {
         .iter()
         .find(|(p, _)| *p == app.focus)
         .map_or(l.log, |(_, r)| *r);
-    *app.areas.borrow_mut() = areas;
-    *app.folded.borrow_mut() = l.folded.clone();
     // Rows inside the borders, less the header row of the panes that have one (the task
     // pane says itself: its detail lines take rows too).
     let chrome = match app.focus {
         Pane::Log | Pane::Script(_) => 2,
         _ => 3,
     };
-    if app.focus != Pane::Tasks {
-        app.page_rows
-            .set(focused.height.saturating_sub(chrome).max(1) as usize);
-    }
+    let page_rows = match (app.focus, task_rows) {
+        (Pane::Tasks, Some(rows)) => rows,
+        (Pane::Tasks, None) => app.drawn.page_rows,
+        _ => focused.height.saturating_sub(chrome).max(1) as usize,
+    };
     if app.show_help {
         draw_help(f, area);
     }
+    Some(Drawn {
+        areas,
+        folded: l.folded,
+        page_rows,
+    })
 }
 
 /// Split `area` into rows of the given heights (clipped to the area).

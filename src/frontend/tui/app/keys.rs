@@ -49,8 +49,8 @@ impl App {
             Action::FocusPrev => self.move_focus(-1),
             Action::Up(n) => self.scroll(-(n as isize)),
             Action::Down(n) => self.scroll(n as isize),
-            Action::PageUp => self.scroll(-(self.page_rows.get().max(1) as isize)),
-            Action::PageDown => self.scroll(self.page_rows.get().max(1) as isize),
+            Action::PageUp => self.scroll(-(self.drawn.page_rows.max(1) as isize)),
+            Action::PageDown => self.scroll(self.drawn.page_rows.max(1) as isize),
             Action::Home => self.scroll(isize::MIN / 2),
             Action::End => self.scroll(isize::MAX / 2),
             Action::Clear => self.clear_log(),
@@ -228,8 +228,8 @@ impl App {
     /// selected (the tree, Top tasks, Top symbols).
     fn click(&mut self, x: u16, y: u16) {
         let hit = self
+            .drawn
             .areas
-            .borrow()
             .iter()
             .copied()
             .find(|(_, r)| x >= r.x && x < r.x + r.width && y >= r.y && y < r.y + r.height);
@@ -341,10 +341,8 @@ impl App {
             reparents: self.reparents,
             message: None,
             quit: false,
-            page_rows: self.page_rows.clone(),
+            drawn: self.drawn.clone(),
             proc_alive: self.proc_alive,
-            areas: self.areas.clone(),
-            folded: self.folded.clone(),
             pick: self.pick,
             zoom: self.zoom,
             log_hscroll: self.log_hscroll,
@@ -358,14 +356,14 @@ impl App {
         self.focus = panes[((i + step) % n + n) as usize % panes.len()];
         // A pane that did not fit takes the middle row's last place while focused there.
         let column = super::super::layout::column_of(self.focus);
-        if self.folded.borrow().contains(&column) {
+        if self.drawn.folded.contains(&column) {
             self.pick = Some(self.focus);
         }
     }
 
     /// Scroll the focused pane: negative is up (older for the streams).
     fn scroll(&mut self, delta: isize) {
-        let page = self.page_rows.get().max(1);
+        let page = self.drawn.page_rows.max(1);
         let back = |off: usize, delta: isize, len: usize| -> usize {
             // Streams count rows back from the newest: up (negative) goes further back, until
             // the oldest row is at the top of a full page.

@@ -256,11 +256,11 @@ fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
     app.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
     assert_eq!(
         app.log_scroll,
-        110 - app.page_rows.get(),
+        110 - app.drawn.page_rows,
         "Home: the oldest row at the top of a full page"
     );
     app.on_key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 110 - app.page_rows.get(), "no further");
+    assert_eq!(app.log_scroll, 110 - app.drawn.page_rows, "no further");
     app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
     app.on_key(key(' '));
     assert!(app.paused);
