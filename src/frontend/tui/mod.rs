@@ -10,6 +10,7 @@
 //! summary is printed by the caller after [`run`] returns, on the normal screen.
 
 pub mod app;
+mod cpus;
 pub mod input;
 pub mod layout;
 pub mod log;
