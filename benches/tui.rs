@@ -160,7 +160,7 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
         if Instant::now() >= next_frame {
             let c = thread_cpu_ns();
             app.on_tick(start_ns + (b + 1) * BATCH_EVERY.as_nanos() as u64);
-            ui::render(&mut term, &app).expect("render");
+            ui::render(&mut term, &mut app).expect("render");
             render_ns += thread_cpu_ns() - c;
             frames += 1;
             next_frame += FRAME_EVERY;

@@ -37,7 +37,7 @@ EXIT STATUS:
 
 /// The text after the options: examples, permissions, the filter syntax (one copy, shared
 /// with the TUI's help overlay) and the exit statuses. The man page's sections are made from
-/// it too (`--generate man`, see [`crate::generate`]): a heading is a line in capitals ending
+/// it too (`--generate man`, see the `generate` module): a heading is a line in capitals ending
 /// in `:`, an entry is a line with two columns.
 pub fn after_help() -> String {
     format!(
@@ -191,7 +191,23 @@ pub struct Cli {
     /// Print the man page (roff) or a completion script for bash, zsh, fish or PowerShell on
     /// stdout, and exit.
     #[arg(long = "generate", value_name = "KIND", value_enum, exclusive = true)]
-    pub generate: Option<crate::generate::Generate>,
+    pub generate: Option<Generate>,
+}
+
+/// What `--generate` writes on stdout (written by the `generate` module, which reads this
+/// definition; the values live here so that the definition imports nothing above it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generate {
+    /// The man page (roff), e.g. `perfwatch --generate man > /usr/local/share/man/man1/perfwatch.1`.
+    Man,
+    /// A bash completion script.
+    CompleteBash,
+    /// A zsh completion script (`_perfwatch`).
+    CompleteZsh,
+    /// A fish completion script.
+    CompleteFish,
+    /// A PowerShell completion script.
+    CompletePowershell,
 }
 
 /// How call chains are recorded (`--call-graph`).

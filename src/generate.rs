@@ -15,22 +15,7 @@ use clap::builder::PossibleValuesParser;
 use clap_complete::Shell;
 use roff::{Roff, bold, roman};
 
-use crate::cli::Cli;
-
-/// What `--generate` writes on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Generate {
-    /// The man page (roff), e.g. `perfwatch --generate man > /usr/local/share/man/man1/perfwatch.1`.
-    Man,
-    /// A bash completion script.
-    CompleteBash,
-    /// A zsh completion script (`_perfwatch`).
-    CompleteZsh,
-    /// A fish completion script.
-    CompleteFish,
-    /// A PowerShell completion script.
-    CompletePowershell,
-}
+use crate::cli::{Cli, Generate};
 
 /// Write what `kind` asks for to `out`.
 pub fn generate(kind: Generate, out: &mut dyn Write) -> io::Result<()> {

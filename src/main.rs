@@ -25,7 +25,7 @@ fn main() -> ExitCode {
 
 /// `--generate KIND`: the man page or a completion script on stdout. A closed pipe is not an
 /// error (`perfwatch --generate man | head`).
-fn generate(kind: perfwatch::generate::Generate) -> ExitCode {
+fn generate(kind: perfwatch::cli::Generate) -> ExitCode {
     match perfwatch::generate::generate(kind, &mut std::io::stdout().lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

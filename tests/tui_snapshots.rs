@@ -83,7 +83,7 @@ fn app() -> App {
 
 /// The 110×36 screen of `a`, which must show each of `says`.
 #[track_caller]
-fn shows(a: &App, says: &[&str]) -> String {
+fn shows(a: &mut App, says: &[&str]) -> String {
     let s = screen(a, 110, 36);
     for w in says {
         assert!(s.contains(w), "{w:?} not shown:\n{s}");
@@ -91,7 +91,7 @@ fn shows(a: &App, says: &[&str]) -> String {
     s
 }
 
-fn screen(app: &App, w: u16, h: u16) -> String {
+fn screen(app: &mut App, w: u16, h: u16) -> String {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
     ui::render(&mut term, app).unwrap();
     term.backend().to_string()
@@ -109,7 +109,7 @@ fn type_text(app: &mut App, s: &str) {
 
 #[test]
 fn normal_screen() {
-    let s = screen(&app(), 110, 36);
+    let s = screen(&mut app(), 110, 36);
     assert!(s.contains("cpu0   100.0%"), "{s}");
     assert!(s.contains("cc\\x1b[31m"), "escaped comm: {s}");
     assert!(!s.contains('\x1b'));
@@ -121,7 +121,7 @@ fn paused_screen() {
     let mut a = app();
     key(&mut a, KeyCode::Char(' '));
     a.on_events([comm(600, T0 + 4 * NS, b"late")]);
-    let s = shows(&a, &["PAUSED"]);
+    let s = shows(&mut a, &["PAUSED"]);
     assert!(!s.contains("late"), "the rename came after the pause: {s}");
     insta::assert_snapshot!(s);
 }
@@ -134,7 +134,7 @@ fn filter_editing_with_an_error() {
     key(&mut a, KeyCode::Enter);
     key(&mut a, KeyCode::Char('/'));
     type_text(&mut a, " colour:red");
-    let s = shows(&a, &["unknown filter key 'colour'"]);
+    let s = shows(&mut a, &["unknown filter key 'colour'"]);
     assert!(
         s.contains("Event log (4/"),
         "the previous filter stays: {s}"
@@ -146,13 +146,13 @@ fn filter_editing_with_an_error() {
 fn help_overlay() {
     let mut a = app();
     key(&mut a, KeyCode::Char('?'));
-    let s = shows(&a, &["comm:bash"]);
+    let s = shows(&mut a, &["comm:bash"]);
     insta::assert_snapshot!(s);
 }
 
 #[test]
 fn tiny_terminal() {
-    let s = screen(&app(), 40, 10);
+    let s = screen(&mut app(), 40, 10);
     assert!(s.contains("enlarge the terminal"), "{s}");
     insta::assert_snapshot!(s);
 }
@@ -169,7 +169,7 @@ fn a_script_pane_comes_before_top_tasks() {
         text: "Traceback: boom".into(),
         is_error: true,
     });
-    let s = screen(&a, 110, 36);
+    let s = screen(&mut a, 110, 36);
     assert!(
         s.contains("Script: count.py") && s.contains("forks: 2"),
         "{s}"
@@ -194,7 +194,7 @@ fn two_scripts_each_have_their_pane_on_160x50() {
         text: "printed".into(),
         is_error: false,
     });
-    let s = screen(&a, 160, 50);
+    let s = screen(&mut a, 160, 50);
     for want in [
         "Script: count.py",
         "execs: 2",
@@ -211,7 +211,7 @@ fn two_scripts_each_have_their_pane_on_160x50() {
 fn process_tree() {
     let mut a = app();
     key(&mut a, KeyCode::Char('t'));
-    let s = shows(&a, &["Process tree ("]);
+    let s = shows(&mut a, &["Process tree ("]);
     assert!(
         s.lines()
             .any(|l| l.contains("└─ make") && l.contains("exited")),
@@ -239,7 +239,7 @@ fn a_fork_storm_is_one_row_in_the_tree() {
     a.on_events(evs);
     a.on_tick(T0 + 5 * NS);
     key(&mut a, KeyCode::Char('t'));
-    let s = screen(&a, 120, 40);
+    let s = screen(&mut a, 120, 40);
     assert!(
         s.contains("+1500 exited: true ×1485, sh ×15"),
         "one row for the storm:\n{s}"
@@ -253,7 +253,7 @@ fn narrowed_to_a_process_and_its_children() {
     let mut a = app();
     a.set_narrow(Some(500));
     let s = shows(
-        &a,
+        &mut a,
         &[
             "Event log of 500 bash (+children)",
             "Top tasks of 500 bash (+children)",
@@ -271,7 +271,7 @@ fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
     use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
     let mut a = app();
     key(&mut a, KeyCode::Char('t'));
-    let s = screen(&a, 110, 36);
+    let s = screen(&mut a, 110, 36);
     // The tree's rows: click the one of pid 700 (make, under bash).
     let (y, line) = s
         .lines()
@@ -296,9 +296,9 @@ fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
     key(&mut a, KeyCode::Esc);
     // Right on the log: the records move left, the times stay.
     a.focus = perfwatch::frontend::tui::app::Pane::Log;
-    let before = screen(&a, 110, 36);
+    let before = screen(&mut a, 110, 36);
     key(&mut a, KeyCode::Right);
-    let after = screen(&a, 110, 36);
+    let after = screen(&mut a, 110, 36);
     assert!(after.contains("[→8]"), "{after}");
     let fork = |t: &str| {
         t.lines()
@@ -309,7 +309,7 @@ fn a_click_focuses_and_selects_and_right_scrolls_the_log_sideways() {
     assert!(fork(&before).contains("cpu: 1, pid: 500"), "{before}");
     assert!(fork(&after).contains("1.100 pid: 500"), "{after}");
     key(&mut a, KeyCode::Left);
-    assert_eq!(screen(&a, 110, 36), before);
+    assert_eq!(screen(&mut a, 110, 36), before);
 }
 
 /// A busy system-wide run with call chains: `spin` in `hot_b` (through `middle` and
@@ -394,7 +394,7 @@ fn busy() -> App {
 /// is folded behind Tab, and the status bar says so.
 #[track_caller]
 fn readable_at(w: u16, h: u16, shown: &[&str], folded: &str) -> String {
-    let s = screen(&busy(), w, h);
+    let s = screen(&mut busy(), w, h);
     for want in shown {
         assert!(s.contains(want), "{w}x{h}: {want:?} not shown:\n{s}");
     }
@@ -452,12 +452,12 @@ fn the_selected_task_shows_its_whole_command_line_and_what_ran() {
         7,
     )]);
     a.focus = perfwatch::frontend::tui::app::Pane::Tasks;
-    screen(&a, 80, 30);
+    screen(&mut a, 80, 30);
     // Up from the newest (sleep's exit) to dd's exec, three rows back.
     for _ in 0..3 {
         key(&mut a, KeyCode::Up);
     }
-    let s = screen(&a, 80, 30);
+    let s = screen(&mut a, 80, 30);
     assert!(
         s.contains("601 dd if=/dev/zero of=/dev/null bs=1 count=20000000"),
         "{s}"
@@ -471,12 +471,12 @@ fn the_selected_task_shows_its_whole_command_line_and_what_ran() {
     for _ in 0..at {
         key(&mut a, KeyCode::Down);
     }
-    let s = screen(&a, 120, 40);
+    let s = screen(&mut a, 120, 40);
     assert!(
         s.contains("600 /usr/local/bin/spin --threads 1 --seconds 600"),
         "{s}"
     );
-    let s = screen(&a, 160, 45);
+    let s = screen(&mut a, 160, 45);
     assert!(
         s.lines()
             .any(|l| l.contains("comm: dd }") && l.contains("argv: dd if=/dev/zero")),
@@ -488,13 +488,13 @@ fn the_selected_task_shows_its_whole_command_line_and_what_ran() {
 #[test]
 fn tab_brings_a_folded_pane_and_z_zooms() {
     let mut a = busy();
-    screen(&a, 80, 24);
+    screen(&mut a, 80, 24);
     // Log → CPUs → Tasks → Top symbols → Top tasks.
     for _ in 0..4 {
         a.on_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
     }
     assert_eq!(a.focus, perfwatch::frontend::tui::app::Pane::Top);
-    let s = screen(&a, 80, 24);
+    let s = screen(&mut a, 80, 24);
     assert!(
         s.contains("Top tasks (samples") && s.contains("kdamond.0"),
         "{s}"
@@ -507,18 +507,18 @@ fn tab_brings_a_folded_pane_and_z_zooms() {
         "{s}"
     );
     key(&mut a, KeyCode::Char('z'));
-    let s = screen(&a, 80, 24);
+    let s = screen(&mut a, 80, 24);
     assert!(s.contains("zoomed: Top tasks (z)"), "{s}");
     assert!(!s.contains("Event log"), "{s}");
     key(&mut a, KeyCode::Char('z'));
-    assert!(screen(&a, 80, 24).contains("Event log"));
+    assert!(screen(&mut a, 80, 24).contains("Event log"));
 }
 
 #[test]
 fn resizing_relays_out() {
-    let a = app();
+    let mut a = app();
     for (w, h) in [(60, 18), (80, 24), (200, 60)] {
-        let s = screen(&a, w, h);
+        let s = screen(&mut a, w, h);
         assert!(s.contains("Event log"), "{w}x{h}: {s}");
         assert!(!s.contains("enlarge"), "{w}x{h}");
     }
@@ -554,7 +554,7 @@ fn several_events_with_ipc() {
     }
     app.on_events(evs);
     app.on_tick(T0 + 3 * NS + NS / 2);
-    let s = screen(&app, 110, 36);
+    let s = screen(&mut app, 110, 36);
     assert!(
         s.contains("cycles per second (last minute) · instructions · sched:sched_switch · IPC"),
         "{s}"

@@ -17,6 +17,8 @@ mod interp;
 #[cfg(feature = "python")]
 pub mod ledger;
 #[cfg(feature = "python")]
+mod lookup;
+#[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
 pub mod perfstyle;
@@ -161,15 +163,6 @@ impl Scripts {
         ))
     }
 
-    /// The scripts' names in order (pane titles).
-    pub fn names(&self) -> Vec<String> {
-        #[cfg(feature = "python")]
-        if let Some(s) = &self.stage {
-            return s.names().to_vec();
-        }
-        Vec::new()
-    }
-
     /// For `--plain`/`--json`: put the scripts between `pipe`'s model and the writer; their
     /// pane goes to stderr or `output`.
     pub fn attach_plain(
@@ -212,7 +205,7 @@ fn link(
     crossbeam_channel::Receiver<crate::pane::PaneMsg>,
     ScriptHandle,
 )> {
-    module::set_model(pipe.model().clone());
+    lookup::set_model(pipe.model().clone());
     let (to, input) = crossbeam_channel::bounded(STAGE_QUEUE);
     let (from, pane, handle) = stage.start(input, stats)?;
     let progress = handle.progress();
@@ -227,10 +220,6 @@ fn link(
 /// Python, so this stays short).
 #[cfg(feature = "python")]
 const STAGE_QUEUE: usize = 64;
-
-/// The scripts of a TUI run, attached to the stream.
-/// The TUI's name for [`RunningScripts`].
-pub type ScriptsHandle = RunningScripts;
 
 /// What the end of the scripts leaves to say, once the terminal is the shell's again.
 #[derive(Debug, Default)]

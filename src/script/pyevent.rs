@@ -99,17 +99,17 @@ pub fn member(ev: &Event, name: &str) -> Option<Value> {
         (EventKind::Comm { exec, .. }, "exec") => Bool(*exec),
         // Not in str(event) (perf's shape): read when asked.
         (EventKind::Comm { pid, exec, .. }, "argv") => match exec {
-            true => super::module::exec_argv(*pid, ev.time).map_or(Null, Strs),
+            true => super::lookup::exec_argv(*pid, ev.time).map_or(Null, Strs),
             false => Null,
         },
         // Where the command line was read ("exec" or "proc"), and how many bytes were cut.
         (EventKind::Comm { pid, exec, .. }, "argv_source") => match exec {
-            true => super::module::exec_cmdline(*pid, ev.time)
+            true => super::lookup::exec_cmdline(*pid, ev.time)
                 .map_or(Null, |c| Str(c.source().name().into())),
             false => Null,
         },
         (EventKind::Comm { pid, exec, .. }, "argv_cut") => match exec {
-            true => super::module::exec_cmdline(*pid, ev.time).map_or(Null, |c| UInt(c.cut())),
+            true => super::lookup::exec_cmdline(*pid, ev.time).map_or(Null, |c| UInt(c.cut())),
             false => Null,
         },
         (EventKind::Mmap(m), _) => match (name, m.mmap2) {

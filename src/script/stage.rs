@@ -88,7 +88,6 @@ impl Default for StageOptions {
 
 /// Loaded scripts, waiting for the event stream.
 pub struct ScriptStage {
-    names: Arc<Vec<String>>,
     shared: Arc<Shared>,
     opts: StageOptions,
     work_tx: Sender<Work>,
@@ -213,7 +212,6 @@ impl ScriptStage {
             }
         }
         Ok(ScriptStage {
-            names,
             shared,
             opts,
             work_tx,
@@ -224,11 +222,6 @@ impl ScriptStage {
             worker,
             worker_done,
         })
-    }
-
-    /// The scripts' display names, in order (pane titles).
-    pub fn names(&self) -> &[String] {
-        &self.names
     }
 
     /// Put the stage between the pipeline and a frontend: read ordered chunks from `input`,

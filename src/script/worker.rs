@@ -15,7 +15,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyModule, PyString};
 
 use super::ledger::{Counts, add};
-use super::module::{self, PaneSink, PaneWriter};
+use super::lookup;
+use super::module::{PaneSink, PaneWriter};
 use super::pyevent::PyEvent;
 use super::safety::OpenedScript;
 use super::shared::{Done, Shared, Work};
@@ -373,7 +374,7 @@ impl Worker {
                 break;
             }
             // Lookups (perfwatch.comm) answer as of this event.
-            module::set_event_time(ev.time);
+            lookup::set_event_time(ev.time);
             self.shared.done(1);
             let obj = match Bound::new(py, PyEvent { ev: ev.clone() }) {
                 Ok(o) => o,
@@ -410,7 +411,7 @@ impl Worker {
                 kept.push(ev);
             }
         }
-        module::set_event_time(u64::MAX);
+        lookup::set_event_time(u64::MAX);
         for ev in it {
             add(&mut unseen, &[(ev.cpu, 1)]);
             kept.push(ev);

@@ -35,8 +35,8 @@
 //! file that cannot be read or is not the mapped one, is `[unknown]` with its binary named;
 //! what went wrong is said once per binary ([`Symbolizer::take_notes`]).
 //!
-//! A [`Symbolizer`] is meant to live on its own thread ([`service::Service`] runs one), never
-//! on a reader thread.
+//! A [`Symbolizer`] runs on the pipeline's thread (the frontend's, in its symbolize step),
+//! never on a reader thread.
 
 mod as_owner;
 mod build_id;
@@ -55,7 +55,6 @@ mod plt;
 mod request;
 mod results;
 mod section;
-pub mod service;
 mod symbol;
 mod table;
 mod trusted;
@@ -264,8 +263,8 @@ fn stable_hash(h: impl Hash) -> u64 {
     s.finish()
 }
 
-/// Resolves addresses to symbols; keeps every cache. Not shared between threads: run it on
-/// one (see [`service::Service`]).
+/// Resolves addresses to symbols; keeps every cache. Not shared between threads: it runs on
+/// the pipeline's.
 pub struct Symbolizer {
     config: Config,
     debug_dirs: Arc<[PathBuf]>,

@@ -10,16 +10,17 @@
 //! (unless a filter with free words is active), keeps names as fixed 16-byte arrays, and only
 //! appends to bounded rings. Text is formatted at draw time, for the visible rows only.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
-
 use super::input::{Action, map_key};
+use super::layout::Drawn;
+pub use super::layout::Pane;
 use super::log::Log;
-pub use super::tasks::{TASK_ROWS, TaskEvent, TaskRow};
+pub use super::rates::{EventRates, RATE_SECONDS, RateUnit, Rates, ipc};
+use super::rates::{is_dummy, push_bounded};
+pub use super::task_rows::{TASK_ROWS, TaskEvent, TaskRow};
 use crate::event::Chunk;
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
@@ -30,29 +31,16 @@ use crate::process::{ModelHandle, ProcessModel};
 use crate::stats::Totals;
 use crate::text::escape;
 
+mod keys;
+#[cfg(test)]
+pub(crate) mod tests;
+
 /// Log entries kept by default (`--history`).
 pub const DEFAULT_HISTORY: usize = 10_000;
-/// Seconds of per-CPU rate history (the sparklines).
-pub const RATE_SECONDS: usize = 60;
-/// How long after a second ends its rate is final: a reader sends a batch at least every
-/// poll timeout (100 ms), so records of a second arrive within this.
-const RATE_LAG_NS: u64 = 400_000_000;
 /// Lines and messages a script pane keeps.
 const PANE_LINES: usize = 1_000;
 const PANE_MESSAGES: usize = 200;
 const NS: u64 = 1_000_000_000;
-
-/// What the per-CPU rate rows measure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RateUnit {
-    /// A software clock (cpu-clock, task-clock): the period is nanoseconds, so the sum of the
-    /// periods of non-idle samples per second is the CPU's busy share.
-    Utilisation,
-    /// A counting event (cycles, instructions, ...): the sum of periods per second.
-    Events,
-    /// No sampled event (`dummy`, tracepoints): records per second.
-    Records,
-}
 
 /// What the app shows about the monitor itself.
 #[derive(Clone, Debug)]
@@ -92,12 +80,12 @@ impl AppConfig {
     }
 
     /// Whether a watched event takes samples (true when the events are not known).
-    pub fn samples(&self) -> bool {
+    pub(crate) fn samples(&self) -> bool {
         self.events.is_empty() || self.events.iter().any(|d| !is_dummy(d))
     }
 
     /// The formats of the tracepoints being watched (what the filter's field keys name).
-    pub fn formats(&self) -> Vec<&crate::event::tracepoint::Format> {
+    pub(crate) fn formats(&self) -> Vec<&crate::event::tracepoint::Format> {
         self.events
             .iter()
             .filter_map(|d| d.format.as_ref())
@@ -106,7 +94,7 @@ impl AppConfig {
 }
 
 impl AppConfig {
-    pub fn from_info(info: &MonitorInfo, history: usize, start_ns: u64) -> AppConfig {
+    pub(crate) fn from_info(info: &MonitorInfo, history: usize, start_ns: u64) -> AppConfig {
         let unit = if info.event.is_clock() {
             RateUnit::Utilisation
         } else if info.event.is_dummy() || info.event.is_tracepoint() {
@@ -131,234 +119,6 @@ impl AppConfig {
     }
 }
 
-/// Instructions per cycle from the two counts (or rates) of the same span: None when no
-/// cycle was counted (or a figure is not a number), so that an idle CPU shows nothing rather
-/// than a division by zero.
-pub fn ipc(instructions: f64, cycles: f64) -> Option<f64> {
-    (cycles > 0.0 && instructions.is_finite() && cycles.is_finite() && instructions >= 0.0)
-        .then(|| instructions / cycles)
-}
-
-/// The rate unit of one event of the list: a software clock's utilisation, otherwise the
-/// sum of sample periods per second (a tracepoint's hits per second).
-fn unit_of(d: &crate::event::EventDesc) -> RateUnit {
-    use perf_event_open_sys::bindings as sys;
-    let clock = d.type_ == sys::PERF_TYPE_SOFTWARE
-        && (d.config == sys::PERF_COUNT_SW_CPU_CLOCK as u64
-            || d.config == sys::PERF_COUNT_SW_TASK_CLOCK as u64);
-    if clock {
-        RateUnit::Utilisation
-    } else {
-        RateUnit::Events
-    }
-}
-
-fn is_dummy(d: &crate::event::EventDesc) -> bool {
-    use perf_event_open_sys::bindings as sys;
-    d.type_ == sys::PERF_TYPE_SOFTWARE && d.config == sys::PERF_COUNT_SW_DUMMY as u64
-}
-
-fn is_hw(d: &crate::event::EventDesc, config: u32) -> bool {
-    use perf_event_open_sys::bindings as sys;
-    d.type_ == sys::PERF_TYPE_HARDWARE && d.config == config as u64
-}
-
-/// Per-CPU rates of the events besides the main one (`-e a,b,...`), and the IPC pair.
-#[derive(Clone, Debug, Default)]
-pub struct EventRates {
-    /// The main event's index in the list: its samples feed [`App::rates`].
-    pub main: Option<u16>,
-    /// The other sampling events, each with its rates.
-    pub others: Vec<(&'static crate::event::EventDesc, Rates)>,
-    /// Indexes of `cycles` and `instructions` when both are open: (cycles, instructions).
-    ipc_pair: Option<(u16, u16)>,
-}
-
-impl EventRates {
-    fn new(cfg: &AppConfig) -> EventRates {
-        let main = cfg.events.iter().find(|d| !is_dummy(d)).map(|d| d.index);
-        let others = if cfg.events.len() > 1 {
-            cfg.events
-                .iter()
-                .filter(|d| Some(d.index) != main && !is_dummy(d))
-                .map(|d| (*d, Rates::new(unit_of(d), &cfg.cpus, cfg.start_ns)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        use perf_event_open_sys::bindings as sys;
-        let find = |c: u32| cfg.events.iter().find(|d| is_hw(d, c)).map(|d| d.index);
-        let ipc_pair =
-            find(sys::PERF_COUNT_HW_CPU_CYCLES).zip(find(sys::PERF_COUNT_HW_INSTRUCTIONS));
-        EventRates {
-            main,
-            others,
-            ipc_pair,
-        }
-    }
-
-    /// True when `ev` is a sample of an event other than the main one (with several events
-    /// open), which must not count in the main rates.
-    #[inline]
-    fn account(&mut self, ev: &Event) -> bool {
-        if self.others.is_empty() {
-            return false;
-        }
-        let Some(d) = ev.event_desc() else {
-            return false;
-        };
-        if Some(d.index) == self.main {
-            return false;
-        }
-        if let Some((_, r)) = self.others.iter_mut().find(|(o, _)| o.index == d.index) {
-            r.account(ev);
-        }
-        true
-    }
-
-    fn close(&mut self, now: u64) {
-        for (_, r) in &mut self.others {
-            r.close(now);
-        }
-    }
-}
-
-/// Per-CPU rates, one value per second, from sample periods bucketed by record time.
-#[derive(Clone, Debug)]
-pub struct Rates {
-    unit: RateUnit,
-    cpus: Vec<u32>,
-    /// Index into `cpus` by CPU number.
-    index: Vec<Option<usize>>,
-    start_ns: u64,
-    /// Open seconds (oldest first) with their per-CPU sums.
-    open: VecDeque<(u64, Vec<u64>)>,
-    /// The last second whose figures are final.
-    closed_through: u64,
-    /// Per CPU, then the all-CPU total (last): the last [`RATE_SECONDS`] values.
-    history: Vec<VecDeque<f64>>,
-}
-
-impl Rates {
-    fn new(unit: RateUnit, cpus: &[u32], start_ns: u64) -> Rates {
-        let max = cpus.iter().copied().max().unwrap_or(0) as usize;
-        let mut index = vec![None; max + 1];
-        for (i, &c) in cpus.iter().enumerate() {
-            index[c as usize] = Some(i);
-        }
-        Rates {
-            unit,
-            cpus: cpus.to_vec(),
-            index,
-            start_ns,
-            open: VecDeque::new(),
-            closed_through: (start_ns / NS).saturating_sub(1),
-            history: vec![VecDeque::with_capacity(RATE_SECONDS); cpus.len() + 1],
-        }
-    }
-
-    #[inline]
-    fn add(&mut self, cpu: u32, time: u64, amount: u64) {
-        let Some(&Some(i)) = self.index.get(cpu as usize) else {
-            return;
-        };
-        // A record for a second already final counts in the first open one: late, not lost.
-        let sec = (time / NS).max(self.closed_through + 1);
-        let n = self.cpus.len();
-        let pos = match self.open.iter().rposition(|(s, _)| *s <= sec) {
-            Some(p) if self.open[p].0 == sec => p,
-            Some(p) => {
-                self.open.insert(p + 1, (sec, vec![0; n]));
-                p + 1
-            }
-            None => {
-                self.open.push_front((sec, vec![0; n]));
-                0
-            }
-        };
-        self.open[pos].1[i] += amount;
-    }
-
-    fn account(&mut self, ev: &Event) {
-        match (&ev.kind, self.unit) {
-            // Samples of the idle task (pid 0) are idle time.
-            (EventKind::Sample { period, .. }, RateUnit::Utilisation) if ev.pid != 0 => {
-                self.add(ev.cpu, ev.time, *period)
-            }
-            (EventKind::Sample { period, .. }, RateUnit::Events) => {
-                self.add(ev.cpu, ev.time, *period)
-            }
-            (_, RateUnit::Records) => self.add(ev.cpu, ev.time, 1),
-            _ => {}
-        }
-    }
-
-    /// Make every second that ended before `now - RATE_LAG_NS` final. Returns how many.
-    fn close(&mut self, now: u64) -> usize {
-        let Some(last) = (now.saturating_sub(RATE_LAG_NS) / NS).checked_sub(1) else {
-            return 0;
-        };
-        if last <= self.closed_through {
-            return 0;
-        }
-        // After a long gap only the last minute matters.
-        let first = (self.closed_through + 1).max(last.saturating_sub(RATE_SECONDS as u64));
-        let n = self.cpus.len();
-        let mut closed = 0;
-        for sec in first..=last {
-            while self.open.front().is_some_and(|(s, _)| *s < sec) {
-                self.open.pop_front();
-            }
-            let sums = match self.open.front() {
-                Some((s, _)) if *s == sec => self.open.pop_front().map(|(_, v)| v),
-                _ => None,
-            };
-            let begin = (sec * NS).max(self.start_ns);
-            let span = ((sec + 1) * NS).saturating_sub(begin).max(1) as f64;
-            let mut total = 0.0;
-            for i in 0..n {
-                let v = sums.as_ref().map_or(0, |s| s[i]) as f64 * NS as f64 / span;
-                let v = if self.unit == RateUnit::Utilisation {
-                    v / NS as f64 * 100.0
-                } else {
-                    v
-                };
-                total += v;
-                push_bounded(&mut self.history[i], v, RATE_SECONDS);
-            }
-            push_bounded(&mut self.history[n], total, RATE_SECONDS);
-            closed += 1;
-        }
-        self.closed_through = last;
-        closed
-    }
-
-    pub fn unit(&self) -> RateUnit {
-        self.unit
-    }
-
-    pub fn cpus(&self) -> &[u32] {
-        &self.cpus
-    }
-
-    /// The per-second history of CPU row `i` (`i == cpus().len()` is the all-CPU total).
-    pub fn history(&self, i: usize) -> &VecDeque<f64> {
-        &self.history[i]
-    }
-
-    /// The latest final value of row `i`.
-    pub fn latest(&self, i: usize) -> Option<f64> {
-        self.history.get(i).and_then(|h| h.back().copied())
-    }
-}
-
-fn push_bounded<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
-    if q.len() >= cap {
-        q.pop_front();
-    }
-    q.push_back(v);
-}
-
 /// A script's pane: what its `on_tick()` returned, and its printed messages.
 #[derive(Clone, Debug, Default)]
 pub struct ScriptPane {
@@ -380,7 +140,7 @@ pub enum TopSort {
 }
 
 impl TopSort {
-    pub fn next(self) -> TopSort {
+    pub(crate) fn next(self) -> TopSort {
         match self {
             TopSort::Samples => TopSort::Id,
             TopSort::Id => TopSort::Name,
@@ -388,7 +148,7 @@ impl TopSort {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TopSort::Samples => "samples",
             TopSort::Id => "id",
@@ -408,21 +168,9 @@ pub struct Narrow {
 impl Narrow {
     /// The set the views select by (None: not narrowed). Of the field, not of the app, so
     /// that a pane of the app can be borrowed mutably beside it.
-    pub fn pids_of(narrow: &Option<Narrow>) -> super::log::Narrowed<'_> {
+    pub(crate) fn pids_of(narrow: &Option<Narrow>) -> super::log::Narrowed<'_> {
         narrow.as_ref().map(|n| &n.pids)
     }
-}
-
-/// The panes that take focus, in Tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pane {
-    Cpus,
-    Tasks,
-    Symbols,
-    Top,
-    /// The pane of the `i`-th script (each script has its own).
-    Script(usize),
-    Log,
 }
 
 /// The filter being edited (`/`).
@@ -437,10 +185,10 @@ pub struct FilterEdit {
 
 /// The whole state of the TUI.
 pub struct App {
-    pub cfg: AppConfig,
+    pub(crate) cfg: AppConfig,
     /// Rates of the other events of the list, and the IPC pair.
-    pub event_rates: EventRates,
-    pub rates: Rates,
+    pub(crate) event_rates: EventRates,
+    pub(crate) rates: Rates,
     /// The process model (written by the pipeline; the app only reads it).
     pub(super) model: ModelHandle,
     task_rows: VecDeque<TaskRow>,
@@ -449,9 +197,9 @@ pub struct App {
     /// The threads of the last closed second: (pid, tid, samples), most first.
     top_threads: Vec<(u32, u32, u64)>,
     /// `H`: Top tasks per thread rather than per process.
-    pub per_thread: bool,
+    pub(crate) per_thread: bool,
     /// `s` on Top tasks: its order.
-    pub top_sort: TopSort,
+    pub(crate) top_sort: TopSort,
     /// The top tasks of the last closed second: (pid, samples), and all samples.
     top: Vec<(u32, u64)>,
     top_total: u64,
@@ -463,30 +211,30 @@ pub struct App {
     /// live state goes on underneath (the status bar shows its counters) and is shown again
     /// on resume.
     frozen: Option<Box<App>>,
-    pub totals: Totals,
+    pub(crate) totals: Totals,
     rate_mark: Option<(u64, u64)>,
     /// Records per second over the last second (from the counters).
-    pub records_per_sec: f64,
-    pub now_ns: u64,
-    pub paused: bool,
-    pub show_help: bool,
-    pub edit: Option<FilterEdit>,
+    pub(crate) records_per_sec: f64,
+    pub(crate) now_ns: u64,
+    pub(crate) paused: bool,
+    pub(crate) show_help: bool,
+    pub(crate) edit: Option<FilterEdit>,
     pub focus: Pane,
     /// Rows scrolled back from the newest (0: following the tail).
-    pub log_scroll: usize,
-    pub task_scroll: usize,
+    pub(crate) log_scroll: usize,
+    pub(crate) task_scroll: usize,
     /// Rows scrolled down from the top.
-    pub top_scroll: usize,
-    pub cpu_scroll: usize,
-    pub scripts: Vec<ScriptPane>,
+    pub(crate) top_scroll: usize,
+    pub(crate) cpu_scroll: usize,
+    pub(crate) scripts: Vec<ScriptPane>,
     /// The Top symbols pane (shown once a named sample came).
-    pub symbols: super::top_symbols::TopSymbols,
+    pub(crate) symbols: super::top_symbols::TopSymbols,
     /// `t`: the task pane shows the process tree rather than the stream.
-    pub tree: bool,
+    pub(crate) tree: bool,
     /// The selected row of the tree, from the top.
-    pub tree_sel: usize,
+    pub(crate) tree_sel: usize,
     /// The process on that row: the selection follows it when rows above come and go.
-    pub tree_pid: Option<u32>,
+    pub(crate) tree_pid: Option<u32>,
     /// The selected row is the one of that process's folded exited children.
     tree_exited: bool,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
@@ -494,30 +242,27 @@ pub struct App {
     /// The model's count of re-parented orphans when the narrowed set last followed it.
     reparents: u64,
     /// A message for the footer (e.g. why a key did nothing).
-    pub message: Option<String>,
-    pub quit: bool,
-    /// Rows of the focused pane at the last draw: the PgUp/PgDn step.
-    pub page_rows: Cell<usize>,
+    pub(crate) message: Option<String>,
+    pub(crate) quit: bool,
+    /// What the last frame drew where (see [`Drawn`]): given by the drawing, kept for the
+    /// keys and the mouse.
+    pub(crate) drawn: Drawn,
     /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
     /// stream cannot show; None: trust the model (tests).
-    pub proc_alive: Option<fn(u32) -> bool>,
-    /// Where each pane was drawn last: what a mouse click lands on.
-    pub areas: std::cell::RefCell<Vec<(Pane, ratatui::layout::Rect)>>,
-    /// The middle panes that did not fit at the last draw (Tab shows them).
-    pub folded: std::cell::RefCell<Vec<Pane>>,
+    pub(crate) proc_alive: Option<fn(u32) -> bool>,
     /// The middle pane focused last while folded: shown in the row's last place.
-    pub pick: Option<Pane>,
+    pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
-    pub zoom: bool,
+    pub(crate) zoom: bool,
     /// Columns the log is scrolled to the right (Right/Left on the log).
-    pub log_hscroll: usize,
+    pub(crate) log_hscroll: usize,
 }
 
 impl App {
     pub fn new(cfg: AppConfig) -> App {
         App {
             rates: Rates::new(cfg.unit, &cfg.cpus, cfg.start_ns),
-            event_rates: EventRates::new(&cfg),
+            event_rates: EventRates::new(&cfg.events, &cfg.cpus, cfg.start_ns),
             model: ModelHandle::default(),
             task_rows: VecDeque::new(),
             top_acc: FxHashMap::default(),
@@ -551,10 +296,8 @@ impl App {
             reparents: 0,
             message: None,
             quit: false,
-            page_rows: Cell::new(10),
+            drawn: Drawn::default(),
             proc_alive: None,
-            areas: Default::default(),
-            folded: Default::default(),
             pick: None,
             zoom: false,
             log_hscroll: 0,
@@ -569,7 +312,7 @@ impl App {
     }
 
     /// The process model, for lookups (drawing).
-    pub fn tasks(&self) -> std::sync::RwLockReadGuard<'_, ProcessModel> {
+    pub(crate) fn tasks(&self) -> std::sync::RwLockReadGuard<'_, ProcessModel> {
         self.model.read()
     }
 
@@ -590,18 +333,18 @@ impl App {
         self.log.set_filter(filter, &model.read(), narrow);
     }
 
-    pub fn filter(&self) -> &Filter {
+    pub(crate) fn filter(&self) -> &Filter {
         self.log.filter()
     }
 
     /// Are periodic samples in the log (`S`, or a filter naming them)?
-    pub fn samples_in_log(&self) -> bool {
+    pub(crate) fn samples_in_log(&self) -> bool {
         self.log.samples_shown()
     }
 
     /// The name of task `pid` as shown: the latest, or on a paused view the one it had at
     /// the pause.
-    pub fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
+    pub(crate) fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
         let c = match self.paused {
             true => tasks.comm_at(pid, self.now_ns).or_else(|| tasks.comm(pid)),
             false => tasks.comm(pid),
@@ -610,8 +353,17 @@ impl App {
     }
 
     /// What the panes show: the snapshot taken at the pause, or the live state.
-    pub fn view(&self) -> &App {
+    pub(crate) fn view(&self) -> &App {
         self.frozen.as_deref().unwrap_or(self)
+    }
+
+    /// Keep what a frame drew where, for the view it drew (the held one while paused, whose
+    /// keys it serves).
+    pub(crate) fn set_drawn(&mut self, drawn: Drawn) {
+        match self.frozen.as_deref_mut() {
+            Some(view) => view.drawn = drawn,
+            None => self.drawn = drawn,
+        }
     }
 
     /// An ordered chunk from the pipeline (whose model already knows its events).
@@ -659,7 +411,7 @@ impl App {
     }
 
     /// Feed `--folded FILE` with every event the TUI takes, in time order.
-    pub fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
+    pub(crate) fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
         self.folding = folding;
     }
 
@@ -672,7 +424,7 @@ impl App {
                 n.pids.insert(t.pid);
             }
         }
-        let row = super::tasks::row_of(&ev, tasks);
+        let row = super::task_rows::row_of(&ev, tasks);
         if let Some(row) = row {
             self.push_task_row(row);
         }
@@ -701,7 +453,7 @@ impl App {
     }
 
     /// Entries held in the log's history (before the filter), and of them periodic samples.
-    pub fn log_held(&self) -> (usize, usize) {
+    pub(crate) fn log_held(&self) -> (usize, usize) {
         self.log.held()
     }
 
@@ -716,7 +468,7 @@ impl App {
     }
 
     /// The entries `[start, end)` of the log view.
-    pub fn log_range(&self, start: usize, end: usize) -> Vec<&Event> {
+    pub(crate) fn log_range(&self, start: usize, end: usize) -> Vec<&Event> {
         self.log.range(start, end)
     }
 
@@ -727,7 +479,7 @@ impl App {
 
     /// The top tasks of the last second: (pid, samples), most first, and all samples.
     /// The rates of the event with list index `index` (the main one or another).
-    pub fn rates_of(&self, index: u16) -> Option<&Rates> {
+    pub(crate) fn rates_of(&self, index: u16) -> Option<&Rates> {
         if Some(index) == self.event_rates.main {
             return Some(&self.rates);
         }
@@ -740,7 +492,7 @@ impl App {
 
     /// Instructions per cycle of CPU row `i` (the all-CPU row is `cpus.len()`) over the
     /// latest final second, when both cycles and instructions are open.
-    pub fn ipc(&self, i: usize) -> Option<f64> {
+    pub(crate) fn ipc(&self, i: usize) -> Option<f64> {
         let (c, n) = self.event_rates.ipc_pair?;
         let cycles = self.rates_of(c)?.latest(i)?;
         let instructions = self.rates_of(n)?.latest(i)?;
@@ -748,11 +500,11 @@ impl App {
     }
 
     /// Whether the per-CPU pane has an IPC column.
-    pub fn has_ipc(&self) -> bool {
+    pub(crate) fn has_ipc(&self) -> bool {
         self.event_rates.ipc_pair.is_some()
     }
 
-    pub fn top(&self) -> (&[(u32, u64)], u64) {
+    pub(crate) fn top(&self) -> (&[(u32, u64)], u64) {
         (&self.top, self.top_total)
     }
 
@@ -837,7 +589,7 @@ impl App {
     }
 
     /// The panes in Tab order (the script pane only when a script sent something).
-    pub fn panes(&self) -> Vec<Pane> {
+    pub(crate) fn panes(&self) -> Vec<Pane> {
         let mut v = vec![Pane::Cpus, Pane::Tasks];
         if self.symbols.has_samples() {
             v.push(Pane::Symbols);
@@ -848,152 +600,6 @@ impl App {
         }
         v.push(Pane::Log);
         v
-    }
-
-    pub fn on_key(&mut self, key: KeyEvent) {
-        if key.kind == crossterm::event::KeyEventKind::Release {
-            return;
-        }
-        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
-            self.quit = true;
-            return;
-        }
-        if let Some(view) = self.frozen.as_mut() {
-            // Paused: keys act on the snapshot, but for resume and quit.
-            let typing = view.edit.is_some() || view.show_help;
-            match map_key(key) {
-                Action::Pause if !typing => self.toggle_pause(),
-                Action::Quit if !typing => self.quit = true,
-                _ => view.on_key(key),
-            }
-            return;
-        }
-        if self.edit.is_some() {
-            self.on_edit_key(key);
-            return;
-        }
-        if self.show_help {
-            // Any key closes the help; q closes it rather than quitting by surprise.
-            self.show_help = false;
-            return;
-        }
-        self.message = None;
-        match map_key(key) {
-            Action::Quit => self.quit = true,
-            Action::Pause => self.toggle_pause(),
-            Action::EditFilter => {
-                let text = self.filter().source().to_string();
-                self.edit = Some(FilterEdit {
-                    text,
-                    error: None,
-                    before: self.filter().clone(),
-                });
-            }
-            Action::FocusNext => self.move_focus(1),
-            Action::FocusPrev => self.move_focus(-1),
-            Action::Up(n) => self.scroll(-(n as isize)),
-            Action::Down(n) => self.scroll(n as isize),
-            Action::PageUp => self.scroll(-(self.page_rows.get().max(1) as isize)),
-            Action::PageDown => self.scroll(self.page_rows.get().max(1) as isize),
-            Action::Home => self.scroll(isize::MIN / 2),
-            Action::End => self.scroll(isize::MAX / 2),
-            Action::Clear => self.clear_log(),
-            Action::Help => self.show_help = true,
-            Action::Select => self.select(),
-            Action::Back => {
-                if self.symbols.zoom != super::top_symbols::Zoom::None {
-                    self.symbols.back();
-                } else if self.narrow.is_some() {
-                    self.set_narrow(None);
-                } else {
-                    self.message = Some("nothing to go back from".into());
-                }
-            }
-            Action::Zoom => self.zoom = !self.zoom,
-            Action::Tree => {
-                self.tree = !self.tree;
-                self.tree_sel = 0;
-                self.tree_pid = None;
-                self.focus = Pane::Tasks;
-            }
-            Action::Expand if self.focus == Pane::Log => self.log_hscroll += 8,
-            Action::Collapse if self.focus == Pane::Log => {
-                self.log_hscroll = self.log_hscroll.saturating_sub(8)
-            }
-            Action::Expand | Action::Collapse if self.focus != Pane::Symbols => {
-                self.message = Some(
-                    "Right/Left scroll the log; + and - open a symbol's callers in Top symbols"
-                        .into(),
-                );
-            }
-            Action::Expand if !self.symbols.callchains => {
-                self.message = Some("callers need call chains: run with -g".into());
-            }
-            Action::Expand => self.symbols.expand(Narrow::pids_of(&self.narrow)),
-            Action::Collapse => self.symbols.collapse(Narrow::pids_of(&self.narrow)),
-            Action::Span => self.symbols.toggle_span(),
-            Action::Samples => {
-                let shown = self.log.toggle_samples();
-                self.log_scroll = 0;
-                self.message = Some(match (shown, self.log.filter().names_samples()) {
-                    (true, false) => "the log shows samples (S hides them)".into(),
-                    (true, true) => "the filter names samples: the log shows them".into(),
-                    (false, _) => {
-                        "samples hidden from the log (Top tasks and Top symbols count them)".into()
-                    }
-                });
-            }
-            Action::Sort if self.focus == Pane::Top => self.top_sort = self.top_sort.next(),
-            Action::Sort => self.symbols.next_sort(),
-            Action::Threads => {
-                self.per_thread = !self.per_thread;
-                self.top_scroll = 0;
-            }
-            Action::None => {}
-        }
-    }
-
-    /// Enter: on a task (the tree, the task stream, Top tasks, or a zoomed symbol's tasks),
-    /// narrow the log, Top tasks and Top symbols to it and its children; on a symbol, show
-    /// the tasks that run it.
-    fn select(&mut self) {
-        use super::top_symbols::Zoom;
-        let from_symbols = self.focus == Pane::Symbols;
-        let pid = match self.focus {
-            Pane::Top => self.top_rows().get(self.top_scroll).map(|(p, _)| *p),
-            Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
-                rows.get(self.tree_selected(&rows)).map(|r| r.pid)
-            }
-            Pane::Tasks => {
-                let n = self.task_rows.len();
-                n.checked_sub(1 + self.task_scroll)
-                    .and_then(|i| self.task_rows.get(i))
-                    .map(|r| r.pid)
-            }
-            Pane::Symbols => match &self.symbols.zoom {
-                Zoom::Tasks(key) => self
-                    .symbols
-                    .tasks_of(key)
-                    .get(self.symbols.selected)
-                    .map(|(p, _)| *p),
-                Zoom::None => {
-                    self.symbols.zoom_selected(Narrow::pids_of(&self.narrow));
-                    self.symbols.selected = 0;
-                    return;
-                }
-            },
-            _ => None,
-        };
-        match pid {
-            Some(pid) => {
-                self.set_narrow(Some(pid));
-                if from_symbols {
-                    self.focus = Pane::Symbols;
-                }
-            }
-            None => self.message = Some("Enter: select a task or a symbol first".into()),
-        }
     }
 
     /// Narrow the log, Top tasks and Top symbols to `pid` and its children (None: all).
@@ -1014,13 +620,13 @@ impl App {
 
     /// The processes the views are narrowed to (it and its children, growing as they
     /// fork): the one set the log, Top tasks and Top symbols all select by.
-    pub fn narrowed(&self) -> super::log::Narrowed<'_> {
+    pub(crate) fn narrowed(&self) -> super::log::Narrowed<'_> {
         Narrow::pids_of(&self.narrow)
     }
 
     /// The selected row of `rows` (the tree as shown now): the selected process's, while it
     /// is in the tree, else the same place.
-    pub fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
+    pub(crate) fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
         self.tree_pid
             .and_then(|pid| {
                 rows.iter()
@@ -1038,7 +644,7 @@ impl App {
 
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
     /// when narrowed, in the chosen order.
-    pub fn top_rows(&self) -> Vec<(u32, u64)> {
+    pub(crate) fn top_rows(&self) -> Vec<(u32, u64)> {
         let keep = |pid: &u32| self.narrowed().is_none_or(|n| n.contains(pid));
         let mut rows: Vec<(u32, u64)> = if self.per_thread {
             self.top_threads
@@ -1065,808 +671,14 @@ impl App {
         rows
     }
 
-    fn on_edit_key(&mut self, key: KeyEvent) {
-        let Some(edit) = self.edit.as_mut() else {
-            return;
-        };
-        match key.code {
-            KeyCode::Esc => {
-                let before = edit.before.clone();
-                self.edit = None;
-                if before != *self.filter() {
-                    self.set_filter(before);
-                }
-                return;
-            }
-            KeyCode::Enter => {
-                if edit.error.is_none() {
-                    self.edit = None;
-                }
-                return;
-            }
-            KeyCode::Backspace => {
-                edit.text.pop();
-            }
-            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                edit.text.clear();
-            }
-            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
-                if edit.text.len() < 512 {
-                    edit.text.push(c);
-                }
-            }
-            _ => return,
-        }
-        // Live preview: a valid expression applies at once; an invalid one shows its error
-        // and the view keeps the filter that was in force before editing.
-        let (text, before) = (edit.text.clone(), edit.before.clone());
-        let parsed = Filter::parse(&text)
-            .and_then(|f| f.check(&self.cfg.formats(), self.cfg.samples()).map(|()| f));
-        match parsed {
-            Ok(f) => {
-                if let Some(e) = self.edit.as_mut() {
-                    e.error = None;
-                }
-                if f != *self.filter() {
-                    self.set_filter(f);
-                }
-            }
-            Err(e) => {
-                if let Some(ed) = self.edit.as_mut() {
-                    ed.error = Some(e.to_string());
-                }
-                if before != *self.filter() {
-                    self.set_filter(before);
-                }
-            }
-        }
-    }
-
-    pub fn on_mouse(&mut self, m: MouseEvent) {
-        if let Some(view) = self.frozen.as_mut() {
-            view.on_mouse(m);
-            return;
-        }
-        match m.kind {
-            MouseEventKind::ScrollUp => self.scroll(-3),
-            MouseEventKind::ScrollDown => self.scroll(3),
-            MouseEventKind::Down(crossterm::event::MouseButton::Left) => {
-                self.click(m.column, m.row)
-            }
-            _ => {}
-        }
-    }
-
-    /// A click: focus the pane under it, and select the row under it where rows are
-    /// selected (the tree, Top tasks, Top symbols).
-    fn click(&mut self, x: u16, y: u16) {
-        let hit = self
-            .areas
-            .borrow()
-            .iter()
-            .copied()
-            .find(|(_, r)| x >= r.x && x < r.x + r.width && y >= r.y && y < r.y + r.height);
-        let Some((pane, r)) = hit else { return };
-        self.focus = pane;
-        // Below the top border and the header row.
-        let Some(row) = y.checked_sub(r.y + 2).map(usize::from) else {
-            return;
-        };
-        let visible = r.height.saturating_sub(3).max(1) as usize;
-        match pane {
-            Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
-                let start = self.tree_selected(&rows).saturating_sub(visible - 1);
-                if let Some(r) = rows.get(start + row) {
-                    self.tree_sel = start + row;
-                    (self.tree_pid, self.tree_exited) = (Some(r.pid), r.exited > 0);
-                }
-            }
-            Pane::Top if self.top_scroll + row < self.top_rows().len() => {
-                self.top_scroll += row;
-            }
-            Pane::Symbols => {
-                let len = self.symbols.shown_len(self.narrowed());
-                let start = self.symbols.selected.saturating_sub(visible - 1);
-                if start + row < len {
-                    self.symbols.selected = start + row;
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn toggle_pause(&mut self) {
-        match self.frozen.take() {
-            None => {
-                let mut view = self.snapshot();
-                view.paused = true;
-                self.frozen = Some(Box::new(view));
-                self.paused = true;
-            }
-            Some(view) => {
-                // Resuming follows the newest again, as perf top and htop do, with what
-                // was chosen while paused: the filter, the focus, how Top symbols is shown.
-                self.paused = false;
-                if view.filter() != self.filter() {
-                    self.set_filter(view.filter().clone());
-                }
-                if view.log.samples_asked() != self.log.samples_asked() {
-                    self.log.toggle_samples();
-                }
-                self.focus = view.focus;
-                (self.pick, self.zoom) = (view.pick, view.zoom);
-                self.top_scroll = view.top_scroll;
-                self.cpu_scroll = view.cpu_scroll;
-                for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
-                    live.scroll = held.scroll;
-                }
-                self.tree = view.tree;
-                self.tree_sel = view.tree_sel;
-                (self.tree_pid, self.tree_exited) = (view.tree_pid, view.tree_exited);
-                if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
-                    self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
-                }
-                self.symbols.take_view_of(&view.symbols);
-                self.log_scroll = 0;
-                self.task_scroll = 0;
-            }
-        }
-    }
-
-    /// A copy of what the panes show, for the pause. The log and the task stream are
-    /// copied (bounded rings), Top symbols with its graph.
-    fn snapshot(&self) -> App {
-        App {
-            cfg: self.cfg.clone(),
-            event_rates: self.event_rates.clone(),
-            rates: self.rates.clone(),
-            model: self.model.clone(),
-            task_rows: self.task_rows.clone(),
-            top_acc: FxHashMap::default(),
-            top_threads: self.top_threads.clone(),
-            per_thread: self.per_thread,
-            top_sort: self.top_sort,
-            top: self.top.clone(),
-            top_total: self.top_total,
-            log: self.log.clone(),
-            folding: None,
-            frozen: None,
-            totals: self.totals.clone(),
-            rate_mark: self.rate_mark,
-            records_per_sec: self.records_per_sec,
-            now_ns: self.now_ns,
-            paused: true,
-            show_help: false,
-            edit: None,
-            focus: self.focus,
-            log_scroll: self.log_scroll,
-            task_scroll: self.task_scroll,
-            top_scroll: self.top_scroll,
-            cpu_scroll: self.cpu_scroll,
-            scripts: self.scripts.clone(),
-            symbols: self.symbols.clone(),
-            tree: self.tree,
-            tree_sel: self.tree_sel,
-            tree_pid: self.tree_pid,
-            tree_exited: self.tree_exited,
-            narrow: self.narrow.clone(),
-            reparents: self.reparents,
-            message: None,
-            quit: false,
-            page_rows: self.page_rows.clone(),
-            proc_alive: self.proc_alive,
-            areas: self.areas.clone(),
-            folded: self.folded.clone(),
-            pick: self.pick,
-            zoom: self.zoom,
-            log_hscroll: self.log_hscroll,
-        }
-    }
-
-    fn move_focus(&mut self, step: isize) {
-        let panes = self.panes();
-        let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
-        let n = panes.len() as isize;
-        self.focus = panes[((i + step) % n + n) as usize % panes.len()];
-        // A pane that did not fit takes the middle row's last place while focused there.
-        let column = super::layout::column_of(self.focus);
-        if self.folded.borrow().contains(&column) {
-            self.pick = Some(self.focus);
-        }
-    }
-
-    /// Scroll the focused pane: negative is up (older for the streams).
-    fn scroll(&mut self, delta: isize) {
-        let page = self.page_rows.get().max(1);
-        let back = |off: usize, delta: isize, len: usize| -> usize {
-            // Streams count rows back from the newest: up (negative) goes further back, until
-            // the oldest row is at the top of a full page.
-            let v = off as isize - delta;
-            v.clamp(0, len.saturating_sub(page) as isize) as usize
-        };
-        fn down(off: usize, delta: isize, len: usize) -> usize {
-            let v = off as isize + delta;
-            v.clamp(0, len.saturating_sub(1) as isize) as usize
-        }
-        match self.focus {
-            Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
-            Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
-                self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
-                self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
-                self.tree_exited = rows.get(self.tree_sel).is_some_and(|r| r.exited > 0);
-            }
-            // The selection is the newest row shown: it reaches the oldest one.
-            Pane::Tasks => {
-                let v = self.task_scroll as isize - delta;
-                self.task_scroll = v.clamp(0, self.task_rows.len() as isize - 1).max(0) as usize;
-            }
-            Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
-            Pane::Symbols => {
-                let len = self.symbols.shown_len(self.narrowed());
-                self.symbols.selected = down(self.symbols.selected, delta, len);
-            }
-            Pane::Cpus => self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus.len() + 1),
-            Pane::Script(i) => {
-                if let Some(p) = self.scripts.get_mut(i) {
-                    p.scroll = down(p.scroll, delta, p.lines.len() + p.messages.len());
-                }
-            }
-        }
-    }
-
     /// `c`: forget the log (the counters are kept).
-    pub fn clear_log(&mut self) {
+    pub(crate) fn clear_log(&mut self) {
         self.log.clear();
         self.log_scroll = 0;
     }
 
     /// Seconds since monitoring started.
-    pub fn elapsed_secs(&self) -> f64 {
+    pub(crate) fn elapsed_secs(&self) -> f64 {
         self.now_ns.saturating_sub(self.cfg.start_ns) as f64 / NS as f64
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::event::EventDesc;
-    use crate::testkit::events::{batch, event, fork, sample, task};
-
-    const T0: u64 = 100 * NS;
-
-    pub(crate) fn cfg(unit: RateUnit, history: usize) -> AppConfig {
-        AppConfig {
-            history,
-            ..AppConfig::system_wide("cpu-clock", unit, vec![0, 1], T0)
-        }
-    }
-
-    fn ev(cpu: u32, pid: u32, time: u64, kind: EventKind) -> Event {
-        event(cpu, pid, pid, time, kind)
-    }
-
-    fn key(c: char) -> KeyEvent {
-        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
-    }
-
-    #[test]
-    fn busy_cpu_reads_100_percent_and_idle_reads_0() {
-        let mut app = App::new(cfg(RateUnit::Utilisation, 100));
-        // One second, 1000 samples of 1 ms on each CPU: CPU 0 busy, CPU 1 idle (pid 0).
-        let evs = (0..1000u64).flat_map(|i| {
-            let t = T0 + i * 1_000_000;
-            [sample(0, 42, t, 1_000_000), sample(1, 0, t, 1_000_000)]
-        });
-        app.on_events(evs);
-        app.on_tick(T0 + NS + RATE_LAG_NS);
-        let busy = app.rates.latest(0).unwrap();
-        assert!((busy - 100.0).abs() < 0.01, "{busy}");
-        assert_eq!(app.rates.latest(1), Some(0.0));
-        assert!((app.rates.latest(2).unwrap() - 100.0).abs() < 0.01);
-        assert_eq!(app.top().0, &[(42, 1000)]);
-        assert_eq!(app.top().1, 2000);
-    }
-
-    #[test]
-    fn partial_first_second_is_scaled_by_its_length() {
-        let mut c = cfg(RateUnit::Utilisation, 100);
-        c.start_ns = T0 + NS / 2;
-        let mut app = App::new(c);
-        let evs = (0..500u64).map(|i| sample(0, 7, T0 + NS / 2 + i * 1_000_000, 1_000_000));
-        app.on_events(evs);
-        app.on_tick(T0 + NS + RATE_LAG_NS);
-        assert!((app.rates.latest(0).unwrap() - 100.0).abs() < 0.01);
-    }
-
-    #[test]
-    fn hardware_events_are_summed_per_second_and_quiet_seconds_are_zero() {
-        let mut app = App::new(cfg(RateUnit::Events, 100));
-        app.on_events([
-            sample(1, 5, T0 + 10, 2_000_000),
-            sample(1, 5, T0 + 20, 3_000_000),
-        ]);
-        app.on_tick(T0 + 3 * NS + RATE_LAG_NS);
-        let h: Vec<f64> = app.rates.history(1).iter().copied().collect();
-        assert_eq!(h, vec![5_000_000.0, 0.0, 0.0]);
-        // A record for a second already final is counted in the next one, not lost.
-        app.on_events([sample(1, 5, T0 + 10, 1)]);
-        app.on_tick(T0 + 4 * NS + RATE_LAG_NS);
-        assert_eq!(app.rates.latest(1), Some(1.0));
-        assert_eq!(app.rates.latest(0), Some(0.0));
-    }
-
-    #[test]
-    fn ipc_maths() {
-        assert_eq!(ipc(3_000.0, 1_000.0), Some(3.0));
-        assert_eq!(ipc(500.0, 1_000.0), Some(0.5));
-        assert_eq!(ipc(0.0, 1_000.0), Some(0.0));
-        assert_eq!(ipc(1_000.0, 0.0), None, "no cycles: nothing to show");
-        assert_eq!(ipc(f64::NAN, 1.0), None);
-        assert_eq!(ipc(1.0, f64::INFINITY), None);
-        assert_eq!(ipc(-1.0, 1.0), None);
-    }
-
-    use crate::testkit::events::desc;
-
-    /// An app keeping `history` entries over a model seeded with the tree tests' family
-    /// of processes.
-    fn with_tree(history: usize) -> App {
-        use super::super::tree::tests::{FAMILY, seeded};
-        let app = App::new(cfg(RateUnit::Records, history));
-        *app.model.write() = seeded(FAMILY);
-        app
-    }
-
-    fn sample_of(d: &'static EventDesc, cpu: u32, time: u64, period: u64) -> Event {
-        crate::testkit::events::sample_of(d, cpu, 5, time, period)
-    }
-
-    #[test]
-    fn each_event_has_its_rate_and_cycles_with_instructions_give_ipc() {
-        use perf_event_open_sys::bindings as sys;
-        let cycles = desc(0, "cycles", sys::PERF_TYPE_HARDWARE, 0);
-        let instructions = desc(1, "instructions", sys::PERF_TYPE_HARDWARE, 1);
-        let switch = desc(2, "sched:sched_switch", sys::PERF_TYPE_TRACEPOINT, 372);
-        let mut c = cfg(RateUnit::Events, 100);
-        c.events = vec![cycles, instructions, switch];
-        let mut app = App::new(c);
-        assert!(app.has_ipc());
-        // In the first whole second: cpu0 runs 2e9 cycles and 3e9 instructions (IPC 1.5),
-        // cpu1 1e9 cycles and 0.5e9 instructions (IPC 0.5); 7 switches on cpu1.
-        let t = T0 + NS;
-        let mut evs = Vec::new();
-        for k in 0..4 {
-            evs.push(sample_of(cycles, 0, t + k, 500_000_000));
-            evs.push(sample_of(instructions, 0, t + k, 750_000_000));
-            evs.push(sample_of(cycles, 1, t + k, 250_000_000));
-            evs.push(sample_of(instructions, 1, t + k, 125_000_000));
-        }
-        for k in 0..7 {
-            evs.push(sample_of(switch, 1, t + 10 + k, 1));
-        }
-        app.on_events(evs);
-        app.on_tick(T0 + 3 * NS);
-        assert_eq!(app.rates.latest(0), Some(2e9), "the main event is cycles");
-        assert_eq!(app.rates_of(1).and_then(|r| r.latest(0)), Some(3e9));
-        assert_eq!(app.rates_of(2).and_then(|r| r.latest(1)), Some(7.0));
-        assert_eq!(app.rates_of(2).and_then(|r| r.latest(0)), Some(0.0));
-        assert_eq!(app.ipc(0), Some(1.5));
-        assert_eq!(app.ipc(1), Some(0.5));
-        assert_eq!(app.ipc(2), Some(3.5e9 / 3e9), "all CPUs");
-        // No IPC without both.
-        let mut c = cfg(RateUnit::Events, 100);
-        c.events = vec![cycles, switch];
-        assert!(!App::new(c).has_ipc());
-    }
-
-    #[test]
-    fn rate_history_is_bounded() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        for s in 1..200 {
-            app.on_tick(T0 + s * NS + RATE_LAG_NS);
-        }
-        assert_eq!(app.rates.history(0).len(), RATE_SECONDS);
-    }
-
-    #[test]
-    fn exited_tasks_are_forgotten_after_a_while() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.on_events([
-            ev(0, 1, T0, EventKind::Fork(task(5, 1, T0))),
-            ev(0, 5, T0 + 1, EventKind::Exit(task(5, 1, T0 + 1))),
-            ev(0, 1, T0 + 2, EventKind::Fork(task(6, 1, T0 + 2))),
-        ]);
-        assert_eq!(app.tasks().len(), 2);
-        // The pipeline's model forgets as the stream's time moves on.
-        app.feed(Chunk {
-            events: vec![],
-            watermark: T0 + 20 * NS,
-        });
-        assert_eq!(app.tasks().len(), 1, "the live task stays");
-    }
-
-    #[test]
-    fn history_is_bounded_and_filter_follows_it() {
-        let mut app = App::new(cfg(RateUnit::Records, 50));
-        app.on_key(key('S'));
-        app.set_filter(Filter::parse("cpu:1").unwrap());
-        app.on_events((0..1000).map(|i| sample(i % 2, 3, T0 + i as u64, 1)));
-        assert_eq!(app.log_entries(), 50);
-        assert_eq!(app.log_len(), 25);
-        assert!((0..25).all(|i| app.log_entry(i).unwrap().cpu == 1));
-        assert_eq!(app.log_entry(24).unwrap().time, T0 + 999);
-        app.set_filter(Filter::default());
-        assert_eq!(app.log_len(), 50);
-        app.on_key(key('c'));
-        assert_eq!(app.log_len(), 0);
-    }
-
-    #[test]
-    fn comm_filter_uses_task_names() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.seed_tasks([(9, (*b"yes").into())]);
-        app.on_key(key('S'));
-        app.set_filter(Filter::parse("comm:yes").unwrap());
-        app.on_events([sample(0, 9, T0, 1), sample(0, 10, T0 + 1, 1)]);
-        assert_eq!(app.log_len(), 1);
-        assert_eq!(app.log_entry(0).unwrap().pid, 9);
-    }
-
-    #[test]
-    fn filter_editing_previews_and_keeps_the_old_filter_on_error() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.on_events((0..10).map(|i| sample(i % 2, 3, T0 + i as u64, 1)));
-        app.on_key(key('S'));
-        app.on_key(key('/'));
-        for c in "cpu:0".chars() {
-            app.on_key(key(c));
-        }
-        assert_eq!(app.log_len(), 5, "live preview");
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert!(app.edit.is_none());
-        app.on_key(key('/'));
-        for c in " bogus:1".chars() {
-            app.on_key(key(c));
-        }
-        let e = app.edit.as_ref().unwrap().error.clone().unwrap();
-        assert!(e.contains("'bogus'"), "{e}");
-        assert_eq!(app.filter().source(), "cpu:0", "the previous filter stays");
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert!(app.edit.is_some(), "Enter does not apply a bad filter");
-        app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-        assert!(app.edit.is_none());
-        assert_eq!(app.filter().source(), "cpu:0");
-        assert_eq!(app.log_len(), 5);
-    }
-
-    #[test]
-    fn a_value_that_cannot_be_the_fields_is_refused_and_the_old_filter_stays() {
-        use crate::testkit::tracepoints as craft;
-        let mut c = cfg(RateUnit::Records, 100);
-        c.events = vec![craft::desc(0, "sched:sched_switch", craft::SCHED_SWITCH)];
-        let mut app = App::new(c);
-        for (text, said) in [
-            ("prev_pid:abc", "signed 32-bit number"),
-            ("prev_state:Q", "shown as S D"),
-        ] {
-            app.on_key(key('/'));
-            for ch in text.chars() {
-                app.on_key(key(ch));
-            }
-            let e = app.edit.as_ref().unwrap().error.clone().unwrap();
-            assert!(e.contains(said) && !e.contains('\n'), "{e}");
-            assert_eq!(app.filter().source(), "", "the previous filter stays");
-            app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-        }
-        app.on_key(key('/'));
-        for ch in "prev_state:S".chars() {
-            app.on_key(key(ch));
-        }
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert_eq!(app.filter().source(), "prev_state:S");
-    }
-
-    #[test]
-    fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
-        let mut app = App::new(cfg(RateUnit::Records, 1000));
-        app.on_key(key('S'));
-        app.on_events((0..100).map(|i| sample(0, 3, T0 + i as u64, 1)));
-        assert_eq!(app.log_scroll, 0);
-        app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
-        assert_eq!(app.log_scroll, 1);
-        app.on_events((0..10).map(|i| sample(0, 3, T0 + 1000 + i as u64, 1)));
-        assert_eq!(
-            app.log_scroll, 11,
-            "new entries do not move a scrolled view"
-        );
-        app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
-        assert_eq!(app.log_scroll, 0);
-        app.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
-        assert_eq!(
-            app.log_scroll,
-            110 - app.page_rows.get(),
-            "Home: the oldest row at the top of a full page"
-        );
-        app.on_key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
-        assert_eq!(app.log_scroll, 110 - app.page_rows.get(), "no further");
-        app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
-        app.on_key(key(' '));
-        assert!(app.paused);
-        app.on_events((0..5).map(|i| sample(0, 3, T0 + 2000 + i as u64, 1)));
-        assert_eq!(app.view().log_len(), 110, "paused: the view stays put");
-        assert_eq!(app.log_len(), 115, "counting continues");
-        app.on_key(key(' '));
-        assert_eq!(app.log_scroll, 0);
-        assert_eq!(app.view().log_len(), 115, "resumed: live again");
-    }
-
-    #[test]
-    fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.on_events((0..20).map(|i| fork(0, T0 + i as u64, 100 + i, 1)));
-        app.on_events((0..50).map(|i| sample(0, 105, T0 + 100 + i as u64, 1)));
-        app.on_tick(T0 + 2 * NS);
-        let shown = |a: &App| {
-            let v = a.view();
-            let log: Vec<Event> = v.log_range(0, v.log_len()).into_iter().cloned().collect();
-            let tasks: Vec<u32> = v.task_rows().iter().map(|r| r.pid).collect();
-            (log, tasks, v.top().0.to_vec(), v.rates.history(0).clone())
-        };
-        let before = shown(&app);
-        app.on_key(key(' '));
-        // A burst of forks and samples, and a second closing: none of it reaches the panes.
-        app.on_events((0..500).map(|i| fork(1, T0 + 3 * NS + i as u64, 1000 + i, 1)));
-        app.on_events((0..500).map(|i| sample(1, 1000, T0 + 3 * NS + 600 + i as u64, 1)));
-        app.on_tick(T0 + 5 * NS);
-        app.set_totals(Totals::default());
-        assert!(shown(&app) == before, "paused: every pane as it was");
-        assert_eq!(
-            app.log_held(),
-            (200, 100),
-            "the live state goes on (100 records and 100 samples kept)"
-        );
-        // Keys scroll and filter the held view.
-        app.focus = Pane::Log;
-        app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
-        assert_eq!(app.view().log_scroll, 1);
-        app.on_key(key('/'));
-        for c in "pid:105".chars() {
-            app.on_key(key(c));
-        }
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert_eq!(
-            app.view().log_len(),
-            1,
-            "the fork of 105; its samples are hidden"
-        );
-        assert!(app.paused && app.view().paused);
-        // Resume: live, with the filter chosen while paused.
-        app.on_key(key(' '));
-        assert!(!app.paused);
-        assert_eq!(app.filter().source(), "pid:105");
-        assert!(std::ptr::eq(app.view(), &app));
-        assert_eq!(
-            app.log_len(),
-            0,
-            "live: 105's fork is 500 forks back, out of 100"
-        );
-        app.on_key(key('q'));
-        assert!(app.quit);
-    }
-
-    #[test]
-    fn quit_while_paused() {
-        let mut app = App::new(cfg(RateUnit::Records, 10));
-        app.on_key(key(' '));
-        app.on_key(key('q'));
-        assert!(app.quit);
-    }
-
-    #[test]
-    fn enter_on_a_tree_row_narrows_the_views_to_it_and_its_children_and_esc_goes_back() {
-        // bash (101) runs make (102); cron (110) is bash's uncle.
-        let mut app = with_tree(1000);
-        app.on_key(key('S'));
-        app.on_events([
-            sample(0, 102, T0 + 1, 1),
-            sample(0, 110, T0 + 2, 1),
-            sample(1, 101, T0 + 3, 1),
-        ]);
-        app.on_tick(T0 + 2 * NS);
-        app.on_key(key('t'));
-        assert!(app.tree && app.focus == Pane::Tasks);
-        let rows = app.tree_rows();
-        let at = rows.iter().position(|r| r.pid == 101).unwrap();
-        for _ in 0..at {
-            app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
-        }
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        let n = app.narrow.as_ref().expect("narrowed");
-        assert_eq!(n.pid, 101);
-        let pids = |a: &App| -> Vec<u32> {
-            a.log_range(0, a.log_len())
-                .iter()
-                .map(|e| e.subject_pid())
-                .collect()
-        };
-        assert_eq!(pids(&app), [102, 101], "cron's sample is not shown");
-        assert_eq!(
-            app.top_rows().iter().map(|r| r.0).collect::<Vec<_>>(),
-            [101, 102]
-        );
-        // A child forked by make joins, and its records show.
-        app.on_events([
-            fork(0, T0 + 3 * NS, 103, 102),
-            sample(0, 103, T0 + 3 * NS + 1, 1),
-            fork(0, T0 + 3 * NS + 2, 111, 110),
-        ]);
-        assert_eq!(pids(&app), [102, 101, 103, 103]);
-        assert!(
-            app.narrowed()
-                .is_some_and(|n| n.contains(&103) && !n.contains(&111))
-        );
-        app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-        assert!(app.narrow.is_none() && app.narrowed().is_none());
-        assert_eq!(app.log_len(), 6, "all again");
-        app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-        assert_eq!(app.message.as_deref(), Some("nothing to go back from"));
-    }
-
-    #[test]
-    fn a_narrowed_view_follows_orphans_to_their_new_parent() {
-        use crate::testkit::events::exit;
-        // 450 (bash, under init) runs 500; 7 is a child subreaper under init.
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        *app.model.write() = super::super::tree::tests::seeded(&[
-            (1, Some(0), "init"),
-            (7, Some(1), "reaper"),
-            (450, Some(1), "bash"),
-            (500, Some(450), "sleep"),
-        ]);
-        app.model.write().collect_orphans(true);
-        app.set_narrow(Some(7));
-        app.on_events([exit(0, T0, 450, 1)]);
-        let orphans = app.model.write().take_orphans();
-        assert_eq!(orphans.len(), 1);
-        // What the pipeline does once /proc shows the new parent.
-        app.model.write().reparent(&orphans[0], 7);
-        app.on_events([sample(0, 500, T0 + 1, 1)]);
-        assert!(app.narrowed().is_some_and(|n| n.contains(&500)));
-        let rows = app.tree_rows();
-        let at = |pid| rows.iter().position(|r| r.pid == pid).unwrap();
-        assert_eq!(rows[at(500)].prefix, "│  └─ ", "under the reaper");
-        assert_eq!(at(500), at(7) + 1);
-    }
-
-    #[test]
-    fn the_tree_selection_follows_its_process_when_rows_above_come_and_go() {
-        let mut app = with_tree(100);
-        app.on_key(key('t'));
-        for _ in 0..4 {
-            app.on_key(key('j'));
-        }
-        let rows = app.tree_rows();
-        assert_eq!(rows[app.tree_selected(&rows)].pid, 110);
-        // A process forked by init with a lower pid: a row above the selection.
-        app.on_events([fork(0, T0, 50, 1)]);
-        let rows = app.tree_rows();
-        assert_eq!(rows[app.tree_selected(&rows)].pid, 110, "still cron");
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert_eq!(app.narrow.as_ref().map(|n| n.pid), Some(110));
-    }
-
-    #[test]
-    fn top_tasks_per_process_or_thread_in_three_orders() {
-        let mut app = App::new(cfg(RateUnit::Records, 100));
-        app.seed_tasks([(10, (*b"zed").into()), (20, (*b"alpha").into())]);
-        let s = |pid, tid, t| event(0, pid, tid, t, EventKind::sample(0x1000, 1, 2));
-        let mut evs = Vec::new();
-        for i in 0..5 {
-            evs.push(s(10, 10, T0 + i));
-            evs.push(s(10, 11, T0 + 10 + i));
-        }
-        for i in 0..3 {
-            evs.push(s(20, 20, T0 + 20 + i));
-        }
-        app.on_events(evs);
-        app.on_tick(T0 + 2 * NS);
-        assert_eq!(app.top_rows(), [(10, 10), (20, 3)]);
-        app.focus = Pane::Top;
-        app.on_key(key('H'));
-        assert_eq!(app.top_rows(), [(10, 5), (11, 5), (20, 3)]);
-        app.on_key(key('H'));
-        app.on_key(key('s'));
-        assert_eq!(app.top_sort, TopSort::Id);
-        assert_eq!(app.top_rows(), [(10, 10), (20, 3)]);
-        app.on_key(key('s'));
-        assert_eq!(app.top_rows(), [(20, 3), (10, 10)], "alpha before zed");
-        assert_eq!(
-            app.symbols.sort,
-            super::super::top_symbols::SortBy::Samples,
-            "untouched"
-        );
-    }
-
-    #[test]
-    fn focus_cycles_and_quit_keys() {
-        let mut app = App::new(cfg(RateUnit::Records, 10));
-        assert_eq!(app.focus, Pane::Log);
-        app.on_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
-        assert_eq!(app.focus, Pane::Cpus);
-        app.on_key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT));
-        assert_eq!(app.focus, Pane::Log);
-        app.on_key(key('?'));
-        assert!(app.show_help);
-        app.on_key(key('q'));
-        assert!(!app.show_help && !app.quit, "q closes the help first");
-        app.on_key(key('q'));
-        assert!(app.quit);
-        let mut app = App::new(cfg(RateUnit::Records, 10));
-        app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-        assert!(app.quit);
-    }
-
-    #[test]
-    fn script_panes_are_escaped_and_bounded() {
-        let mut app = App::new(cfg(RateUnit::Records, 10));
-        assert!(!app.panes().contains(&Pane::Script(0)));
-        app.on_pane_msg(PaneMsg::Lines {
-            script: "s.py".into(),
-            lines: vec!["\x1b[2Jx".into()],
-        });
-        for i in 0..500 {
-            app.on_pane_msg(PaneMsg::Text {
-                script: "s.py".into(),
-                text: format!("line {i}\nmore"),
-                is_error: false,
-            });
-        }
-        assert_eq!(app.scripts.len(), 1);
-        assert_eq!(app.scripts[0].lines, vec!["\\x1b[2Jx".to_string()]);
-        assert_eq!(app.scripts[0].messages.len(), PANE_MESSAGES);
-        assert!(app.panes().contains(&Pane::Script(0)));
-        app.on_pane_msg(PaneMsg::Lines {
-            script: "t.py".into(),
-            lines: vec!["t".into()],
-        });
-        let panes = app.panes();
-        let at = panes.iter().position(|p| *p == Pane::Script(0)).unwrap();
-        assert_eq!(
-            panes[at + 1],
-            Pane::Script(1),
-            "one pane per script, in Tab order"
-        );
-        app.focus = Pane::Script(0);
-        app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
-        assert_eq!((app.scripts[0].scroll, app.scripts[1].scroll), (1, 0));
-    }
-
-    #[test]
-    fn batches_go_through_time_order() {
-        // The readers' batches reach the app through the pipeline, as in a run.
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let opts = crate::pipeline::PipelineOptions {
-            seed: None,
-            ..Default::default()
-        };
-        let mut pipe = crate::pipeline::Pipeline::new(rx, &[0, 1], opts);
-        let mut app = App::new(cfg(RateUnit::Records, 100)).with_model(pipe.model().clone());
-        app.on_key(key('S'));
-        tx.send(batch(1, T0 + 30, vec![sample(1, 3, T0 + 20, 1)], false))
-            .unwrap();
-        tx.send(batch(0, T0 + 30, vec![sample(0, 3, T0 + 10, 1)], true))
-            .unwrap();
-        tx.send(batch(1, T0 + 40, vec![], true)).unwrap();
-        let first = pipe.batches().recv();
-        pipe.take(first);
-        while let Some(c) = pipe.next_chunk() {
-            app.on_chunk(c);
-        }
-        assert!(pipe.all_ended());
-        pipe.finish(std::time::Duration::ZERO);
-        assert_eq!(app.log_len(), 2);
-        assert_eq!(app.log_entry(0).unwrap().cpu, 0);
     }
 }

@@ -12,7 +12,37 @@
 
 use ratatui::layout::Rect;
 
-use super::app::Pane;
+/// The panes that take focus, in Tab order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pane {
+    Cpus,
+    Tasks,
+    Symbols,
+    Top,
+    /// The pane of the `i`-th script (each script has its own).
+    Script(usize),
+    Log,
+}
+
+/// What a frame drew where, returned by the drawing: what a click lands on, which middle
+/// panes did not fit (Tab shows them), and the rows of the focused pane (the PgUp/PgDn step).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Drawn {
+    pub areas: Vec<(Pane, Rect)>,
+    pub folded: Vec<Pane>,
+    pub page_rows: usize,
+}
+
+impl Default for Drawn {
+    /// Before the first frame: nothing to click, a page of 10 rows.
+    fn default() -> Drawn {
+        Drawn {
+            areas: Vec::new(),
+            folded: Vec::new(),
+            page_rows: 10,
+        }
+    }
+}
 
 /// The narrowest a key column may be.
 pub const KEY_COLUMN: u16 = 15;

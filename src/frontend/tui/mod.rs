@@ -10,14 +10,18 @@
 //! summary is printed by the caller after [`run`] returns, on the normal screen.
 
 pub mod app;
+mod cpus;
 pub mod input;
 pub mod layout;
 pub mod log;
+mod rates;
+mod task_rows;
 pub mod tasks;
 pub mod terminal;
 pub mod top_symbols;
 pub mod tree;
 pub mod ui;
+mod widgets;
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -26,11 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, never, select, unbounded};
-use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event as TermEvent, KeyEventKind};
-use crossterm::execute;
-use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
-};
+use crossterm::event::{Event as TermEvent, KeyEventKind};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, CrosstermBackend};
 
@@ -42,6 +42,7 @@ use crate::pipeline::Pipeline;
 use crate::stats::Totals;
 use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
 use app::{App, AppConfig};
+pub use terminal::{TerminalGuard, restore_terminal};
 
 /// The shortest time between two frames drawn for new records (input redraws at once).
 pub const FRAME: Duration = Duration::from_millis(100);
@@ -57,61 +58,6 @@ pub struct TuiOptions {
     pub filter: Option<Filter>,
     /// `--folded FILE`: fed with every event in time order.
     pub folded: Option<crate::folded::Folding>,
-}
-
-/// Raw mode, the alternate screen and mouse capture, for as long as it lives.
-pub struct TerminalGuard {
-    active: bool,
-}
-
-/// Put the terminal back as it was. Safe to call twice.
-pub fn restore_terminal() {
-    terminal::disarm();
-    let _ = disable_raw_mode();
-    let mut out = io::stdout();
-    let _ = execute!(
-        out,
-        DisableMouseCapture,
-        LeaveAlternateScreen,
-        crossterm::cursor::Show
-    );
-    let _ = out.flush();
-}
-
-impl TerminalGuard {
-    pub fn enter() -> io::Result<TerminalGuard> {
-        // From here a fatal signal restores the terminal before it ends perfwatch.
-        terminal::arm();
-        let guard = TerminalGuard { active: true };
-        TerminalGuard::reenter()?;
-        Ok(guard)
-    }
-
-    /// Raw mode, the alternate screen (cleared) and mouse capture: at start, and again after
-    /// a suspend.
-    pub fn reenter() -> io::Result<()> {
-        terminal::arm();
-        enable_raw_mode()?;
-        execute!(
-            io::stdout(),
-            EnterAlternateScreen,
-            EnableMouseCapture,
-            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
-        )
-    }
-
-    /// Restore now (and not again on drop).
-    pub fn restore(&mut self) {
-        if std::mem::take(&mut self.active) {
-            restore_terminal();
-        }
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        self.restore();
-    }
 }
 
 /// Restore the terminal before any panic message, so it is readable and the shell usable.

@@ -2,10 +2,8 @@
 //! that drawing needs no lookups), the process tree drawn in its place (`t`), and the detail
 //! lines of the selected row: its whole command line and the file its exec ran.
 //!
-//! Its rows are built from the ordered stream and the process model ([`row_of`]); the app
-//! keeps them in a bounded ring ([`TASK_ROWS`]) and draws them here.
-
-use std::sync::Arc;
+//! Its rows are built at ingest ([`super::task_rows`]); the app keeps them and they are drawn
+//! here.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -13,158 +11,13 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::app::{App, Comm, Pane};
-use super::ui::{draw_grid, hms, pane_block, rel, scroll_note, shown_rows, window};
+use super::app::App;
+use super::layout::Pane;
+use super::task_rows::{TaskEvent, command};
+use super::widgets::{
+    draw_grid, grid_widths, hms, pane_block, rel, scroll_note, shown_rows, window,
+};
 use crate::cmdline::ArgvSource;
-use crate::event::{Event, EventKind};
-use crate::process::ProcessModel;
-
-/// Rows of the task stream kept.
-pub const TASK_ROWS: usize = 2_000;
-
-/// What a row of the task stream reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskEvent {
-    Fork,
-    /// A fork that created a thread in the same process.
-    Thread,
-    Exit,
-    /// A comm record written by execve.
-    Exec,
-    /// A rename (prctl).
-    Comm,
-}
-
-impl TaskEvent {
-    pub fn name(self) -> &'static str {
-        match self {
-            TaskEvent::Fork => "fork",
-            TaskEvent::Thread => "thread",
-            TaskEvent::Exit => "exit",
-            TaskEvent::Exec => "exec",
-            TaskEvent::Comm => "comm",
-        }
-    }
-}
-
-/// One row of the task stream, complete at ingest so that drawing needs no lookups.
-#[derive(Clone, Debug)]
-pub struct TaskRow {
-    pub time: u64,
-    pub event: TaskEvent,
-    pub pid: u32,
-    pub tid: u32,
-    /// Unknown for a comm record of a task whose fork was not seen.
-    pub ppid: Option<u32>,
-    pub comm: Option<Comm>,
-    pub parent_comm: Option<Comm>,
-    /// For an exit whose fork was seen: how long the task lived, in ns.
-    pub lifetime: Option<u64>,
-    /// For an exec: its command line (see [`crate::cmdline`]), or that the process was gone
-    /// before it could be read.
-    pub argv: Option<Arc<crate::cmdline::CmdLine>>,
-}
-
-/// What the command column shows for `r`: its exec's command line as the model knows it
-/// now (one read after the row was made, or a better one, may have come since), else as the
-/// row has it.
-pub fn command(r: &TaskRow, tasks: &ProcessModel, width: usize) -> String {
-    match (r.event, tasks.exec_argv(r.pid, r.time)) {
-        (TaskEvent::Exec, Some(argv)) if r.argv.as_ref() != Some(argv) => TaskRow {
-            argv: Some(argv.clone()),
-            ..r.clone()
-        }
-        .command_within(width),
-        _ => r.command_within(width),
-    }
-}
-
-impl TaskRow {
-    /// What the comm column shows: an exec's command line when it was read (each argument
-    /// escaped, joined by spaces, a cut marked), else the name; `[gone]` when the process
-    /// had gone before its command line could be read.
-    pub fn command(&self) -> String {
-        self.command_within(usize::MAX)
-    }
-
-    /// As [`TaskRow::command`], for a column `width` characters wide (see
-    /// [`crate::cmdline::CmdLine::line_within`]).
-    pub fn command_within(&self, width: usize) -> String {
-        let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
-        match self.argv.as_deref() {
-            Some(argv) if argv.is_gone() => format!("{name} [gone]"),
-            Some(argv) => argv.line_within(width),
-            None => name,
-        }
-    }
-}
-
-/// The row of the task stream for `ev`, if it is a fork, exit or comm record: names,
-/// parents and lifetimes as the model knew them at the event's time.
-pub fn row_of(ev: &Event, tasks: &ProcessModel) -> Option<TaskRow> {
-    let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
-    match &ev.kind {
-        EventKind::Fork(t) => {
-            let thread = t.pid == t.ppid && t.tid != t.pid;
-            Some(TaskRow {
-                time: ev.time,
-                event: if thread {
-                    TaskEvent::Thread
-                } else {
-                    TaskEvent::Fork
-                },
-                pid: t.pid,
-                tid: t.tid,
-                ppid: Some(t.ppid),
-                // What it inherited at the fork.
-                comm: name(t.tid),
-                parent_comm: name(t.ppid),
-                lifetime: None,
-                argv: None,
-            })
-        }
-        EventKind::Exit(t) => {
-            let task = tasks.task_at(t.tid, ev.time);
-            Some(TaskRow {
-                time: ev.time,
-                event: TaskEvent::Exit,
-                pid: t.pid,
-                tid: t.tid,
-                ppid: Some(t.ppid),
-                comm: name(t.tid),
-                parent_comm: name(t.ppid),
-                lifetime: task
-                    .and_then(|k| k.start())
-                    .map(|s| t.time.saturating_sub(s)),
-                argv: None,
-            })
-        }
-        EventKind::Comm { comm, exec, .. } => {
-            let (pid, tid) = ev.subject();
-            let ppid = tasks.task_at(tid, ev.time).and_then(|k| k.ppid());
-            Some(TaskRow {
-                time: ev.time,
-                event: if *exec {
-                    TaskEvent::Exec
-                } else {
-                    TaskEvent::Comm
-                },
-                pid,
-                tid,
-                ppid,
-                comm: Some(Comm::new(comm)),
-                parent_comm: ppid.and_then(name),
-                lifetime: None,
-                argv: if *exec {
-                    tasks.exec_argv(pid, ev.time).cloned()
-                } else {
-                    None
-                },
-            })
-        }
-        _ => None,
-    }
-}
 
 fn lifetime(ns: u64) -> String {
     let s = ns as f64 / 1e9;
@@ -179,7 +32,8 @@ fn lifetime(ns: u64) -> String {
     }
 }
 
-pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
+/// Draw the process tree; returns its rows (the PgUp/PgDn step).
+pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
     use super::tree::Mark;
     let rows = app.tree_rows();
     let processes: usize = rows.iter().map(|r| r.exited.max(1)).sum();
@@ -197,9 +51,8 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
     };
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below).max(1) as usize;
-    app.page_rows.set(visible);
     const TREE_WIDTHS: [u16; 4] = [7, 0, 5, 6];
-    let name_w = super::ui::grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
+    let name_w = grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
     let start = sel.saturating_sub(visible - 1);
     let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
         let mut style = match r.mark {
@@ -252,6 +105,7 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) {
         cells,
     );
     draw_detail(f, detail, inner, below);
+    visible
 }
 
 /// The selected process's whole command line, wrapped, and what it ran: for an exec at
@@ -315,10 +169,11 @@ fn draw_detail(f: &mut Frame, lines: Vec<Line<'static>>, inner: Rect, rows: u16)
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), r);
 }
 
-pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
+/// Draw the task pane (the stream, or the tree with `t`); returns its rows (the PgUp/PgDn
+/// step).
+pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     if app.tree {
-        draw_tree(f, area, app);
-        return;
+        return draw_tree(f, area, app);
     }
     let rows_all = app.task_rows();
     let title = format!(
@@ -340,7 +195,6 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     };
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below) as usize;
-    app.page_rows.set(visible.max(1));
     // The selected row is the last of `window`; near the oldest, the page still fills.
     let (start, end) = window(rows_all.len(), app.task_scroll, visible);
     let selected_at = end.checked_sub(1);
@@ -348,7 +202,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     // After the detail lines, which take the model's lock of their own.
     let tasks = app.tasks();
     let widths = stream_widths(inner.width);
-    let command_w = super::ui::grid_widths(inner.width, &widths)[4] as usize;
+    let command_w = grid_widths(inner.width, &widths)[4] as usize;
     let rows = rows_all.range(start..end).enumerate().map(|(i, r)| {
         let mark = |s: Style| match focused && Some(start + i) == selected_at {
             true => s.add_modifier(Modifier::REVERSED),
@@ -384,6 +238,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) {
     draw_grid(f, block, area, &widths, STREAM_HEADER, rows);
     drop(tasks);
     draw_detail(f, detail, inner, below);
+    visible.max(1)
 }
 
 /// The widths of the task stream's columns in `inner` columns: the parent's a third of what
@@ -402,8 +257,10 @@ const STREAM_HEADER: &[&str] = &["time", "event", "pid", "ppid (parent)", "comma
 mod tests {
     use super::*;
     use crate::event::Chunk;
+    use crate::event::{Event, EventKind};
     use crate::frontend::tui::app::tests::cfg;
     use crate::frontend::tui::app::{App, RateUnit};
+    use crate::frontend::tui::task_rows::TaskRow;
     use crate::testkit::events::{event, task};
 
     const NS: u64 = 1_000_000_000;

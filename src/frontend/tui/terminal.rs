@@ -16,12 +16,16 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::OsStr;
-use std::io;
+use std::io::{self, Write};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{DisableMouseCapture, EnableMouseCapture, KeyCode, KeyEvent, KeyModifiers};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
 
 /// Can this terminal show a full-screen view? `Err` says why not (for a note).
 pub fn capable(term: Option<&OsStr>) -> Result<(), String> {
@@ -302,7 +306,7 @@ impl Suspend {
         self.enabled
     }
 
-    /// Leave the terminal (as [`super::restore_terminal`] does), stop perfwatch, and when it
+    /// Leave the terminal (as [`restore_terminal`] does), stop perfwatch, and when it
     /// is continued take the terminal back. Returns false, having done nothing, when no shell
     /// could continue it (see [`job_control_parent`]): the kernel discards a terminal's stop
     /// signals for such a process too. The caller redraws everything afterwards.
@@ -310,7 +314,7 @@ impl Suspend {
         if !self.enabled || !job_control_parent() {
             return Ok(false);
         }
-        super::restore_terminal();
+        restore_terminal();
         // As the terminal would have done without raw mode: the whole job stops (the
         // command perfwatch started, too), when perfwatch is the job's leader.
         // SAFETY: getpgrp/getpid/kill/raise have no memory preconditions.
@@ -323,7 +327,7 @@ impl Suspend {
         }
         // Our own SIGTSTP to the group is not a new request.
         self.requested.store(false, Ordering::Release);
-        super::TerminalGuard::reenter()?;
+        TerminalGuard::reenter()?;
         Ok(true)
     }
 }
@@ -370,6 +374,61 @@ fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
     rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Raw mode, the alternate screen and mouse capture, for as long as it lives.
+pub struct TerminalGuard {
+    active: bool,
+}
+
+/// Put the terminal back as it was. Safe to call twice.
+pub fn restore_terminal() {
+    disarm();
+    let _ = disable_raw_mode();
+    let mut out = io::stdout();
+    let _ = execute!(
+        out,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = out.flush();
+}
+
+impl TerminalGuard {
+    pub fn enter() -> io::Result<TerminalGuard> {
+        // From here a fatal signal restores the terminal before it ends perfwatch.
+        arm();
+        let guard = TerminalGuard { active: true };
+        TerminalGuard::reenter()?;
+        Ok(guard)
+    }
+
+    /// Raw mode, the alternate screen (cleared) and mouse capture: at start, and again after
+    /// a suspend.
+    pub fn reenter() -> io::Result<()> {
+        arm();
+        enable_raw_mode()?;
+        execute!(
+            io::stdout(),
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+        )
+    }
+
+    /// Restore now (and not again on drop).
+    pub fn restore(&mut self) {
+        if std::mem::take(&mut self.active) {
+            restore_terminal();
+        }
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        self.restore();
+    }
 }
 
 #[cfg(test)]

@@ -476,7 +476,7 @@ mod tests {
         app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::NONE));
         app.on_key(KeyEvent::new(KeyCode::Char('+'), KeyModifiers::NONE));
         let mut term = Terminal::new(TestBackend::new(160, 45)).unwrap();
-        crate::frontend::tui::ui::render(&mut term, &app).unwrap();
+        crate::frontend::tui::ui::render(&mut term, &mut app).unwrap();
         let text: Vec<String> = term
             .backend()
             .buffer()

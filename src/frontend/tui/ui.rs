@@ -11,10 +11,12 @@ use ratatui::backend::Backend;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
-use super::app::{App, Pane, RateUnit};
+use super::app::App;
 use super::input::KEYS;
+use super::layout::{Drawn, Pane};
+use super::widgets::{draw_grid, hms, pane_block, rel, scroll_note, shown_rows, si, window};
 use crate::event::{Event, RecordType};
 use crate::filter::SYNTAX_HELP;
 
@@ -22,20 +24,26 @@ use crate::filter::SYNTAX_HELP;
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 18;
 
-/// Draw one frame into any backend.
-pub fn render<B: Backend>(term: &mut Terminal<B>, app: &App) -> Result<(), B::Error> {
-    term.draw(|f| draw(f, app)).map(|_| ())
+/// Draw one frame into any backend, and keep in `app` what it drew where.
+pub fn render<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<(), B::Error> {
+    let mut drawn = None;
+    term.draw(|f| drawn = draw(f, app))?;
+    if let Some(d) = drawn {
+        app.set_drawn(d);
+    }
+    Ok(())
 }
 
 /// Draw the whole screen: the status bar from the live state, the panes from what they show
 /// (the snapshot taken at a pause, else the live state), where [`super::layout`] puts them.
-pub fn draw(f: &mut Frame, live: &App) {
+/// Returns what it drew where; None on a terminal too small to draw the panes.
+pub fn draw(f: &mut Frame, live: &App) -> Option<Drawn> {
     use super::layout::{Spec, layout};
     let app = live.view();
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_too_small(f, area);
-        return;
+        return None;
     }
     let footer = match &app.edit {
         Some(e) if e.error.is_some() => 2,
@@ -64,10 +72,11 @@ pub fn draw(f: &mut Frame, live: &App) {
         }
     };
     let mut areas = Vec::new();
+    let mut task_rows = None;
     for &(pane, r) in &drawn {
         match pane {
-            Pane::Cpus => draw_cpus(f, r, app),
-            Pane::Tasks => super::tasks::draw_tasks(f, r, app),
+            Pane::Cpus => super::cpus::draw_cpus(f, r, app),
+            Pane::Tasks => task_rows = Some(super::tasks::draw_tasks(f, r, app)),
             Pane::Symbols => draw_symbols(f, r, app),
             Pane::Top => draw_top(f, r, app),
             Pane::Log => draw_log(f, r, app),
@@ -88,21 +97,25 @@ pub fn draw(f: &mut Frame, live: &App) {
         .iter()
         .find(|(p, _)| *p == app.focus)
         .map_or(l.log, |(_, r)| *r);
-    *app.areas.borrow_mut() = areas;
-    *app.folded.borrow_mut() = l.folded.clone();
     // Rows inside the borders, less the header row of the panes that have one (the task
     // pane says itself: its detail lines take rows too).
     let chrome = match app.focus {
         Pane::Log | Pane::Script(_) => 2,
         _ => 3,
     };
-    if app.focus != Pane::Tasks {
-        app.page_rows
-            .set(focused.height.saturating_sub(chrome).max(1) as usize);
-    }
+    let page_rows = match (app.focus, task_rows) {
+        (Pane::Tasks, Some(rows)) => rows,
+        (Pane::Tasks, None) => app.drawn.page_rows,
+        _ => focused.height.saturating_sub(chrome).max(1) as usize,
+    };
     if app.show_help {
         draw_help(f, area);
     }
+    Some(Drawn {
+        areas,
+        folded: l.folded,
+        page_rows,
+    })
 }
 
 /// Split `area` into rows of the given heights (clipped to the area).
@@ -118,23 +131,6 @@ fn stack(area: Rect, heights: &[u16]) -> Vec<Rect> {
             r
         })
         .collect()
-}
-
-/// Split `area` into columns of the given widths, and a last one with the rest.
-fn columns(area: Rect, widths: &[u16]) -> Vec<Rect> {
-    let mut x = area.x;
-    let right = area.x + area.width;
-    let mut v: Vec<Rect> = widths
-        .iter()
-        .map(|&w| {
-            let w = w.min(right - x);
-            let r = Rect::new(x, area.y, w, area.height);
-            x += w;
-            r
-        })
-        .collect();
-    v.push(Rect::new(x, area.y, right - x, area.height));
-    v
 }
 
 fn draw_too_small(f: &mut Frame, area: Rect) {
@@ -162,35 +158,6 @@ fn draw_too_small(f: &mut Frame, area: Rect) {
             .wrap(Wrap { trim: true }),
         r,
     );
-}
-
-pub(super) fn hms(secs: f64) -> String {
-    let s = secs.max(0.0) as u64;
-    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// A count or rate with an SI suffix: `950`, `12.3k`, `2.31G`.
-pub fn si(v: f64) -> String {
-    let a = v.abs();
-    let (d, s) = if a >= 1e12 {
-        (1e12, "T")
-    } else if a >= 1e9 {
-        (1e9, "G")
-    } else if a >= 1e6 {
-        (1e6, "M")
-    } else if a >= 1e3 {
-        (1e3, "k")
-    } else {
-        return format!("{v:.0}");
-    };
-    let x = v / d;
-    if x.abs() >= 100.0 {
-        format!("{x:.0}{s}")
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}{s}")
-    } else {
-        format!("{x:.2}{s}")
-    }
 }
 
 fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) {
@@ -278,255 +245,6 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) 
     l2.push(Span::raw(" "));
     l2.push(warn("dropped", t.dropped));
     f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
-}
-
-pub(super) fn pane_block(title: String, focused: bool) -> Block<'static> {
-    let style = if focused {
-        Style::default()
-            .fg(Color::Cyan)
-            .add_modifier(Modifier::BOLD)
-    } else {
-        Style::default().fg(Color::DarkGray)
-    };
-    Block::default()
-        .borders(Borders::ALL)
-        .border_style(style)
-        .title(Span::styled(
-            title,
-            Style::default().add_modifier(Modifier::BOLD),
-        ))
-}
-
-fn rate_text(unit: RateUnit, v: f64) -> String {
-    match unit {
-        RateUnit::Utilisation => format!("{v:5.1}%"),
-        RateUnit::Events => format!("{:>6}/s", si(v)),
-        RateUnit::Records => format!("{:>6}/s", si(v)),
-    }
-}
-
-fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
-    let r = &app.rates;
-    let n = r.cpus().len();
-    let title = match r.unit() {
-        RateUnit::Utilisation => format!("CPU utilisation ({}, last minute)", app.cfg.event),
-        RateUnit::Events => format!("{} per second (last minute)", app.cfg.event),
-        RateUnit::Records => "records per second (last minute)".to_string(),
-    };
-    // With several events: a column per other event, and IPC with cycles and instructions.
-    let others = &app.event_rates.others;
-    let title = others
-        .iter()
-        .fold(title, |t, (d, _)| format!("{t} · {}", d.name))
-        + if app.has_ipc() { " · IPC" } else { "" };
-    let block = pane_block(title, app.focus == Pane::Cpus);
-    let inner = block.inner(area);
-    f.render_widget(block, area);
-    // Rows: each CPU, then the all-CPU row.
-    let rows: Vec<usize> = (0..=n)
-        .skip(app.cpu_scroll)
-        .take(inner.height as usize)
-        .collect();
-    let spark_max_other = (0..n)
-        .flat_map(|i| r.history(i).iter().copied())
-        .fold(0.0f64, f64::max);
-    for (k, &i) in rows.iter().enumerate() {
-        let y = inner.y + k as u16;
-        let row = Rect::new(inner.x, y, inner.width, 1);
-        let is_total = i == n;
-        let label = if is_total {
-            "all".to_string()
-        } else {
-            format!("cpu{}", r.cpus()[i])
-        };
-        let latest = r.latest(i);
-        // The all row for utilisation is the average over CPUs: 100% means every CPU busy.
-        let shown = match (latest, r.unit(), is_total) {
-            (Some(v), RateUnit::Utilisation, true) => Some(v / n.max(1) as f64),
-            (v, _, _) => v,
-        };
-        let frac = match (shown, r.unit()) {
-            (None, _) => 0.0,
-            (Some(v), RateUnit::Utilisation) => v / 100.0,
-            (Some(v), _) => {
-                let max = if is_total {
-                    r.history(i).iter().copied().fold(0.0, f64::max)
-                } else {
-                    spark_max_other
-                };
-                if max > 0.0 { v / max } else { 0.0 }
-            }
-        };
-        let offline = !is_total
-            && app
-                .totals
-                .per_cpu
-                .iter()
-                .any(|c| c.cpu == r.cpus()[i] && c.offline);
-        let value = if offline {
-            "offline".to_string()
-        } else {
-            shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v))
-        };
-        let mut widths = vec![7, 10];
-        widths.extend(others.iter().map(|_| 10));
-        if app.has_ipc() {
-            widths.push(7);
-        }
-        widths.push(22);
-        let cols = columns(row, &widths);
-        let extra = others.len() + app.has_ipc() as usize;
-        for (k, (_, er)) in others.iter().enumerate() {
-            let v = er.latest(i).map(|v| match (er.unit(), is_total) {
-                (RateUnit::Utilisation, true) => v / n.max(1) as f64,
-                _ => v,
-            });
-            let text = v.map_or_else(|| "     …".to_string(), |v| rate_text(er.unit(), v));
-            f.render_widget(Paragraph::new(text), cols[2 + k]);
-        }
-        if app.has_ipc() {
-            let text = app
-                .ipc(i)
-                .map_or_else(|| "    …".to_string(), |v| format!("{v:5.2}"));
-            f.render_widget(Paragraph::new(text), cols[2 + others.len()]);
-        }
-        // The bar and the sparkline come after the extra columns.
-        let cols: Vec<Rect> = cols[..2]
-            .iter()
-            .chain(&cols[2 + extra..])
-            .copied()
-            .collect();
-        let style = if is_total {
-            Style::default().add_modifier(Modifier::BOLD)
-        } else {
-            Style::default()
-        };
-        f.render_widget(Paragraph::new(Span::styled(label, style)), cols[0]);
-        f.render_widget(Paragraph::new(Span::styled(value, style)), cols[1]);
-        let width = cols[2].width.saturating_sub(2) as usize;
-        let filled = ((frac.clamp(0.0, 1.0) * width as f64).round() as usize).min(width);
-        let color = if frac > 0.85 {
-            Color::Red
-        } else if frac > 0.5 {
-            Color::Yellow
-        } else {
-            Color::Green
-        };
-        f.render_widget(
-            Paragraph::new(Line::from(vec![
-                Span::styled("█".repeat(filled), Style::default().fg(color)),
-                Span::styled(
-                    "░".repeat(width - filled),
-                    Style::default().fg(Color::DarkGray),
-                ),
-            ])),
-            cols[2],
-        );
-        let hist = r.history(i);
-        let (data, max): (Vec<u64>, u64) = match r.unit() {
-            RateUnit::Utilisation => {
-                let scale = if is_total { n.max(1) as f64 } else { 1.0 };
-                (
-                    hist.iter().map(|v| (v / scale * 10.0) as u64).collect(),
-                    1000,
-                )
-            }
-            _ => {
-                let v: Vec<u64> = hist.iter().map(|v| *v as u64).collect();
-                let m = v.iter().copied().max().unwrap_or(0).max(1);
-                (v, m)
-            }
-        };
-        // The newest second at the right edge.
-        let w = cols[3].width as usize;
-        let data = &data[data.len().saturating_sub(w)..];
-        f.render_widget(
-            Sparkline::default()
-                .data(data)
-                .max(max)
-                .style(Style::default().fg(Color::Cyan)),
-            cols[3],
-        );
-    }
-}
-
-/// Seconds since the start, as the streams show times.
-pub(super) fn rel(app: &App, t: u64) -> String {
-    let ns = t.saturating_sub(app.cfg.start_ns);
-    format!("{:>8.3}", ns as f64 / 1e9)
-}
-
-/// The rows `[start, end)` of a stream of `len` rows scrolled `back` from the newest.
-pub(super) fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
-    let end = len.saturating_sub(back.min(len.saturating_sub(1)));
-    (end.saturating_sub(rows), end)
-}
-
-pub(super) fn scroll_note(back: usize, paused: bool) -> String {
-    match (back, paused) {
-        (0, false) => String::new(),
-        (0, true) => " [paused]".into(),
-        (n, _) => format!(" [{n} back, End follows]"),
-    }
-}
-
-/// Column widths: the fixed ones as given (0 marks a flexible column), the flexible ones
-/// sharing what is left, with one blank between columns.
-pub(super) fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
-    let gaps = spec.len().saturating_sub(1) as u16;
-    let fixed: u16 = spec.iter().sum();
-    let flex = spec.iter().filter(|w| **w == 0).count() as u16;
-    let rest = total.saturating_sub(fixed + gaps);
-    let mut left = rest;
-    let mut seen = 0;
-    spec.iter()
-        .map(|&w| {
-            if w > 0 {
-                return w;
-            }
-            seen += 1;
-            let share = if seen == flex {
-                left
-            } else {
-                rest / flex.max(1)
-            };
-            left -= share.min(left);
-            share
-        })
-        .collect()
-}
-
-/// A table drawn cell by cell into computed rectangles. ratatui's `Table` lays its columns
-/// out with the constraint solver on every frame, which cost more than everything else drawn.
-pub(super) fn draw_grid<'a>(
-    f: &mut Frame,
-    block: Block<'a>,
-    area: Rect,
-    spec: &[u16],
-    header: &[&'static str],
-    rows: impl Iterator<Item = Vec<Span<'a>>>,
-) {
-    let inner = block.inner(area);
-    f.render_widget(block, area);
-    let widths = grid_widths(inner.width, spec);
-    let head = Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
-    let header_cells = header.iter().map(|h| Span::styled(*h, head)).collect();
-    for (y, cells) in std::iter::once(header_cells)
-        .chain(rows)
-        .enumerate()
-        .take(inner.height as usize)
-    {
-        let mut x = inner.x;
-        let right = inner.x + inner.width;
-        for (cell, w) in cells.into_iter().zip(&widths) {
-            let w = (*w).min(right.saturating_sub(x));
-            if w == 0 {
-                break;
-            }
-            f.render_widget(cell, Rect::new(x, inner.y + y as u16, w, 1));
-            x = (x + w + 1).min(right);
-        }
-    }
 }
 
 /// ` of PID comm (+children)` when the views are narrowed to a process.
@@ -727,15 +445,6 @@ fn symbol_widths(fixed: &[u16], inner: u16) -> Vec<u16> {
     let mut w = fixed.to_vec();
     w.extend([binary, 0]);
     w
-}
-
-/// The rows a pane shows: `len` of them from `start`, with their indexes in `rows`.
-pub(super) fn shown_rows<T>(
-    rows: &[T],
-    start: usize,
-    len: usize,
-) -> impl Iterator<Item = (usize, &T)> {
-    rows.iter().enumerate().skip(start).take(len)
 }
 
 /// A binary's name as the narrow column shows it: its file name (`libc.so.6`); the kernel
@@ -962,32 +671,4 @@ fn draw_help(f: &mut Frame, area: Rect) {
             .wrap(Wrap { trim: false }),
         r,
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn si_units() {
-        assert_eq!(si(950.0), "950");
-        assert_eq!(si(12_345.0), "12.3k");
-        assert_eq!(si(2_310_000_000.0), "2.31G");
-        assert_eq!(si(123_456_789.0), "123M");
-    }
-
-    #[test]
-    fn windows() {
-        assert_eq!(window(100, 0, 10), (90, 100));
-        assert_eq!(window(100, 5, 10), (85, 95));
-        assert_eq!(window(5, 0, 10), (0, 5));
-        assert_eq!(window(5, 99, 10), (0, 1));
-        assert_eq!(window(0, 0, 10), (0, 0));
-    }
-
-    #[test]
-    fn grid_columns_share_the_rest() {
-        assert_eq!(grid_widths(40, &[8, 0, 0, 8]), vec![8, 10, 11, 8]);
-        assert_eq!(grid_widths(10, &[8, 0, 8]), vec![8, 0, 8]);
-    }
 }
