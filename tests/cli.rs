@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 
@@ -128,7 +130,7 @@ fn permission_errors_explain_paranoid_and_how_to_fix() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&bin)
         .args(["--plain", "-e", "dummy"])
-        .output()
+        .output_in_time()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -223,7 +225,7 @@ fn too_many_open_files_raises_the_limit_or_explains() {
                 Ok(())
             });
         }
-        cmd.output().unwrap()
+        cmd.output_in_time().unwrap()
     };
     let out = run(soft);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -301,7 +303,7 @@ fn a_ring_too_big_to_lock_suggests_a_smaller_m() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&bin)
         .args(["--plain", "-e", "dummy", "-m", "256M", "--", "true"])
-        .output()
+        .output_in_time()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

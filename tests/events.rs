@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,7 +22,7 @@ fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
         .args(["-O1", "-o"])
         .arg(&exe)
         .arg(&c)
-        .status()
+        .status_in_time()
         .expect("cc");
     assert!(st.success(), "cc failed");
     exe
@@ -278,7 +280,13 @@ fn tracepoints_sample_every_nth_hit_with_c() {
     // child at context switches, splitting the period count between their copies.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&go)
+            .status_in_time()
+            .unwrap()
+            .success()
+    );
     let mut target = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -299,8 +307,8 @@ fn tracepoints_sample_every_nth_hit_with_c() {
     ]);
     common::wait_until_watching(&mut mon);
     std::fs::write(&go, "go\n").unwrap();
-    let _ = target.wait();
-    let out = common::Run::from(mon.wait_with_output().unwrap());
+    common::wait_in_time(&mut target);
+    let out = common::Run::from(mon.output_in_time().unwrap());
     let stderr = &out.exited(0).stderr;
     let lines = out.json();
     let samples = samples_of(&lines, "sched:sched_process_fork");
@@ -613,7 +621,7 @@ fn hostile_tracepoint_strings_are_escaped() {
         let out = perfwatch()
             .args([format, "-e", "sched:sched_process_exec", "--"])
             .arg(&evil)
-            .output()
+            .output_in_time()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");

@@ -12,7 +12,7 @@ fn script_says_how_to_get_python() {
         .unwrap()
         .args(["--plain", "-e", "dummy", "--script"])
         .arg(&s)
-        .output()
+        .output_in_time()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ fn perfwatch() -> Command {
 /// Make about `n` fork/exec/exit records (with their mmaps) on the system.
 fn churn(n: usize) {
     for _ in 0..n {
-        let _ = Command::new("/bin/true").status();
+        let _ = Command::new("/bin/true").status_in_time();
     }
 }
 
@@ -197,7 +199,7 @@ fn signals_ignored_at_start_stay_ignored() {
         );
         let mut rest = String::new();
         let _ = out.read_to_string(&mut rest);
-        let _ = sh.wait();
+        common::wait_in_time(&mut sh);
         assert_eq!(rest.trim(), format!("status {code}"), "signal {stop}");
     }
 }

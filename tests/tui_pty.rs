@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -751,7 +753,7 @@ fn hot_program(dir: &std::path::Path) -> std::path::PathBuf {
         ])
         .arg(&bin)
         .arg(&src)
-        .status()
+        .status_in_time()
         .expect("cc");
     assert!(st.success());
     bin
