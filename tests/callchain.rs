@@ -438,9 +438,30 @@ def on_event(event):
             .collect();
         seen.insert(t.parse().unwrap(), frames);
     }
-    assert_eq!(seen.len(), run.samples.len());
+    // The script sees every sample unless it cannot keep up (a loaded machine): then the
+    // ones it missed are counted as dropped by perfwatch, never silently gone.
+    let dropped: usize = out
+        .stderr
+        .split_once("dropped by perfwatch: ")
+        .and_then(|(_, n)| n.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no dropped count in the summary:\n{}", out.stderr));
+    let times: std::collections::HashSet<u64> = run.samples.iter().map(|s| s.1).collect();
+    assert!(
+        seen.keys().all(|t| times.contains(t)),
+        "the script saw samples --json did not print"
+    );
+    assert!(
+        !seen.is_empty() && seen.len() + dropped >= run.samples.len(),
+        "the script saw {} of {} samples, {dropped} dropped:\n{}",
+        seen.len(),
+        run.samples.len(),
+        out.stderr
+    );
     for (i, (_, t, _, chain)) in run.samples.iter().enumerate() {
-        assert_eq!(seen.get(t), Some(chain), "sample at {t}");
+        let Some(frames) = seen.get(t) else {
+            continue;
+        };
+        assert_eq!(frames, chain, "sample at {t}");
         // The script's frames have the names --json gave them (None where it said null).
         if let Some(n) = script_names.get(t).filter(|n| !n.is_empty()) {
             let json: Vec<String> = run.named[i]
@@ -553,20 +574,31 @@ def on_event(event):
             .collect();
         contexts.insert(t.parse().unwrap(), frames);
     }
+    // dd's samples as the script saw them: all, or (a script that cannot keep up on a loaded
+    // machine) the rest counted as dropped by perfwatch.
+    let ours = run.samples.iter().filter(|s| s.0 == dd).count();
     let chains: Vec<&Vec<(u64, bool)>> = run
         .samples
         .iter()
         .filter(|s| s.0 == dd)
-        .map(|s| {
-            let c = contexts
-                .get(&s.1)
-                .unwrap_or_else(|| panic!("the script saw no sample at {}", s.1));
+        .filter_map(|s| {
+            let c = contexts.get(&s.1)?;
             // The script's frames are --json's frames.
             let ips: Vec<u64> = c.iter().map(|f| f.0).collect();
             assert!(c.is_empty() || ips == s.3, "{c:x?} vs {:x?}", s.3);
-            c
+            Some(c)
         })
         .collect();
+    let dropped: usize = out
+        .stderr
+        .split_once("dropped by perfwatch: ")
+        .and_then(|(_, n)| n.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no dropped count in the summary:\n{}", out.stderr));
+    assert!(
+        chains.len() + dropped >= ours,
+        "the script saw {} of dd's {ours} samples, {dropped} dropped",
+        chains.len()
+    );
     for c in &chains {
         // Innermost first: the kernel context, then the user context, never mixed.
         let first_user = c.iter().position(|f| !f.1).unwrap_or(c.len());
