@@ -11,9 +11,12 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 
+/// perfwatch, with the signals these tests send at their defaults whatever `cargo test`
+/// started with (see [`common::default_signals`]).
 fn perfwatch() -> Command {
     let mut c = Command::cargo_bin("perfwatch").unwrap();
     c.stdin(Stdio::null());
+    common::default_signals(&mut c);
     c
 }
 
@@ -62,10 +65,32 @@ fn stalled(extra: &[&str]) -> (Child, std::process::ChildStdout) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Held, never read: the pipe (64 KiB) and perfwatch's own queue fill up.
+    // Held, never read: the pipe and perfwatch's own queue fill up. Records are made once
+    // perfwatch watches, until the pipe is full (a fixed number of them took longer than
+    // the run's --duration on a loaded machine), then some more for its queue.
     let out = child.stdout.take().unwrap();
-    churn(500);
-    std::thread::sleep(Duration::from_millis(300));
+    common::wait_until_watching(&mut child);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&out);
+    // SAFETY: F_GETPIPE_SZ on a pipe we own; no memory is passed.
+    let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+    let queued = || -> libc::c_int {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int to the pointer, which points to ours.
+        unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+        n
+    };
+    // Full: less room left than one atomic write (PIPE_BUF), which perfwatch's next line
+    // waits for.
+    let t0 = Instant::now();
+    while queued() + 4096 < size && child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < common::deadline(),
+            "the pipe never filled: {} of {size} bytes",
+            queued()
+        );
+        churn(10);
+    }
+    churn(50);
     (child, out)
 }
 
@@ -171,7 +196,10 @@ fn signals_ignored_at_start_stay_ignored() {
         ),
     ];
     for (script, ignored, stop, code) in cases {
-        let mut sh = Command::new("sh")
+        // The shell starts with default dispositions (not those of a `nohup cargo test &`):
+        // what perfwatch finds ignored is what the script arranged.
+        let mut sh = Command::new("sh");
+        let mut sh = common::default_signals(&mut sh)
             .args(["-c", script])
             .env("PW", &bin)
             .stdin(Stdio::null())
@@ -180,8 +208,8 @@ fn signals_ignored_at_start_stay_ignored() {
             .unwrap();
         let mut out = BufReader::new(sh.stdout.take().unwrap());
         let pid = pid_from(&mut out);
-        // Let it start (and install its handlers) before signalling.
-        std::thread::sleep(Duration::from_millis(800));
+        // Signalled once it has opened its events (its handlers are installed before).
+        common::wait_until_pid_watching(pid as u32, || false);
         for &sig in ignored {
             // SAFETY: signalling a process we started.
             unsafe { libc::kill(pid, sig) };

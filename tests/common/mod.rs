@@ -578,13 +578,25 @@ fn perf_event_fds(pid: u32) -> usize {
 /// A test that makes a target act only after this never races perfwatch's start, however
 /// loaded the machine (a fixed sleep did, under CI's parallel tests).
 pub fn wait_until_watching(child: &mut std::process::Child) {
+    let pid = child.id();
+    wait_until_pid_watching(pid, || {
+        child
+            .try_wait()
+            .expect("waitpid on our own child")
+            .is_some()
+    });
+}
+
+/// [`wait_until_watching`] for a perfwatch that is not our child (started by a shell), by
+/// its pid: returns at once once it is gone.
+pub fn wait_until_pid_watching(pid: u32, mut exited: impl FnMut() -> bool) {
     let t0 = std::time::Instant::now();
     let (mut last, mut since) = (0, std::time::Instant::now());
     loop {
-        if child.try_wait().unwrap().is_some() {
+        if exited() || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return;
         }
-        let n = perf_event_fds(child.id());
+        let n = perf_event_fds(pid);
         if n != last {
             (last, since) = (n, std::time::Instant::now());
         } else if n > 0 && since.elapsed() >= std::time::Duration::from_millis(200) {
