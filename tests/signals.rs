@@ -231,3 +231,70 @@ fn signals_ignored_at_start_stay_ignored() {
         assert_eq!(rest.trim(), format!("status {code}"), "signal {stop}");
     }
 }
+
+/// The signals `/proc/PID/status` says `pid` ignores (SigIgn), as a bit mask by number.
+fn ignored_by(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .expect("a SigIgn line");
+    u64::from_str_radix(mask.trim(), 16).unwrap()
+}
+
+/// What `nohup cargo test &` does to the tests (SIGHUP and SIGINT ignored), the children
+/// they signal do not inherit: `common::default_signals` puts them back to their defaults.
+#[test]
+fn children_start_with_the_signals_tests_send_at_their_defaults() {
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let ignore = |sig: i32, how: libc::sighandler_t| {
+        // SAFETY: setting a disposition to SIG_IGN or back to the one saved; no handler runs.
+        unsafe { libc::signal(sig, how) }
+    };
+    // As nohup and a background job leave them, for this process, as a parent.
+    let (hup, int) = (
+        ignore(libc::SIGHUP, libc::SIG_IGN),
+        ignore(libc::SIGINT, libc::SIG_IGN),
+    );
+    let plain = Command::new("sleep").arg("30").spawn();
+    let mut reset = Command::new("sleep");
+    let reset = common::default_signals(reset.arg("30")).spawn();
+    ignore(libc::SIGHUP, hup);
+    ignore(libc::SIGINT, int);
+    let (mut plain, mut reset) = (plain.unwrap(), reset.unwrap());
+    let (inherited, defaults) = (ignored_by(plain.id()), ignored_by(reset.id()));
+    for c in [&mut plain, &mut reset] {
+        let _ = c.kill();
+        common::wait_in_time(c);
+    }
+    // Without the reset they are inherited (the test can tell), with it they are not.
+    let both = bit(libc::SIGHUP) | bit(libc::SIGINT);
+    assert_eq!(inherited & both, both, "SigIgn {inherited:x}");
+    assert_eq!(defaults & both, 0, "SigIgn {defaults:x}");
+}
+
+/// The deadline every wait on a child goes through: a child that outlives it is killed, and
+/// the test fails with what the child printed so far, instead of hanging `cargo test`.
+#[test]
+fn a_child_past_its_deadline_is_killed_and_fails_the_test_with_its_output() {
+    let child = Command::new("sh")
+        .args(["-c", "echo started; echo oops >&2; exec sleep 600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let t0 = Instant::now();
+    let failed = std::panic::catch_unwind(move || common::finish(child, Duration::from_secs(1)))
+        .expect_err("finish returned for a child that sleeps 600 s");
+    let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    assert!(
+        message.contains("still running")
+            && message.contains("started")
+            && message.contains("oops"),
+        "{message}"
+    );
+    // Killed and reaped, not left behind.
+    assert!(!alive(pid), "the child {pid} is still there");
+}
