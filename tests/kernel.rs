@@ -464,15 +464,18 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
     );
     let mut target = Command::new("python3").args(["-c", &py]).spawn().unwrap();
     let pid = target.id();
-    // Wait until the four threads exist.
-    for _ in 0..100 {
-        if std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-            >= 5
-        {
-            break;
-        }
+    // Wait until the four threads exist (as long as a loaded machine takes to start Python,
+    // within the deadline: going on before would attach to fewer threads).
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 5 {
+        assert!(
+            t0.elapsed() < common::deadline(),
+            "python never started its four threads"
+        );
+        assert!(
+            target.try_wait().unwrap().is_none(),
+            "python exited before it started its threads"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let out = watch_pid_then_release(&mut target, &go);
