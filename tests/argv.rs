@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
@@ -13,7 +15,7 @@ fn perfwatch(args: &[&str]) -> (i32, String, String) {
         .unwrap()
         .args(args)
         .stdin(Stdio::null())
-        .output()
+        .output_in_time()
         .unwrap();
     (
         out.status.code().unwrap_or(-1),

@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,7 +22,7 @@ fn perf() -> Option<&'static str> {
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
+        .status_in_time()
         .is_ok_and(|s| s.success());
     ok.then_some("perf")
 }
@@ -105,7 +107,7 @@ fn finish(mut c: Child, what: &str) -> String {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = c.wait_with_output().unwrap();
+    let out = c.output_in_time().unwrap();
     assert!(out.status.success(), "{what} failed: {out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -168,7 +170,7 @@ fn perf_script_with(data: &Path, fields: &str) -> Vec<PerfSample> {
         .args(["script", "-F", fields, "-i"])
         .arg(data)
         .stderr(Stdio::null())
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(out.status.success(), "perf script failed");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -278,7 +280,11 @@ fn text(n: usize) -> Vec<u8> {
 fn folded_stacks_of_a_frameless_binary_fold_as_perfs_do() {
     require_perf!();
     require_perf_tool!();
-    if Command::new("xz").arg("--version").output().is_err() {
+    if Command::new("xz")
+        .arg("--version")
+        .output_in_time()
+        .is_err()
+    {
         skip!("xz is not installed");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -347,7 +353,7 @@ fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
         .arg("-o")
         .arg(&out)
         .arg(&c)
-        .status()
+        .status_in_time()
         .expect("cc (a C compiler is needed: .ci/run installs one)");
     assert!(st.success(), "cc failed");
     out
@@ -361,7 +367,7 @@ fn perf_names(data: &Path) -> HashMap<u64, String> {
         .args(["script", "-G", "-F", "ip,sym,dso", "-i"])
         .arg(data)
         .stderr(Stdio::null())
-        .output()
+        .output_in_time()
         .unwrap();
     for l in String::from_utf8_lossy(&own.stdout).lines() {
         let l = l.trim();

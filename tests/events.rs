@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,7 +22,7 @@ fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
         .args(["-O1", "-o"])
         .arg(&exe)
         .arg(&c)
-        .status()
+        .status_in_time()
         .expect("cc");
     assert!(st.success(), "cc failed");
     exe
@@ -278,7 +280,13 @@ fn tracepoints_sample_every_nth_hit_with_c() {
     // child at context switches, splitting the period count between their copies.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&go)
+            .status_in_time()
+            .unwrap()
+            .success()
+    );
     let mut target = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -299,8 +307,8 @@ fn tracepoints_sample_every_nth_hit_with_c() {
     ]);
     common::wait_until_watching(&mut mon);
     std::fs::write(&go, "go\n").unwrap();
-    let _ = target.wait();
-    let out = common::Run::from(mon.wait_with_output().unwrap());
+    common::wait_in_time(&mut target);
+    let out = common::Run::from(mon.output_in_time().unwrap());
     let stderr = &out.exited(0).stderr;
     let lines = out.json();
     let samples = samples_of(&lines, "sched:sched_process_fork");
@@ -482,25 +490,62 @@ fn a_cgroup_target_sees_only_its_tasks() {
         .unwrap();
     let pid = child.id() as i64;
     guard.1 = Some(child);
-    for _ in 0..100 {
-        if std::fs::read_to_string(&procs).is_ok_and(|s| s.trim() == pid.to_string()) {
-            break;
-        }
+    // The loop is in the cgroup before perfwatch starts (however long a loaded machine takes
+    // to run its `echo`), else its first samples would be another cgroup's.
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&procs).is_ok_and(|s| s.trim() == pid.to_string()) {
+        assert!(
+            t0.elapsed() < common::deadline(),
+            "the loop never joined {}",
+            cg.display()
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    // Two seconds: a run now ends at its stop time on every CPU (no reader's late drain
-    // adds a tail), and on a loaded machine the loop gets a fraction of a CPU.
-    let (lines, stderr) = json_run(&["-G", &name, "-e", "cpu-clock", "-F", "500", "-d", "2"]);
+    // The CPU time the cgroup got while perfwatch watched it, from its cpu.stat: on a loaded
+    // machine the loop gets less than a whole CPU, and fewer samples are its due.
+    let usage = || -> u64 {
+        std::fs::read_to_string(cg.join("cpu.stat"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse().ok())
+            .expect("cpu.stat has usage_usec")
+    };
+    let mut mon = perfwatch()
+        .args([
+            "--json",
+            "-G",
+            &name,
+            "-e",
+            "cpu-clock",
+            "-F",
+            "500",
+            "-d",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until_watching(&mut mon);
+    let before = usage();
+    let out = common::Run::from(mon.output_in_time().unwrap());
+    let used_ms = (usage() - before) / 1000;
+    let stderr = &out.exited(0).stderr;
+    let lines = out.json();
     let pids: std::collections::BTreeSet<i64> = lines
         .iter()
         .filter(|v| v["type"] == "sample")
         .map(|v| v["sample_pid"].as_i64().unwrap())
         .collect();
     assert_eq!(pids, [pid].into(), "{stderr}");
-    let n = lines.iter().filter(|v| v["type"] == "sample").count();
+    // One sample per 2 ms of the cgroup's CPU time; the measured window is a little longer
+    // than the watched one (perfwatch's stop).
+    let n = lines.iter().filter(|v| v["type"] == "sample").count() as u64;
+    println!("{n} samples, {used_ms} ms of CPU");
+    assert!(n > 0, "no sample of the loop: {stderr}");
     assert!(
-        n >= 100,
-        "{n} samples of a busy loop in 2 s at 500 Hz: {stderr}"
+        n * 2 * 10 >= used_ms * 7,
+        "{n} samples at 500 Hz of a busy loop that ran {used_ms} ms: {stderr}"
     );
 }
 
@@ -615,7 +660,7 @@ fn hostile_tracepoint_strings_are_escaped() {
         let out = perfwatch()
             .args([format, "-e", "sched:sched_process_exec", "--"])
             .arg(&evil)
-            .output()
+            .output_in_time()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");

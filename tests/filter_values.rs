@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use common::{perfwatch, run};
 
 #[test]
@@ -116,7 +118,7 @@ fn symbolic_values_and_own_names_match_what_they_say() {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let r: common::Run = pw.wait_with_output().unwrap().into();
+        let r: common::Run = pw.output_in_time().unwrap().into();
         r.exited(0);
         let lines = r.json();
         assert!(!lines.is_empty(), "{key}:{w} kept nothing: {}", r.stderr);

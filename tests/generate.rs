@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -12,7 +14,7 @@ use assert_cmd::cargo::cargo_bin;
 fn generate(kind: &str) -> String {
     let out = Command::new(cargo_bin("perfwatch"))
         .args(["--generate", kind])
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -48,7 +50,7 @@ macro_rules! require_program {
 fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
-        .output()
+        .output_in_time()
         .is_ok_and(|o| o.status.success())
 }
 
@@ -81,7 +83,7 @@ fn the_man_page_renders_with_every_help_section() {
         .env("MANWIDTH", "1000")
         .env("MANPAGER", "cat")
         .env("LC_ALL", "C.UTF-8")
-        .output()
+        .output_in_time()
         .unwrap();
     let text = stdout_of(&out, "man -l");
     let warnings = String::from_utf8_lossy(&out.stderr);
@@ -102,7 +104,7 @@ fn the_man_page_renders_with_every_help_section() {
     let help = stdout_of(
         &Command::new(cargo_bin("perfwatch"))
             .arg("--help")
-            .output()
+            .output_in_time()
             .unwrap(),
         "--help",
     );
@@ -149,7 +151,7 @@ fn bash_complete(script: &Path, line: &str) -> Vec<String> {
     );
     let out = Command::new("bash")
         .args(["--norc", "--noprofile", "-c", &prog])
-        .output()
+        .output_in_time()
         .unwrap();
     stdout_of(&out, "bash").lines().map(String::from).collect()
 }
@@ -164,7 +166,7 @@ fn bash_completes_options_and_event_names() {
             "source '{}' && complete -p perfwatch",
             script.display()
         ))
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(stdout_of(&registered, "complete -p").contains("_perfwatch"));
     assert_eq!(
@@ -195,7 +197,7 @@ fn fish_completes_options_and_event_names() {
                 "source '{}'; complete -C '{line}'",
                 script.display()
             ))
-            .output()
+            .output_in_time()
             .unwrap();
         stdout_of(&out, "fish")
             .lines()
@@ -233,7 +235,7 @@ zpty -d z
     );
     let out = Command::new("zsh")
         .args(["-f", "-c", &driver])
-        .output()
+        .output_in_time()
         .unwrap();
     stdout_of(&out, "zsh");
     let got = std::fs::read_to_string(&hits).unwrap_or_default();
@@ -264,7 +266,7 @@ fn powershell_completes_event_names() {
             script.display(),
             line.len()
         ))
-        .output()
+        .output_in_time()
         .unwrap();
     let mut events: Vec<String> = stdout_of(&out, "pwsh").lines().map(String::from).collect();
     events.sort();
@@ -281,7 +283,7 @@ fn generate_is_a_usage_error_when_misused_and_quiet_on_a_closed_pipe() {
     ] {
         let out = Command::new(cargo_bin("perfwatch"))
             .args(args)
-            .output()
+            .output_in_time()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
@@ -311,7 +313,10 @@ fn generate_is_a_usage_error_when_misused_and_quiet_on_a_closed_pipe() {
         let out = Command::new(cargo_bin("perfwatch"))
             .args(["--generate", kind])
             .stdout(write)
-            .output()
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+            .output_in_time()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{kind}: {stderr}");

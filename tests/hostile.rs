@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -33,7 +35,7 @@ fn hostile_names_are_escaped_in_plain_and_json() {
     let out = Command::new(cargo_bin("perfwatch"))
         .args(["--plain", "-e", "dummy", "--"])
         .arg(&prog)
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(
         out.status.success(),
@@ -62,7 +64,7 @@ fn hostile_names_are_escaped_in_plain_and_json() {
     let out = Command::new(cargo_bin("perfwatch"))
         .args(["--json", "-e", "dummy", "--"])
         .arg(&prog)
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(out.status.success());
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::time::Duration;
 
 /// Puts the CPU back online however the test ends (the guard drops while a failed
@@ -48,7 +50,7 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
     let guard = Online(cpu);
     if let Err(e) = std::fs::write(&ctl, "0") {
         drop(guard);
-        let _ = mon.wait_with_output();
+        let _ = mon.output_in_time();
         skip!("cannot take CPU {cpu} offline here: {e}");
     }
     let offline_at = perfwatch::clock::monotonic_ns();
@@ -59,7 +61,7 @@ fn a_cpu_going_offline_ends_its_reader_and_the_others_go_on() {
         online,
         "CPU {cpu} is back online"
     );
-    let out = mon.wait_with_output().unwrap();
+    let out = mon.output_in_time().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(

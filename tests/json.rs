@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -13,7 +15,7 @@ use serde_json::Value;
 const KERNEL_HALF: u64 = 0xffff_0000_0000_0000;
 
 fn jq_version() -> Option<String> {
-    let out = Command::new("jq").arg("--version").output().ok()?;
+    let out = Command::new("jq").arg("--version").output_in_time().ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -30,7 +32,7 @@ fn jq(args: &[&str], input: &[u8]) -> String {
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
     let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().unwrap();
+    let out = child.output_in_time().unwrap();
     writer.join().unwrap().unwrap();
     assert!(out.status.success(), "jq {args:?} failed");
     String::from_utf8(out.stdout).unwrap()
@@ -77,7 +79,7 @@ fn jq_prints_kernel_sample_addresses_unchanged() {
         .args(["--json", "-e", "cpu-clock", "-F", "2000", "-a", "--"])
         .args(["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=300000"])
         .stderr(Stdio::piped())
-        .output()
+        .output_in_time()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
-use common::{Run, json_lines, perfwatch, run_args};
+use common::{InTime, Run, json_lines, perfwatch, run_args};
 
 /// Forks `n` subshells that exit at once (dash forks once per `( ... ) &`, without exec),
 /// then one child that execs `sleep`.
@@ -29,8 +29,8 @@ fn watch_pid_then_release(target: &mut std::process::Child, go: &std::path::Path
     let mut mon = common::spawn_piped(&["--json", "-e", "dummy", "-p", &target.id().to_string()]);
     common::wait_until_watching(&mut mon);
     std::fs::write(go, "go\n").unwrap();
-    target.wait().unwrap();
-    mon.wait_with_output().unwrap().into()
+    common::wait_in_time(target);
+    mon.output_in_time().unwrap().into()
 }
 
 /// Children of `parent` seen forking, exiting, and exec'ing.
@@ -148,7 +148,13 @@ fn pid_mode_follows_a_running_process_and_stops_when_it_exits() {
     // before the first fork.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&go)
+            .status_in_time()
+            .unwrap()
+            .success()
+    );
     let script = format!("read x < '{}'; {}", go.display(), forker_script(n, None));
     let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
     let pid = target.id();
@@ -174,7 +180,7 @@ fn plain_lines_have_the_python_binding_shape() {
             "-c",
             "(exit 0) & wait",
         ])
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -273,7 +279,7 @@ fn a_closed_pipe_ends_quietly_with_zero() {
                 cargo_bin("perfwatch").display()
             ),
         ])
-        .output()
+        .output_in_time()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -285,18 +291,22 @@ fn a_closed_pipe_ends_quietly_with_zero() {
 #[test]
 fn sigint_and_sigterm_stop_cleanly_with_a_summary() {
     require_perf!();
+    // perfwatch() starts the child with these signals at their defaults, also when `cargo
+    // test` runs under nohup (SIGHUP ignored, which perfwatch would rightly keep ignoring).
     for (sig, code) in [(libc::SIGINT, 0), (libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
         println!("signal {sig}");
-        let child = perfwatch()
+        let mut child = perfwatch()
             .args(["--plain", "-e", "dummy"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(700));
+        // Signalled once its events are open (its handlers are installed before), not after
+        // a guess at how long a loaded machine takes to start it.
+        common::wait_until_watching(&mut child);
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
-        Run::from(child.wait_with_output().unwrap())
+        Run::from(child.output_in_time().unwrap())
             .exited(code)
             .said(&["records in", "lost by the kernel"]);
     }
@@ -352,22 +362,38 @@ fn context_switch_records_with_switch() {
 #[test]
 fn an_overflowing_ring_is_accounted_as_lost() {
     require_perf!();
-    // A one-page ring and a consumer that does not read for a second: the readers wait on
-    // the full channel, the kernel ring overflows, and LOST records say how much.
+    // A one-page ring and a consumer that reads nothing until every fork is done: the
+    // readers wait on the full channel, the kernel ring overflows, and LOST records say how
+    // much. (A consumer that slept a fixed second let a slow machine fork too little before
+    // it, and nothing overflowed.)
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("out.json");
     let err_file = dir.path().join("err.txt");
+    let pid_file = dir.path().join("forker.pid");
+    let done = dir.path().join("done");
+    let forker = dir.path().join("forker.sh");
+    std::fs::write(
+        &forker,
+        format!(
+            "{}\n: > '{}'\n",
+            forker_script(3000, Some(&pid_file)),
+            done.display()
+        ),
+    )
+    .unwrap();
     let cmd = format!(
-        "{} --json -a -m 1 -e dummy -- sh -c '{}' 2>'{}' | (sleep 1; cat > '{}')",
+        "{} --json -a -m 1 -e dummy -- sh '{}' 2>'{}' | \
+         (until [ -e '{}' ]; do sleep 0.05; done; cat > '{}')",
         cargo_bin("perfwatch").display(),
-        forker_script(3000, None),
+        forker.display(),
         err_file.display(),
+        done.display(),
         out_file.display()
     );
     assert!(
         Command::new("sh")
             .args(["-c", &cmd])
-            .status()
+            .status_in_time()
             .unwrap()
             .success()
     );
@@ -394,8 +420,17 @@ fn an_overflowing_ring_is_accounted_as_lost() {
         lost_in_records <= summary_lost,
         "records {lost_in_records} > summary {summary_lost}"
     );
-    // No fork goes unaccounted: each one was either seen or counted as lost.
-    let forks = lines.iter().filter(|v| v["type"] == "fork").count() as u64;
+    // No fork of the forker goes unaccounted: each one was either seen or counted as lost.
+    // (Only its own: -a also sees whatever else the machine forks meanwhile.)
+    let forker: u64 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let forks = lines
+        .iter()
+        .filter(|v| v["type"] == "fork" && v["ppid"] == forker && v["pid"] == v["tid"])
+        .count() as u64;
     assert!(forks <= 3001, "{forks}");
     assert!(
         forks + summary_lost >= 3001,
@@ -409,7 +444,13 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
     // Four threads exist before perfwatch attaches; each forks and execs a child once let go.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&go)
+            .status_in_time()
+            .unwrap()
+            .success()
+    );
     let py = format!(
         "import os, threading\n\
          gate = threading.Event()\n\
@@ -423,15 +464,18 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
     );
     let mut target = Command::new("python3").args(["-c", &py]).spawn().unwrap();
     let pid = target.id();
-    // Wait until the four threads exist.
-    for _ in 0..100 {
-        if std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-            >= 5
-        {
-            break;
-        }
+    // Wait until the four threads exist (as long as a loaded machine takes to start Python,
+    // within the deadline: going on before would attach to fewer threads).
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 5 {
+        assert!(
+            t0.elapsed() < common::deadline(),
+            "python never started its four threads"
+        );
+        assert!(
+            target.try_wait().unwrap().is_none(),
+            "python exited before it started its threads"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let out = watch_pid_then_release(&mut target, &go);

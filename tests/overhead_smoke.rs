@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::process::Command;
 
 #[test]
@@ -15,7 +17,7 @@ fn overhead_harness_smoke() {
         .arg("--smoke")
         .args(["--perfwatch", env!("CARGO_BIN_EXE_perfwatch")])
         .args(["--stress", env!("CARGO_BIN_EXE_perfwatch-stress")])
-        .output()
+        .output_in_time()
         .expect("python3 runs benches/overhead.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

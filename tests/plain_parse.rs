@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::InTime;
+
 use proptest::prelude::*;
 
 use perfwatch::event::{Event, EventKind};
@@ -323,7 +325,7 @@ int main(int argc, char **argv) {
         .arg("-o")
         .arg(&jit)
         .arg(&src)
-        .output()
+        .output_in_time()
     {
         Ok(o) if o.status.success() => {}
         Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use common::{Run, plain_script, run, script, temp_script};
 
 use std::os::unix::fs::PermissionsExt;
@@ -218,7 +220,7 @@ fn interrupted(name: &str, body: &str, within: Duration) -> Run {
         .unwrap();
     let t0 = Instant::now();
     while t0.elapsed() < wait {
-        let _ = Command::new("/bin/true").status();
+        let _ = Command::new("/bin/true").status_in_time();
         std::thread::sleep(Duration::from_millis(50));
     }
     // SAFETY: signalling our own child.

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::InTime;
+
 use common::{plain_script, run, temp_script};
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -94,7 +96,7 @@ fn planted_modules_beside_a_root_script_are_never_imported() {
         shared.display(),
         dir = shared.display()
     );
-    let st = as_nobody(&planted).status().unwrap();
+    let st = as_nobody(&planted).status_in_time().unwrap();
     assert!(st.success(), "setpriv failed");
     assert_eq!(
         std::fs::metadata(shared.join("json.py")).unwrap().uid(),
@@ -199,7 +201,7 @@ fn a_symlink_swapped_while_perfwatch_starts_never_runs_the_other_file() {
         t = theirs.display(),
         m = marker.display()
     );
-    assert!(as_nobody(&setup).status().unwrap().success());
+    assert!(as_nobody(&setup).status_in_time().unwrap().success());
     let swap = |dir: &Path| {
         format!(
             "while :; do ln -sfn {g} {d}/l.tmp && mv -T {d}/l.tmp {d}/link.py; \
@@ -365,13 +367,13 @@ fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
     let ok = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=16k", "pwtiny"])
         .arg(&mnt)
-        .status()
+        .status_in_time()
         .unwrap();
     assert!(ok.success(), "mount tmpfs");
     struct Unmount(PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
+            let _ = Command::new("umount").arg(&self.0).status_in_time();
         }
     }
     let _unmount = Unmount(mnt.clone());
@@ -420,7 +422,7 @@ fn script_output_as_root_is_private_and_never_another_users_file() {
         base.path().display(),
         link.display()
     ))
-    .status()
+    .status_in_time()
     .unwrap();
     assert!(st.success());
     for (path, why) in [
@@ -450,7 +452,7 @@ fn a_start_up_traceback_is_escaped() {
     let d = tempfile::tempdir().unwrap();
     let s = d.path().join("hostile.py");
     std::fs::write(&s, b"x = 1\ny = '\x1b[2J\x1b]0;owned\x07' +\n").unwrap();
-    let r = as_root(&s, &[]).output().unwrap();
+    let r = as_root(&s, &[]).output_in_time().unwrap();
     assert_eq!(r.status.code(), Some(1));
     assert!(
         !r.stderr.contains(&0x1b),
@@ -468,7 +470,7 @@ fn a_start_up_traceback_is_escaped() {
 #[test]
 fn ld_library_path_cannot_swap_libpython() {
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
-    let dynamic = Command::new("readelf").arg("-d").arg(&bin).output();
+    let dynamic = Command::new("readelf").arg("-d").arg(&bin).output_in_time();
     let Ok(dynamic) = dynamic else {
         skip!("readelf (binutils) is not installed");
     };
@@ -492,7 +494,7 @@ fn ld_library_path_cannot_swap_libpython() {
         .args(["-shared", "-fPIC", "-o"])
         .arg(d.path().join(&needed))
         .arg(&c)
-        .status()
+        .status_in_time()
         .unwrap();
     assert!(ok.success(), "cc");
     let r = run(perfwatch()
@@ -557,11 +559,11 @@ fn a_busy_filter_stopped_by_sigint_never_drops_more_than_it_recorded() {
             .unwrap();
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(1200) {
-            let _ = Command::new("/bin/true").status();
+            let _ = Command::new("/bin/true").status_in_time();
         }
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let out = child.wait_with_output().unwrap();
+        let out = child.output_in_time().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{err}");
         let (per_cpu, total, dropped) = counts(&err);

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
@@ -28,7 +30,7 @@ fn run(extra: &[&str]) -> (u32, String, String) {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let out = child.output_in_time().unwrap();
     assert!(
         out.status.success(),
         "{}",

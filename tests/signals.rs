@@ -3,22 +3,27 @@
 
 mod common;
 
+use common::InTime;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 
+/// perfwatch, with the signals these tests send at their defaults whatever `cargo test`
+/// started with (see [`common::default_signals`]).
 fn perfwatch() -> Command {
     let mut c = Command::cargo_bin("perfwatch").unwrap();
     c.stdin(Stdio::null());
+    common::default_signals(&mut c);
     c
 }
 
 /// Make about `n` fork/exec/exit records (with their mmaps) on the system.
 fn churn(n: usize) {
     for _ in 0..n {
-        let _ = Command::new("/bin/true").status();
+        let _ = Command::new("/bin/true").status_in_time();
     }
 }
 
@@ -60,10 +65,32 @@ fn stalled(extra: &[&str]) -> (Child, std::process::ChildStdout) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Held, never read: the pipe (64 KiB) and perfwatch's own queue fill up.
+    // Held, never read: the pipe and perfwatch's own queue fill up. Records are made once
+    // perfwatch watches, until the pipe is full (a fixed number of them took longer than
+    // the run's --duration on a loaded machine), then some more for its queue.
     let out = child.stdout.take().unwrap();
-    churn(500);
-    std::thread::sleep(Duration::from_millis(300));
+    common::wait_until_watching(&mut child);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&out);
+    // SAFETY: F_GETPIPE_SZ on a pipe we own; no memory is passed.
+    let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+    let queued = || -> libc::c_int {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int to the pointer, which points to ours.
+        unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+        n
+    };
+    // Full: less room left than one atomic write (PIPE_BUF), which perfwatch's next line
+    // waits for.
+    let t0 = Instant::now();
+    while queued() + 4096 < size && child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < common::deadline(),
+            "the pipe never filled: {} of {size} bytes",
+            queued()
+        );
+        churn(10);
+    }
+    churn(50);
     (child, out)
 }
 
@@ -169,7 +196,10 @@ fn hup_and_quit_ignored_at_start_stay_ignored_int_stops_a_background_job() {
         ),
     ];
     for (script, ignored, stop, code) in cases {
-        let mut sh = Command::new("sh")
+        // The shell starts with default dispositions (not those of a `nohup cargo test &`):
+        // what perfwatch finds ignored is what the script arranged.
+        let mut sh = Command::new("sh");
+        let mut sh = common::default_signals(&mut sh)
             .args(["-c", script])
             .env("PW", &bin)
             .stdin(Stdio::null())
@@ -178,8 +208,8 @@ fn hup_and_quit_ignored_at_start_stay_ignored_int_stops_a_background_job() {
             .unwrap();
         let mut out = BufReader::new(sh.stdout.take().unwrap());
         let pid = pid_from(&mut out);
-        // Let it start (and install its handlers) before signalling.
-        std::thread::sleep(Duration::from_millis(800));
+        // Signalled once it has opened its events (its handlers are installed before).
+        common::wait_until_pid_watching(pid as u32, || false);
         for &sig in ignored {
             // SAFETY: signalling a process we started.
             unsafe { libc::kill(pid, sig) };
@@ -197,7 +227,7 @@ fn hup_and_quit_ignored_at_start_stay_ignored_int_stops_a_background_job() {
         );
         let mut rest = String::new();
         let _ = out.read_to_string(&mut rest);
-        let _ = sh.wait();
+        common::wait_in_time(&mut sh);
         assert_eq!(rest.trim(), format!("status {code}"), "signal {stop}");
     }
 }
@@ -320,4 +350,71 @@ fn a_signal_during_start_up_stops_the_run_with_its_summary() {
     assert_eq!(status.code(), Some(143), "{err}");
     assert!(err.contains("records in"), "no summary: {err}");
     assert!(took < Duration::from_secs(8), "took {took:?}: {err}");
+}
+
+/// The signals `/proc/PID/status` says `pid` ignores (SigIgn), as a bit mask by number.
+fn ignored_by(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .expect("a SigIgn line");
+    u64::from_str_radix(mask.trim(), 16).unwrap()
+}
+
+/// What `nohup cargo test &` does to the tests (SIGHUP and SIGINT ignored), the children
+/// they signal do not inherit: `common::default_signals` puts them back to their defaults.
+#[test]
+fn children_start_with_the_signals_tests_send_at_their_defaults() {
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let ignore = |sig: i32, how: libc::sighandler_t| {
+        // SAFETY: setting a disposition to SIG_IGN or back to the one saved; no handler runs.
+        unsafe { libc::signal(sig, how) }
+    };
+    // As nohup and a background job leave them, for this process, as a parent.
+    let (hup, int) = (
+        ignore(libc::SIGHUP, libc::SIG_IGN),
+        ignore(libc::SIGINT, libc::SIG_IGN),
+    );
+    let plain = Command::new("sleep").arg("30").spawn();
+    let mut reset = Command::new("sleep");
+    let reset = common::default_signals(reset.arg("30")).spawn();
+    ignore(libc::SIGHUP, hup);
+    ignore(libc::SIGINT, int);
+    let (mut plain, mut reset) = (plain.unwrap(), reset.unwrap());
+    let (inherited, defaults) = (ignored_by(plain.id()), ignored_by(reset.id()));
+    for c in [&mut plain, &mut reset] {
+        let _ = c.kill();
+        common::wait_in_time(c);
+    }
+    // Without the reset they are inherited (the test can tell), with it they are not.
+    let both = bit(libc::SIGHUP) | bit(libc::SIGINT);
+    assert_eq!(inherited & both, both, "SigIgn {inherited:x}");
+    assert_eq!(defaults & both, 0, "SigIgn {defaults:x}");
+}
+
+/// The deadline every wait on a child goes through: a child that outlives it is killed, and
+/// the test fails with what the child printed so far, instead of hanging `cargo test`.
+#[test]
+fn a_child_past_its_deadline_is_killed_and_fails_the_test_with_its_output() {
+    let child = Command::new("sh")
+        .args(["-c", "echo started; echo oops >&2; exec sleep 600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let t0 = Instant::now();
+    let failed = std::panic::catch_unwind(move || common::finish(child, Duration::from_secs(1)))
+        .expect_err("finish returned for a child that sleeps 600 s");
+    let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    assert!(
+        message.contains("still running")
+            && message.contains("started")
+            && message.contains("oops"),
+        "{message}"
+    );
+    // Killed and reaped, not left behind.
+    assert!(!alive(pid), "the child {pid} is still there");
 }

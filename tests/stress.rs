@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
 
@@ -14,7 +16,7 @@ const PERFWATCH: &str = env!("CARGO_BIN_EXE_perfwatch");
 fn stress(args: &[&str]) -> Value {
     let out = Command::new(STRESS)
         .args(args)
-        .output()
+        .output_in_time()
         .expect("run perfwatch-stress");
     assert!(
         out.status.success(),
@@ -43,7 +45,7 @@ fn under_perfwatch(args: &[&str]) -> (Value, Vec<Value>) {
         .args(args)
         .arg("-o")
         .arg(&report)
-        .output()
+        .output_in_time()
         .expect("run perfwatch");
     assert!(
         out.status.success(),
@@ -171,7 +173,7 @@ fn bad_input_is_a_clear_error() {
         (&["spin", "-C", "x"][..], "'x'"),
         (&["mmap", "--file", "/no/such/file"][..], "/no/such/file"),
     ] {
-        let out = Command::new(STRESS).args(args).output().unwrap();
+        let out = Command::new(STRESS).args(args).output_in_time().unwrap();
         assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(msg), "{args:?}: {err}");

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -71,14 +73,14 @@ fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
         .arg("-o")
         .arg(&out)
         .arg(&c)
-        .status()
+        .status_in_time()
         .expect("cc");
     assert!(st.success(), "cc {flags:?} failed");
     out
 }
 
 fn run(cmd: &mut Command) {
-    let st = cmd.status().unwrap();
+    let st = cmd.status_in_time().unwrap();
     assert!(st.success(), "{cmd:?} failed");
 }
 
@@ -259,7 +261,7 @@ fn a_separate_debug_file_is_found_by_build_id_and_by_debuglink_and_checked() {
     let out = Command::new("readelf")
         .arg("-n")
         .arg(&bin)
-        .output()
+        .output_in_time()
         .unwrap();
     let notes = String::from_utf8_lossy(&out.stdout);
     let id = notes
@@ -768,26 +770,27 @@ fn the_kernel_table_stays_when_a_binary_does_not_fit_beside_it() {
     let bin = spin(dir.path(), "spin", &["-O2", "-g"]);
     let r = Running::start(&bin, &[]);
     let m = mapping_of(r.pid(), r.addrs[0]);
+    let kernel_fn_1 = || Request::kernel(0xffffffff81000104);
+    // Reads wait as long as a loaded machine needs: a read cut at the live view's deadline
+    // would say "timed out", not "too large".
     let mut s = Symbolizer::new(Config {
         debug_dirs: vec![],
         preload_kernel: true,
+        load_timeout: std::time::Duration::from_secs(60),
         ..crafted_kernel(dir.path(), &text)
     });
-    // Read in the background: the first kernel address waits for it.
-    assert!(
-        s.resolve_one(&Request::kernel(0xffffffff81000104))
-            .is_known()
-    );
+    // The kernel's size once it is in: it is read in the background, and a kernel address
+    // waits for it (right after new(), the read may not have started yet).
+    assert_eq!(s.resolve_one(&kernel_fn_1()).to_string(), "kernel_fn_1+0x4");
     let kernel_bytes = s.stats().table_bytes;
     assert!(kernel_bytes > 40_000, "{kernel_bytes}");
     // Room for the kernel and a few hundred bytes: the binary does not fit. The kernel is
-    // read in the background: it is in (a kernel address waits for it) before the binary
-    // is asked for, or its size could not be known yet.
+    // in (a kernel address waits for it) before the binary is asked for, or its size could
+    // not be known yet.
     let mut s = Symbolizer::new(Config {
         table_budget: kernel_bytes + 300,
         ..s.config().clone()
     });
-    let kernel_fn_1 = || Request::kernel(0xffffffff81000104);
     assert_eq!(s.resolve_one(&kernel_fn_1()).to_string(), "kernel_fn_1+0x4");
     let got = s.resolve_one(&Request::user(r.pid(), r.addrs[0], &m));
     assert!(!got.is_known());
@@ -838,7 +841,7 @@ fn watch_and_resolve(freq: &str, command: &[&str], workload: &str) -> Vec<Seen> 
     let out = Command::new(assert_cmd::cargo::cargo_bin("perfwatch"))
         .args(&args)
         .stderr(Stdio::inherit())
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(out.status.success(), "perfwatch {args:?}: {:?}", out.status);
     let mut maps: std::collections::HashMap<u32, Vec<Mapping>> = Default::default();
@@ -963,13 +966,33 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
             .map(|x| format!("{:?} in {:?}", x.sym, x.dso))
             .collect::<Vec<_>>()
     };
-    // Every sample named (a PLT stub has no symbol: a few may be unknown)...
-    let unknown: Vec<&Seen> = spin.iter().copied().filter(|x| x.sym.is_none()).collect();
+    // Every sample placed in its binary, from the mappings of a process that has exited...
+    let unplaced: Vec<&Seen> = spin.iter().copied().filter(|x| x.dso.is_none()).collect();
     assert!(
-        unknown.len() * 50 <= spin.len(),
-        "{} of {} unknown: {:?}",
-        unknown.len(),
+        unplaced.len() * 50 <= spin.len(),
+        "{} of {} in no binary: {:?}",
+        unplaced.len(),
         spin.len(),
+        show(&unplaced)
+    );
+    // ... every sample in spin's own binary named (a PLT stub has no symbol: a few may be
+    // unknown). Only there: whether the dynamic linker's and libc's samples have names
+    // depends on which debug packages the machine has (libc6-dbg), not on perfwatch...
+    let in_spin: Vec<&Seen> = spin
+        .iter()
+        .copied()
+        .filter(|x| x.dso.as_deref() == bin.to_str())
+        .collect();
+    let unknown: Vec<&Seen> = in_spin
+        .iter()
+        .copied()
+        .filter(|x| x.sym.is_none())
+        .collect();
+    assert!(
+        unknown.len() * 50 <= in_spin.len(),
+        "{} of {} in spin unknown: {:?}",
+        unknown.len(),
+        in_spin.len(),
         show(&unknown)
     );
     // ... and most of them (the rest is the dynamic linker starting them) after the
@@ -991,9 +1014,17 @@ fn samples_of_short_lived_processes_name_their_functions_after_they_exited() {
 #[test]
 fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
     require_perf!();
+    // About a second of system calls, hundreds of kernel samples at 1 kHz (a tenth of it
+    // gave about 60, which a loaded machine could take below the 50 asked for).
     let got = watch_and_resolve(
         "1000",
-        &["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400000"],
+        &[
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=1",
+            "count=4000000",
+        ],
         "dd",
     );
     let kernel: Vec<&Seen> = got
@@ -1010,15 +1041,26 @@ fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
         );
         return;
     }
-    assert!(kernel.len() >= 50, "{} kernel samples", kernel.len());
-    let named = kernel
+    // perfwatch reads kallsyms in the background from its start; samples that come before
+    // the read is in, past its load deadline (seconds, on a loaded machine), are [unknown] by
+    // design. Once the table is in, every kernel sample is named: the samples are in time
+    // order, from the first one named on.
+    let is_named = |x: &Seen| x.sym.is_some() && x.dso.as_deref() == Some("[kernel.kallsyms]");
+    let first = kernel
         .iter()
-        .filter(|x| x.sym.is_some() && x.dso.as_deref() == Some("[kernel.kallsyms]"))
-        .count();
-    assert!(
-        named * 100 >= kernel.len() * 95,
-        "{named} of {} named",
+        .position(|x| is_named(x))
+        .unwrap_or(kernel.len());
+    let after = &kernel[first..];
+    println!(
+        "{} kernel samples of dd, {first} before kallsyms was in",
         kernel.len()
+    );
+    assert!(after.len() >= 50, "{} kernel samples named", after.len());
+    let named = after.iter().filter(|x| is_named(x)).count();
+    assert!(
+        named * 100 >= after.len() * 95,
+        "{named} of {} named",
+        after.len()
     );
     assert!(
         kernel.iter().any(|x| x
@@ -1092,7 +1134,7 @@ int main(void) {
             &script,
         ])
         .stderr(Stdio::inherit())
-        .output()
+        .output_in_time()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     // The perf maps the JIT left.
@@ -1269,7 +1311,11 @@ fn a_users_debug_link_to_a_root_only_file_is_never_followed() {
 /// more than the symbol budget (a decompression bomb), is not used, and that is said.
 #[test]
 fn mini_debuginfo_names_a_stripped_binary_and_a_bomb_or_another_build_is_refused() {
-    if Command::new("xz").arg("--version").output().is_err() {
+    if Command::new("xz")
+        .arg("--version")
+        .output_in_time()
+        .is_err()
+    {
         skip!("xz is not installed");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -1353,7 +1399,7 @@ fn a_debug_file_of_another_build_at_the_build_id_path_is_not_used() {
         let out = Command::new("readelf")
             .arg("-n")
             .arg(&bin)
-            .output()
+            .output_in_time()
             .unwrap();
         String::from_utf8_lossy(&out.stdout)
             .lines()

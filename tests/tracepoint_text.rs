@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -171,7 +173,11 @@ fn offset(ours: &[(u64, String, u64)], theirs: &HashMap<(u64, String), Vec<(u64,
 #[test]
 fn tracepoint_values_read_as_perf_script_prints_them() {
     let _tracefs = require_tracefs!();
-    if Command::new("perf").arg("--version").output().is_err() {
+    if Command::new("perf")
+        .arg("--version")
+        .output_in_time()
+        .is_err()
+    {
         skip!("perf is not installed (Debian: linux-perf)");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -229,16 +235,16 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         assert!(t0.elapsed() < Duration::from_secs(30), "the workload hangs");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let perf_out = perf.wait_with_output().unwrap();
+    let perf_out = perf.output_in_time().unwrap();
     assert!(perf_out.status.success(), "perf record: {perf_out:?}");
-    let pw_out = pw.wait_with_output().unwrap();
+    let pw_out = pw.output_in_time().unwrap();
     let pw_run: common::Run = pw_out.into();
     pw_run.exited(0);
     let script = Command::new("perf")
         .args(["script", "-i"])
         .arg(&data)
         .args(["-F", "cpu,time,event,trace", "--ns"])
-        .output()
+        .output_in_time()
         .unwrap();
     assert!(script.status.success(), "perf script: {script:?}");
     let theirs = perf_events(&String::from_utf8_lossy(&script.stdout));

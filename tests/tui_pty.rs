@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::InTime;
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -756,7 +758,7 @@ fn hot_program(dir: &std::path::Path) -> std::path::PathBuf {
         ])
         .arg(&bin)
         .arg(&src)
-        .status()
+        .status_in_time()
         .expect("cc");
     assert!(st.success());
     bin
@@ -1045,15 +1047,17 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
     let dir = tempfile::tempdir().expect("tempdir");
     let parent = link_as(dir.path(), "pwtparent", "sh");
     let child = link_as(dir.path(), "pwtchild", "sleep");
+    // A child that lives through the walk below (one of 30 s could end, on a loaded machine,
+    // before the walk reached its parent, and the row under the parent was another).
     let body = format!(
-        "while :; do {} 30; done; :",
+        "while :; do {} 300; done; :",
         child.to_str().expect("utf-8 temp path")
     );
     let args = ["-e", "dummy", "--", parent.to_str().unwrap(), "-c", &body];
     let mut s = Screen::spawn_at(&args, 60, 200);
     s.wait_for("the child's exec", Duration::from_secs(20), |t| {
         t.lines()
-            .any(|l| l.contains("exec") && l.contains("pwtchild 30"))
+            .any(|l| l.contains("exec") && l.contains("pwtchild 300"))
     });
     // The parent's row (its command line, or its name if that could not be read), not
     // perfwatch's (whose command line names it too).
@@ -1105,10 +1109,26 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
         assert!(Instant::now() < deadline, "nothing selected:\n{}", s.text());
         s.pump(Duration::from_millis(50));
     }
+    // The tree holds every process of the machine, hundreds where other builds run: a page
+    // at a time (PageDown) while the parent's row is not in the pane, then a row at a time
+    // towards it, so that the walk does not take a key (and a redraw) per process.
+    let parent_row = |s: &Screen| -> Option<usize> {
+        let text = s.text();
+        let lines: Vec<&str> = text.lines().collect();
+        let top = lines.iter().position(|l| l.contains("Process tree ("))?;
+        (top + 1..lines.len())
+            .take_while(|&row| !lines[row].starts_with('└'))
+            .find(|&row| is_parent(lines[row]))
+    };
     let mut presses = 0;
     while !selected(&s).is_some_and(|(_, l)| is_parent(&l)) {
         assert!(presses < 400, "never selected the parent:\n{}", s.text());
-        step(&mut s, "j");
+        let key = match (parent_row(&s), selected(&s)) {
+            (Some(p), Some((r, _))) if p < r => "k",
+            (Some(_), _) => "j",
+            (None, _) => "\x1b[6~",
+        };
+        step(&mut s, key);
         presses += 1;
     }
     // The next row down is its child, drawn under it.
@@ -1116,7 +1136,7 @@ fn t_shows_the_process_tree_and_enter_narrows_to_a_process_and_its_children() {
     let text = s.text();
     let above = text.lines().nth(row - 1).unwrap_or_default();
     assert!(
-        line.contains("└─ ") && line.contains("pwtchild 30") && is_parent(above),
+        line.contains("└─ ") && line.contains("pwtchild 300") && is_parent(above),
         "the child under its parent:\n{text}"
     );
     let (_, back) = step(&mut s, "k");

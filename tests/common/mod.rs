@@ -314,9 +314,10 @@ impl From<std::process::Output> for Run {
     }
 }
 
-/// Run `c` to its end.
+/// Run `c` to its end, within [`deadline`].
+#[track_caller]
 pub fn run(c: &mut std::process::Command) -> Run {
-    c.output().unwrap().into()
+    c.output_in_time().unwrap().into()
 }
 
 /// perfwatch with `args`, run to its end.
@@ -324,11 +325,193 @@ pub fn run_args(args: &[&str]) -> Run {
     run(perfwatch().args(args))
 }
 
-/// The binary under test, its stdin from /dev/null (a test never waits on a terminal).
+/// The binary under test, its stdin from /dev/null (a test never waits on a terminal), the
+/// signals tests send at their default dispositions ([`default_signals`]).
 pub fn perfwatch() -> std::process::Command {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("perfwatch"));
     c.stdin(std::process::Stdio::null());
+    default_signals(&mut c);
     c
+}
+
+/// The signals tests send to their children, and that a test runner may have started with
+/// ignored or blocked (`nohup cargo test &` ignores SIGHUP, a background job of a shell script
+/// SIGINT and SIGQUIT; some CI runners block others).
+pub const SENT_SIGNALS: [i32; 6] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGPIPE,
+];
+
+/// Start `c`'s child with [`SENT_SIGNALS`] at their default dispositions and nothing blocked,
+/// whatever `cargo test` itself inherited: a test that signals a child sets what the child
+/// starts with, rather than depending on how the tests were run. A test that wants a signal
+/// ignored at start adds its own `pre_exec` after this one (they run in order).
+pub fn default_signals(c: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and calls only signal(2),
+    // sigemptyset(3) and sigprocmask(2), which are async-signal-safe; it allocates nothing
+    // and takes no lock.
+    unsafe {
+        c.pre_exec(|| {
+            for sig in SENT_SIGNALS {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        })
+    }
+}
+
+/// How long a test waits for any one child: past it the child is killed and the test fails
+/// with what the child printed so far. Generous (a debug build beside four other builds on
+/// two cores), but a test never waits forever. `PERFWATCH_TEST_DEADLINE` (seconds) changes it.
+pub fn deadline() -> std::time::Duration {
+    let secs = std::env::var("PERFWATCH_TEST_DEADLINE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Waiting on a child process, within [`deadline`]: the test fails (and the child is killed)
+/// instead of hanging. The `_in_time` methods replace `output`, `status`, `wait` and
+/// `wait_with_output`; `Err` only when the child could not be started.
+pub trait InTime {
+    /// Run to the end, stdout and stderr captured (stdin from /dev/null unless the caller
+    /// gives a child of its own).
+    fn output_in_time(self) -> std::io::Result<std::process::Output>;
+    /// Run to the end, stdout and stderr as configured.
+    fn status_in_time(self) -> std::io::Result<std::process::ExitStatus>;
+}
+
+impl InTime for &mut std::process::Command {
+    fn output_in_time(self) -> std::io::Result<std::process::Output> {
+        use std::process::Stdio;
+        let child = self
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        Ok(finish(child, deadline()))
+    }
+    fn status_in_time(self) -> std::io::Result<std::process::ExitStatus> {
+        let mut child = self.spawn()?;
+        Ok(wait_in_time(&mut child))
+    }
+}
+
+impl InTime for std::process::Child {
+    fn output_in_time(self) -> std::io::Result<std::process::Output> {
+        Ok(finish(self, deadline()))
+    }
+    fn status_in_time(mut self) -> std::io::Result<std::process::ExitStatus> {
+        Ok(wait_in_time(&mut self))
+    }
+}
+
+/// Wait for `child` to exit, within [`deadline`]; past it, kill it and fail the test.
+#[track_caller]
+pub fn wait_in_time(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let limit = deadline();
+    match wait_until(child, std::time::Instant::now() + limit) {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child {} still running after {limit:?}: killed", child.id());
+        }
+    }
+}
+
+/// The child's exit status once it exits before `until`; `None` if it is still running then.
+pub fn wait_until(
+    child: &mut std::process::Child,
+    until: std::time::Instant,
+) -> Option<std::process::ExitStatus> {
+    loop {
+        if let Some(status) = child.try_wait().expect("waitpid on our own child") {
+            return Some(status);
+        }
+        if std::time::Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Collect `child`'s piped stdout and stderr (those it has) and its exit status, within
+/// `limit` for all three: past it, the child is killed and the test fails with the output so
+/// far. A child that exited while something it started still holds its pipes open fails too,
+/// rather than hang `wait_with_output`.
+#[track_caller]
+pub fn finish(mut child: std::process::Child, limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let until = std::time::Instant::now() + limit;
+    fn drain(
+        from: Option<impl Read + Send + 'static>,
+    ) -> (Arc<Mutex<Vec<u8>>>, std::sync::mpsc::Receiver<()>) {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let (done, ended) = std::sync::mpsc::channel();
+        let into = Arc::clone(&buf);
+        match from {
+            Some(mut from) => {
+                std::thread::spawn(move || {
+                    let mut chunk = [0u8; 8192];
+                    while let Ok(n) = from.read(&mut chunk) {
+                        if n == 0 {
+                            break;
+                        }
+                        into.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .extend_from_slice(&chunk[..n]);
+                    }
+                    let _ = done.send(());
+                });
+            }
+            None => {
+                let _ = done.send(());
+            }
+        }
+        (buf, ended)
+    }
+    let (out, out_end) = drain(child.stdout.take());
+    let (err, err_end) = drain(child.stderr.take());
+    let status = wait_until(&mut child, until);
+    let left = || until.saturating_duration_since(std::time::Instant::now());
+    let closed = status.is_some()
+        && out_end.recv_timeout(left()).is_ok()
+        && err_end.recv_timeout(left()).is_ok();
+    let take =
+        |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()));
+    let (stdout, stderr) = (take(&out), take(&err));
+    if !closed {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "{} after {limit:?}: killed\n--- stdout so far:\n{}\n--- stderr so far:\n{}",
+            match status {
+                None => format!("child {} still running", child.id()),
+                Some(s) => format!(
+                    "child {} exited ({s}) but its output stayed open",
+                    child.id()
+                ),
+            },
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    }
+    std::process::Output {
+        status: status.expect("closed implies exited"),
+        stdout,
+        stderr,
+    }
 }
 
 /// `perfwatch --plain -e dummy --script SCRIPT`, then `args`.
@@ -369,9 +552,12 @@ pub fn spawn_piped(args: &[&str]) -> std::process::Child {
     with_io(args, std::process::Stdio::piped).spawn().unwrap()
 }
 
-/// The exit status of perfwatch with `args`, its output thrown away.
+/// The exit status of perfwatch with `args`, its output thrown away (within [`deadline`]).
+#[track_caller]
 pub fn status_of(args: &[&str]) -> std::process::ExitStatus {
-    with_io(args, std::process::Stdio::null).status().unwrap()
+    with_io(args, std::process::Stdio::null)
+        .status_in_time()
+        .unwrap()
 }
 
 /// The perf event file descriptors `pid` holds.
@@ -392,13 +578,25 @@ fn perf_event_fds(pid: u32) -> usize {
 /// A test that makes a target act only after this never races perfwatch's start, however
 /// loaded the machine (a fixed sleep did, under CI's parallel tests).
 pub fn wait_until_watching(child: &mut std::process::Child) {
+    let pid = child.id();
+    wait_until_pid_watching(pid, || {
+        child
+            .try_wait()
+            .expect("waitpid on our own child")
+            .is_some()
+    });
+}
+
+/// [`wait_until_watching`] for a perfwatch that is not our child (started by a shell), by
+/// its pid: returns at once once it is gone.
+pub fn wait_until_pid_watching(pid: u32, mut exited: impl FnMut() -> bool) {
     let t0 = std::time::Instant::now();
     let (mut last, mut since) = (0, std::time::Instant::now());
     loop {
-        if child.try_wait().unwrap().is_some() {
+        if exited() || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return;
         }
-        let n = perf_event_fds(child.id());
+        let n = perf_event_fds(pid);
         if n != last {
             (last, since) = (n, std::time::Instant::now());
         } else if n > 0 && since.elapsed() >= std::time::Duration::from_millis(200) {
