@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use super::fs::{OpenError, Opened};
+use super::fs::{OpenError, Opened, fstat};
 
 /// The user and groups a process accesses files with (`/proc/PID/status`: the fs uid and
 /// gid, and its supplementary groups).
@@ -100,7 +100,7 @@ pub(crate) fn open(
     timeout: Duration,
 ) -> Result<Opened, Refused> {
     let file = open_in_child(root, rel, creds, timeout)?;
-    let st = fstat(&file)?;
+    let st = fstat(&file).map_err(OpenError::Io)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(OpenError::NotRegular("special file").into());
     }
@@ -186,23 +186,13 @@ fn open_left_behind(path: &[u8]) -> Result<Opened, Refused> {
     if o.uid != 0 && o.uid != me {
         return Err(Refused::NotOwned(o.uid));
     }
-    if fstat(&o.file)?.st_nlink != 1 {
+    if fstat(&o.file).map_err(OpenError::Io)?.st_nlink != 1 {
         return Err(OpenError::NotRegular("a file with other hard links").into());
     }
     if super::fs::fs_magic(&o.file).is_none_or(is_pseudo_fs) {
         return Err(OpenError::NotRegular("a kernel file on procfs, sysfs or the like").into());
     }
     Ok(o)
-}
-
-fn fstat(f: &File) -> Result<libc::stat, OpenError> {
-    // SAFETY: a zeroed stat is a valid value of this plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a live descriptor and a stat buffer of the right type.
-    if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } != 0 {
-        return Err(OpenError::Io(io::Error::last_os_error()));
-    }
-    Ok(st)
 }
 
 #[repr(C)]

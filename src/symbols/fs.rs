@@ -57,7 +57,8 @@ fn cstring(path: &[u8]) -> Result<CString, OpenError> {
     CString::new(path).map_err(|_| OpenError::NotFound)
 }
 
-fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
+    // SAFETY: a zeroed stat is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a live descriptor and a stat buffer of the right type.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
