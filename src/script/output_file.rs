@@ -18,14 +18,13 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use super::safety::{Invoker, Walk, judge_links};
+use super::safety::{Invoker, Walk, cstring, judge_links, openat};
 use crate::text::escape;
 
 /// An output file being written.
@@ -51,10 +50,6 @@ impl Drop for Replace {
         // SAFETY: a live directory descriptor and a NUL-terminated name.
         unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.temp.as_ptr(), 0) };
     }
-}
-
-fn cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 /// `fstatat` without following a link; `None` when nothing is there.
@@ -202,17 +197,8 @@ impl OutputFile {
         }
         r.renamed = true;
         // The rename reaches the disk with its directory (best effort: the data already has).
-        // SAFETY: a live directory descriptor and a NUL-terminated name; the result is checked.
-        let fd = unsafe {
-            libc::openat(
-                r.dir.as_raw_fd(),
-                c".".as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: a descriptor we just opened and own.
-            let _ = unsafe { File::from(OwnedFd::from_raw_fd(fd)) }.sync_all();
+        if let Ok(dir) = openat(&r.dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            let _ = File::from(dir).sync_all();
         }
         Ok(())
     }

@@ -259,11 +259,11 @@ pub fn judge_links(steps: &[Step], who: Invoker) -> Result<(), Unsafe> {
 /// Symbolic links followed at most, as the kernel's own limit.
 const MAX_LINKS: u32 = 40;
 
-fn cstring(name: &OsStr) -> io::Result<CString> {
+pub(super) fn cstring(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
-fn openat(dir: &OwnedFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+pub(super) fn openat(dir: &OwnedFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
     // SAFETY: a valid directory fd and a NUL-terminated name; the result is checked.
     let fd = unsafe {
         libc::openat(
