@@ -56,6 +56,16 @@ fn stderr_of(child: &mut Child) -> String {
     s
 }
 
+/// Whether a thread of process `pid` sleeps in the kernel's pipe_write (its wchan).
+fn waits_in_pipe_write(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("wchan")).is_ok_and(|w| w.trim() == "pipe_write")
+    })
+}
+
 /// Start perfwatch with its stdout a pipe nobody reads, and fill that pipe.
 fn stalled(extra: &[&str]) -> (Child, std::process::ChildStdout) {
     let mut child = perfwatch()
@@ -80,9 +90,13 @@ fn stalled(extra: &[&str]) -> (Child, std::process::ChildStdout) {
         n
     };
     // Full: less room left than one atomic write (PIPE_BUF), which perfwatch's next line
-    // waits for.
+    // waits for, or a thread of perfwatch already waiting in the kernel's pipe_write. The
+    // pipe's 16 page slots can all be taken with fewer than its size in bytes (a write that
+    // does not fit the last page's room starts a new page), so bytes alone cannot say it.
+    let pid = child.id();
     let t0 = Instant::now();
-    while queued() + 4096 < size && child.try_wait().unwrap().is_none() {
+    while queued() + 4096 < size && !waits_in_pipe_write(pid) && child.try_wait().unwrap().is_none()
+    {
         assert!(
             t0.elapsed() < common::deadline(),
             "the pipe never filled: {} of {size} bytes",
