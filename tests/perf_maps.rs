@@ -126,7 +126,13 @@ fn watch_in(prefix: &[&str], script: &str) -> (String, String) {
     let out = child.wait_with_output().unwrap();
     let _ = done.send(());
     let _ = killer.join();
-    assert!(out.status.success(), "perfwatch: {:?}", out.status);
+    assert!(
+        out.status.success(),
+        "{:?} ended with {:?}; its stderr:\n{}",
+        argv[0],
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
