@@ -14,6 +14,7 @@ mod cpus;
 pub mod input;
 pub mod layout;
 pub mod log;
+mod panes;
 mod rates;
 mod task_rows;
 pub mod tasks;

@@ -175,7 +175,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     if app.tree {
         return draw_tree(f, area, app);
     }
-    let rows_all = app.task_rows();
+    let rows_all = app.shown().task_rows();
     let title = format!(
         "Tasks: fork/exit/exec ({}){}",
         rows_all.len(),

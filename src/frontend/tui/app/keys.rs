@@ -14,16 +14,6 @@ impl App {
             self.quit = true;
             return;
         }
-        if let Some(view) = self.frozen.as_mut() {
-            // Paused: keys act on the snapshot, but for resume and quit.
-            let typing = view.edit.is_some() || view.show_help;
-            match map_key(key) {
-                Action::Pause if !typing => self.toggle_pause(),
-                Action::Quit if !typing => self.quit = true,
-                _ => view.on_key(key),
-            }
-            return;
-        }
         if self.edit.is_some() {
             self.on_edit_key(key);
             return;
@@ -82,16 +72,23 @@ impl App {
                         .into(),
                 );
             }
-            Action::Expand if !self.symbols.callchains => {
+            Action::Expand if !self.shown().symbols.callchains => {
                 self.message = Some("callers need call chains: run with -g".into());
             }
-            Action::Expand => self.symbols.expand(Narrow::pids_of(&self.narrow)),
-            Action::Collapse => self.symbols.collapse(Narrow::pids_of(&self.narrow)),
+            Action::Expand => {
+                let data = self.frozen.as_deref().unwrap_or(&self.live);
+                self.symbols
+                    .expand(&data.symbols, Narrow::pids_of(&self.narrow))
+            }
+            Action::Collapse => {
+                let data = self.frozen.as_deref().unwrap_or(&self.live);
+                self.symbols
+                    .collapse(&data.symbols, Narrow::pids_of(&self.narrow))
+            }
             Action::Span => self.symbols.toggle_span(),
             Action::Samples => {
-                let shown = self.log.toggle_samples();
-                self.log_scroll = 0;
-                self.message = Some(match (shown, self.log.filter().names_samples()) {
+                let shown = self.toggle_samples();
+                self.message = Some(match (shown, self.filter().names_samples()) {
                     (true, false) => "the log shows samples (S hides them)".into(),
                     (true, true) => "the filter names samples: the log shows them".into(),
                     (false, _) => {
@@ -122,19 +119,23 @@ impl App {
                 rows.get(self.tree_selected(&rows)).map(|r| r.pid)
             }
             Pane::Tasks => {
-                let n = self.task_rows.len();
-                n.checked_sub(1 + self.task_scroll)
-                    .and_then(|i| self.task_rows.get(i))
+                let rows = self.shown().task_rows();
+                rows.len()
+                    .checked_sub(1 + self.task_scroll)
+                    .and_then(|i| rows.get(i))
                     .map(|r| r.pid)
             }
             Pane::Symbols => match &self.symbols.zoom {
                 Zoom::Tasks(key) => self
+                    .shown()
                     .symbols
-                    .tasks_of(key)
+                    .tasks_of(self.symbols.span, key)
                     .get(self.symbols.selected)
                     .map(|(p, _)| *p),
                 Zoom::None => {
-                    self.symbols.zoom_selected(Narrow::pids_of(&self.narrow));
+                    let data = self.frozen.as_deref().unwrap_or(&self.live);
+                    self.symbols
+                        .zoom_selected(&data.symbols, Narrow::pids_of(&self.narrow));
                     self.symbols.selected = 0;
                     return;
                 }
@@ -210,10 +211,6 @@ impl App {
     }
 
     pub fn on_mouse(&mut self, m: MouseEvent) {
-        if let Some(view) = self.frozen.as_mut() {
-            view.on_mouse(m);
-            return;
-        }
         match m.kind {
             MouseEventKind::ScrollUp => self.scroll(-3),
             MouseEventKind::ScrollDown => self.scroll(3),
@@ -253,7 +250,10 @@ impl App {
                 self.top_scroll += row;
             }
             Pane::Symbols => {
-                let len = self.symbols.shown_len(self.narrowed());
+                let len = self
+                    .shown()
+                    .symbols
+                    .shown_len(&self.symbols, self.narrowed());
                 let start = self.symbols.selected.saturating_sub(visible - 1);
                 if start + row < len {
                     self.symbols.selected = start + row;
@@ -263,94 +263,26 @@ impl App {
         }
     }
 
+    /// Space: hold the panes' data still, or show the live data again. The view state is
+    /// one whether paused or not: what was chosen while paused (filter, focus, scrolls,
+    /// narrowing, how Top symbols is shown) stays; the streams follow the newest again on
+    /// resume, as perf top and htop do.
     fn toggle_pause(&mut self) {
         match self.frozen.take() {
             None => {
-                let mut view = self.snapshot();
-                view.paused = true;
-                self.frozen = Some(Box::new(view));
+                self.frozen = Some(Box::new(self.live.frozen()));
                 self.paused = true;
             }
-            Some(view) => {
-                // Resuming follows the newest again, as perf top and htop do, with what
-                // was chosen while paused: the filter, the focus, how Top symbols is shown.
+            Some(_) => {
                 self.paused = false;
-                if view.filter() != self.filter() {
-                    self.set_filter(view.filter().clone());
-                }
-                if view.log.samples_asked() != self.log.samples_asked() {
-                    self.log.toggle_samples();
-                }
-                self.focus = view.focus;
-                (self.pick, self.zoom) = (view.pick, view.zoom);
-                self.top_scroll = view.top_scroll;
-                self.cpu_scroll = view.cpu_scroll;
-                for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
-                    live.scroll = held.scroll;
-                }
-                self.tree = view.tree;
-                self.tree_sel = view.tree_sel;
-                (self.tree_pid, self.tree_exited) = (view.tree_pid, view.tree_exited);
-                if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
-                    self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
-                }
-                self.symbols.take_view_of(&view.symbols);
                 self.log_scroll = 0;
                 self.task_scroll = 0;
             }
         }
     }
 
-    /// A copy of what the panes show, for the pause. The log and the task stream are
-    /// copied (bounded rings), Top symbols with its graph.
-    fn snapshot(&self) -> App {
-        App {
-            cfg: self.cfg.clone(),
-            event_rates: self.event_rates.clone(),
-            rates: self.rates.clone(),
-            model: self.model.clone(),
-            task_rows: self.task_rows.clone(),
-            top_acc: FxHashMap::default(),
-            top_threads: self.top_threads.clone(),
-            per_thread: self.per_thread,
-            top_sort: self.top_sort,
-            top: self.top.clone(),
-            top_total: self.top_total,
-            log: self.log.clone(),
-            folding: None,
-            frozen: None,
-            totals: self.totals.clone(),
-            rate_mark: self.rate_mark,
-            records_per_sec: self.records_per_sec,
-            now_ns: self.now_ns,
-            paused: true,
-            show_help: false,
-            edit: None,
-            focus: self.focus,
-            log_scroll: self.log_scroll,
-            task_scroll: self.task_scroll,
-            top_scroll: self.top_scroll,
-            cpu_scroll: self.cpu_scroll,
-            scripts: self.scripts.clone(),
-            symbols: self.symbols.clone(),
-            tree: self.tree,
-            tree_sel: self.tree_sel,
-            tree_pid: self.tree_pid,
-            tree_exited: self.tree_exited,
-            narrow: self.narrow.clone(),
-            reparents: self.reparents,
-            message: None,
-            quit: false,
-            drawn: self.drawn.clone(),
-            proc_alive: self.proc_alive,
-            pick: self.pick,
-            zoom: self.zoom,
-            log_hscroll: self.log_hscroll,
-        }
-    }
-
     fn move_focus(&mut self, step: isize) {
-        let panes = self.panes();
+        let panes = self.shown().panes();
         let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
         let n = panes.len() as isize;
         self.focus = panes[((i + step) % n + n) as usize % panes.len()];
@@ -375,7 +307,7 @@ impl App {
             v.clamp(0, len.saturating_sub(1) as isize) as usize
         }
         match self.focus {
-            Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
+            Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.shown().log_len()),
             Pane::Tasks if self.tree => {
                 let rows = self.tree_rows();
                 self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
@@ -385,19 +317,27 @@ impl App {
             // The selection is the newest row shown: it reaches the oldest one.
             Pane::Tasks => {
                 let v = self.task_scroll as isize - delta;
-                self.task_scroll = v.clamp(0, self.task_rows.len() as isize - 1).max(0) as usize;
+                let len = self.shown().task_rows().len() as isize;
+                self.task_scroll = v.clamp(0, len - 1).max(0) as usize;
             }
             Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
             Pane::Symbols => {
-                let len = self.symbols.shown_len(self.narrowed());
+                let len = self
+                    .shown()
+                    .symbols
+                    .shown_len(&self.symbols, self.narrowed());
                 self.symbols.selected = down(self.symbols.selected, delta, len);
             }
             Pane::Cpus => {
-                self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus().len() + 1)
+                self.cpu_scroll = down(self.cpu_scroll, delta, self.shown().rates.cpus().len() + 1)
             }
             Pane::Script(i) => {
-                if let Some(p) = self.scripts.get_mut(i) {
-                    p.scroll = down(p.scroll, delta, p.lines.len() + p.messages.len());
+                if let Some(p) = self.shown().scripts.get(i) {
+                    let len = p.lines.len() + p.messages.len();
+                    if self.script_scroll.len() <= i {
+                        self.script_scroll.resize(i + 1, 0);
+                    }
+                    self.script_scroll[i] = down(self.script_scroll[i], delta, len);
                 }
             }
         }
