@@ -15,12 +15,14 @@ use rustc_hash::FxHashSet;
 use super::input::{Action, map_key};
 use super::layout::Drawn;
 pub use super::layout::Pane;
-use super::log::Log;
+use super::log::{Log, LogView};
 pub use super::panes::{Panes, ScriptPane};
 use super::rates::is_dummy;
 pub use super::rates::{EventRates, RATE_SECONDS, RateUnit, Rates, ipc};
-pub use super::task_rows::{TASK_ROWS, TaskEvent, TaskRow};
+pub use super::task_rows::{StreamView, TASK_ROWS, TaskEvent, TaskRow};
 use super::top_symbols::SymbolsView;
+pub use super::top_tasks::{TopSort, TopView};
+use super::tree::{TreeRow, TreeView};
 use crate::event::Chunk;
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
@@ -115,32 +117,6 @@ impl AppConfig {
     }
 }
 
-/// The order of Top tasks (`s` when it has the focus).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TopSort {
-    Samples,
-    Id,
-    Name,
-}
-
-impl TopSort {
-    pub(crate) fn next(self) -> TopSort {
-        match self {
-            TopSort::Samples => TopSort::Id,
-            TopSort::Id => TopSort::Name,
-            TopSort::Name => TopSort::Samples,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            TopSort::Samples => "samples",
-            TopSort::Id => "id",
-            TopSort::Name => "name",
-        }
-    }
-}
-
 /// What the views are narrowed to (Enter on a task).
 #[derive(Clone, Debug)]
 pub struct Narrow {
@@ -192,19 +168,17 @@ pub struct App {
     folding: Option<crate::folded::Folding>,
     /// The model's count of re-parented orphans when the narrowed set last followed it.
     reparents: u64,
-    /// `H`: Top tasks per thread rather than per process.
-    pub(crate) per_thread: bool,
-    /// `s` on Top tasks: its order.
-    pub(crate) top_sort: TopSort,
+    /// How Top tasks is shown (selection, `H`, `s`).
+    pub(crate) top: TopView,
     pub(crate) paused: bool,
     pub(crate) show_help: bool,
     pub(crate) edit: Option<FilterEdit>,
     pub focus: Pane,
-    /// Rows scrolled back from the newest (0: following the tail).
-    pub(crate) log_scroll: usize,
-    pub(crate) task_scroll: usize,
-    /// Rows scrolled down from the top.
-    pub(crate) top_scroll: usize,
+    /// How the log is shown (scrolled back, sideways).
+    pub(crate) log: LogView,
+    /// How the task stream is shown (scrolled back).
+    pub(crate) stream: StreamView,
+    /// Rows the CPU pane is scrolled down from the top.
     pub(crate) cpu_scroll: usize,
     /// Rows each script pane is scrolled down from the top, by script.
     pub(crate) script_scroll: Vec<usize>,
@@ -212,12 +186,8 @@ pub struct App {
     pub(crate) symbols: SymbolsView,
     /// `t`: the task pane shows the process tree rather than the stream.
     pub(crate) tree: bool,
-    /// The selected row of the tree, from the top.
-    pub(crate) tree_sel: usize,
-    /// The process on that row: the selection follows it when rows above come and go.
-    pub(crate) tree_pid: Option<u32>,
-    /// The selected row is the one of that process's folded exited children.
-    tree_exited: bool,
+    /// The tree's selection.
+    pub(crate) tree_view: TreeView,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
     /// A message for the footer (e.g. why a key did nothing).
@@ -233,8 +203,6 @@ pub struct App {
     pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
     pub(crate) zoom: bool,
-    /// Columns the log is scrolled to the right (Right/Left on the log).
-    pub(crate) log_hscroll: usize,
 }
 
 impl App {
@@ -245,22 +213,18 @@ impl App {
             frozen: None,
             folding: None,
             reparents: 0,
-            per_thread: false,
-            top_sort: TopSort::Samples,
+            top: TopView::default(),
             paused: false,
             show_help: false,
             edit: None,
             focus: Pane::Log,
-            log_scroll: 0,
-            task_scroll: 0,
-            top_scroll: 0,
+            log: LogView::default(),
+            stream: StreamView::default(),
             cpu_scroll: 0,
             script_scroll: Vec::new(),
             symbols: SymbolsView::default(),
             tree: false,
-            tree_sel: 0,
-            tree_pid: None,
-            tree_exited: false,
+            tree_view: TreeView::default(),
             narrow: None,
             message: None,
             quit: false,
@@ -268,7 +232,6 @@ impl App {
             proc_alive: None,
             pick: None,
             zoom: false,
-            log_hscroll: 0,
             cfg,
         }
     }
@@ -300,7 +263,7 @@ impl App {
 
     /// Set the filter in force (from `--filter`, or when an edit is applied).
     pub fn set_filter(&mut self, filter: Filter) {
-        self.log_scroll = 0;
+        self.log.scroll = 0;
         let model = self.model.clone();
         let tasks = model.read();
         for log in logs_mut(&mut self.live, &mut self.frozen) {
@@ -323,7 +286,7 @@ impl App {
         for log in logs_mut(&mut self.live, &mut self.frozen) {
             log.toggle_samples();
         }
-        self.log_scroll = 0;
+        self.log.scroll = 0;
         self.samples_in_log()
     }
 
@@ -395,18 +358,17 @@ impl App {
         let live = self.frozen.is_none();
         if let Some(row) = super::task_rows::row_of(&ev, tasks) {
             self.live.push_task_row(row);
-            if live && self.task_scroll > 0 {
-                let len = self.live.task_rows().len();
-                self.task_scroll = (self.task_scroll + 1).min(len.saturating_sub(1));
+            if live {
+                self.stream.row_came(self.live.task_rows().len());
             }
         }
         // A view scrolled back stays on the same entries.
         let narrow = Narrow::pids_of(&self.narrow);
-        if self.live.push_log(ev, tasks, narrow) && live && self.log_scroll > 0 {
-            self.log_scroll += 1;
+        if self.live.push_log(ev, tasks, narrow) && live && self.log.scroll > 0 {
+            self.log.scroll += 1;
         }
         if live {
-            self.log_scroll = self.log_scroll.min(self.live.log_len().saturating_sub(1));
+            self.log.scroll = self.log.scroll.min(self.live.log_len().saturating_sub(1));
         }
     }
 
@@ -469,8 +431,8 @@ impl App {
         for log in logs_mut(&mut self.live, &mut self.frozen) {
             log.refilter(&tasks, Narrow::pids_of(&narrow));
         }
-        self.log_scroll = 0;
-        self.top_scroll = 0;
+        self.log.scroll = 0;
+        self.top.scroll = 0;
         self.symbols.zoom = super::top_symbols::Zoom::None;
         self.symbols.selected = 0;
         self.narrow = narrow;
@@ -482,20 +444,13 @@ impl App {
         Narrow::pids_of(&self.narrow)
     }
 
-    /// The selected row of `rows` (the tree as shown now): the selected process's, while it
-    /// is in the tree, else the same place.
-    pub(crate) fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
-        self.tree_pid
-            .and_then(|pid| {
-                rows.iter()
-                    .position(|r| r.pid == pid && (r.exited > 0) == self.tree_exited)
-            })
-            .unwrap_or(self.tree_sel)
-            .min(rows.len().saturating_sub(1))
+    /// The selected row of `rows` (the tree as shown now).
+    pub(crate) fn tree_selected(&self, rows: &[TreeRow]) -> usize {
+        self.tree_view.selected(rows)
     }
 
     /// The process tree as shown now.
-    pub fn tree_rows(&self) -> Vec<super::tree::TreeRow> {
+    pub fn tree_rows(&self) -> Vec<TreeRow> {
         let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
         super::tree::rows(&self.model.read(), self.shown().now_ns, &alive)
     }
@@ -503,32 +458,10 @@ impl App {
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
     /// when narrowed, in the chosen order.
     pub(crate) fn top_rows(&self) -> Vec<(u32, u64)> {
-        let keep = |pid: &u32| self.narrowed().is_none_or(|n| n.contains(pid));
         let shown = self.shown();
-        let mut rows: Vec<(u32, u64)> = if self.per_thread {
-            shown
-                .top_threads
-                .iter()
-                .filter(|(p, _, _)| keep(p))
-                .map(|(_, t, n)| (*t, *n))
-                .collect()
-        } else {
-            shown.top.iter().filter(|(p, _)| keep(p)).copied().collect()
-        };
-        match self.top_sort {
-            TopSort::Samples => {}
-            TopSort::Id => rows.sort_unstable_by_key(|r| r.0),
-            TopSort::Name => {
-                let tasks = self.model.read();
-                rows.sort_by_cached_key(|r| {
-                    (
-                        tasks.comm(r.0).map(|c| c.display()).unwrap_or_default(),
-                        r.0,
-                    )
-                });
-            }
-        }
-        rows
+        let tasks = self.model.read();
+        self.top
+            .rows(&shown.top, &shown.top_threads, self.narrowed(), &tasks)
     }
 
     /// `c`: forget the log shown (the counters are kept; a paused view forgets its held
@@ -538,7 +471,7 @@ impl App {
             Some(p) => p.log.clear(),
             None => self.live.log.clear(),
         }
-        self.log_scroll = 0;
+        self.log.scroll = 0;
     }
 
     /// Seconds since monitoring started.

@@ -20,6 +20,7 @@ mod task_rows;
 pub mod tasks;
 pub mod terminal;
 pub mod top_symbols;
+mod top_tasks;
 pub mod tree;
 pub mod ui;
 mod widgets;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::input::{Action, Handled, down, scroll_delta};
 use super::log::Narrowed;
 use crate::callgraph::{CallGraph, Span};
 use crate::event::Event;
@@ -342,6 +343,44 @@ impl SymbolsView {
     /// Esc: back from a zoom. True when there was one.
     pub fn back(&mut self) -> bool {
         std::mem::replace(&mut self.zoom, Zoom::None) != Zoom::None
+    }
+
+    /// The pane's keys on `t`, of the narrowed-to processes, `page` rows at a time: moving
+    /// the selection, Enter (the tasks of a symbol; on one of them, narrowing to it),
+    /// `+`/`-` (callers), `s` (the next order).
+    pub fn on_key(&mut self, a: Action, t: &TopSymbols, narrow: Narrowed, page: usize) -> Handled {
+        if let Some(d) = scroll_delta(a, page) {
+            self.selected = down(self.selected, d, t.shown_len(self, narrow));
+            return Handled::Done;
+        }
+        match a {
+            Action::Select => match &self.zoom {
+                Zoom::Tasks(key) => match t.tasks_of(self.span, key).get(self.selected) {
+                    Some((pid, _)) => return Handled::Narrow(*pid),
+                    None => return Handled::Say(super::input::NOTHING_SELECTED),
+                },
+                Zoom::None => {
+                    self.zoom_selected(t, narrow);
+                    self.selected = 0;
+                }
+            },
+            Action::Expand if !t.callchains => {
+                return Handled::Say("callers need call chains: run with -g");
+            }
+            Action::Expand => self.expand(t, narrow),
+            Action::Collapse => self.collapse(t, narrow),
+            Action::Sort => self.next_sort(),
+            _ => return Handled::Not,
+        }
+        Handled::Done
+    }
+
+    /// A click on row `row` of a pane showing `visible` rows.
+    pub fn click(&mut self, t: &TopSymbols, narrow: Narrowed, row: usize, visible: usize) {
+        let start = self.selected.saturating_sub(visible - 1);
+        if start + row < t.shown_len(self, narrow) {
+            self.selected = start + row;
+        }
     }
 }
 

@@ -280,9 +280,13 @@ fn task_cells(pid: u32, comm: String, n: u64, total: u64) -> Vec<Span<'static>> 
 fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let (_, total) = app.shown().top();
     let top = app.top_rows();
-    let what = if app.per_thread { "threads" } else { "tasks" };
-    let order = match app.top_sort {
-        super::app::TopSort::Samples => String::new(),
+    let what = if app.top.per_thread {
+        "threads"
+    } else {
+        "tasks"
+    };
+    let order = match app.top.sort {
+        super::top_tasks::TopSort::Samples => String::new(),
         o => format!(", by {}", o.name()),
     };
     let title = match app.narrow {
@@ -292,7 +296,7 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let block = pane_block(title, app.focus == Pane::Top);
     let visible = block.inner(area).height.saturating_sub(1) as usize;
     let tasks = app.tasks();
-    let shown: Vec<(u32, u64)> = top.into_iter().skip(app.top_scroll).take(visible).collect();
+    let shown: Vec<(u32, u64)> = top.into_iter().skip(app.top.scroll).take(visible).collect();
     // The control group of each row's process (a container, a service), when known.
     let cgroup = |id: u32| {
         let pid = tasks.task(id).map_or(id, |t| t.pid);
@@ -310,7 +314,7 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let with_cgroup = cg_width >= 6 && shown.iter().any(|(id, _)| cgroup(*id).is_some());
     let header: Vec<&str> = {
         let mut h = TASK_HEADER.to_vec();
-        if app.per_thread {
+        if app.top.per_thread {
             h[0] = "tid";
         }
         if with_cgroup {
@@ -532,7 +536,7 @@ fn log_line(app: &App, ev: &Event) -> Line<'static> {
             body.push_str(&argv.line());
         }
     }
-    let body = match app.log_hscroll {
+    let body = match app.log.hscroll {
         0 => body,
         n => body.chars().skip(n).collect(),
     };
@@ -556,7 +560,7 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
     } else {
         ", samples hidden: S"
     };
-    let right = match app.log_hscroll {
+    let right = match app.log.hscroll {
         0 => String::new(),
         n => format!(" [→{n}]"),
     };
@@ -564,12 +568,12 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
         "Event log{} ({}/{held}{hidden}){filter}{}{right}",
         narrowed(app),
         data.log_len(),
-        scroll_note(app.log_scroll, app.paused)
+        scroll_note(app.log.scroll, app.paused)
     );
     let block = pane_block(title, app.focus == Pane::Log);
     let inner = block.inner(area);
     let visible = inner.height as usize;
-    let (start, end) = window(data.log_len(), app.log_scroll, visible);
+    let (start, end) = window(data.log_len(), app.log.scroll, visible);
     f.render_widget(block, area);
     // Line by line into the buffer: what a Paragraph without wrapping draws, without its
     // reflow machinery (the log is redrawn on every frame of a busy run).

@@ -1,8 +1,10 @@
-//! The app's keys and mouse: what each key does to the view (focus, scroll, pause,
-//! narrowing, the filter being edited), and the click that focuses a pane.
+//! The app's keys and mouse: the global keys (focus, pause, narrowing, the filter being
+//! edited, ...), the one dispatch of the others to the focused pane's own `on_key` (in the
+//! pane's file), and the click that focuses a pane.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
+use super::super::input::{Handled, NOTHING_SELECTED, down, scroll_delta};
 use super::*;
 
 impl App {
@@ -37,15 +39,8 @@ impl App {
             }
             Action::FocusNext => self.move_focus(1),
             Action::FocusPrev => self.move_focus(-1),
-            Action::Up(n) => self.scroll(-(n as isize)),
-            Action::Down(n) => self.scroll(n as isize),
-            Action::PageUp => self.scroll(-(self.drawn.page_rows.max(1) as isize)),
-            Action::PageDown => self.scroll(self.drawn.page_rows.max(1) as isize),
-            Action::Home => self.scroll(isize::MIN / 2),
-            Action::End => self.scroll(isize::MAX / 2),
             Action::Clear => self.clear_log(),
             Action::Help => self.show_help = true,
-            Action::Select => self.select(),
             Action::Back => {
                 if self.symbols.zoom != super::super::top_symbols::Zoom::None {
                     self.symbols.back();
@@ -58,32 +53,8 @@ impl App {
             Action::Zoom => self.zoom = !self.zoom,
             Action::Tree => {
                 self.tree = !self.tree;
-                self.tree_sel = 0;
-                self.tree_pid = None;
+                self.tree_view = Default::default();
                 self.focus = Pane::Tasks;
-            }
-            Action::Expand if self.focus == Pane::Log => self.log_hscroll += 8,
-            Action::Collapse if self.focus == Pane::Log => {
-                self.log_hscroll = self.log_hscroll.saturating_sub(8)
-            }
-            Action::Expand | Action::Collapse if self.focus != Pane::Symbols => {
-                self.message = Some(
-                    "Right/Left scroll the log; + and - open a symbol's callers in Top symbols"
-                        .into(),
-                );
-            }
-            Action::Expand if !self.shown().symbols.callchains => {
-                self.message = Some("callers need call chains: run with -g".into());
-            }
-            Action::Expand => {
-                let data = self.frozen.as_deref().unwrap_or(&self.live);
-                self.symbols
-                    .expand(&data.symbols, Narrow::pids_of(&self.narrow))
-            }
-            Action::Collapse => {
-                let data = self.frozen.as_deref().unwrap_or(&self.live);
-                self.symbols
-                    .collapse(&data.symbols, Narrow::pids_of(&self.narrow))
             }
             Action::Span => self.symbols.toggle_span(),
             Action::Samples => {
@@ -96,60 +67,66 @@ impl App {
                     }
                 });
             }
-            Action::Sort if self.focus == Pane::Top => self.top_sort = self.top_sort.next(),
-            Action::Sort => self.symbols.next_sort(),
-            Action::Threads => {
-                self.per_thread = !self.per_thread;
-                self.top_scroll = 0;
-            }
+            Action::Threads => self.top.toggle_threads(),
             Action::None => {}
+            a => self.pane_key(a),
         }
     }
 
-    /// Enter: on a task (the tree, the task stream, Top tasks, or a zoomed symbol's tasks),
-    /// narrow the log, Top tasks and Top symbols to it and its children; on a symbol, show
-    /// the tasks that run it.
-    fn select(&mut self) {
-        use super::super::top_symbols::Zoom;
-        let from_symbols = self.focus == Pane::Symbols;
-        let pid = match self.focus {
-            Pane::Top => self.top_rows().get(self.top_scroll).map(|(p, _)| *p),
+    /// A key of the focused pane (scrolling, Enter, `+`/`-`, Right/Left, `s`): the one
+    /// dispatch by focus; each pane's keys are in its own file.
+    fn pane_key(&mut self, a: Action) {
+        let page = self.drawn.page_rows.max(1);
+        let data = self.frozen.as_deref().unwrap_or(&self.live);
+        let narrow = Narrow::pids_of(&self.narrow);
+        let handled = match self.focus {
+            Pane::Log => self.log.on_key(a, data.log_len(), page),
             Pane::Tasks if self.tree => {
                 let rows = self.tree_rows();
-                rows.get(self.tree_selected(&rows)).map(|r| r.pid)
+                self.tree_view.on_key(a, &rows, page)
             }
-            Pane::Tasks => {
-                let rows = self.shown().task_rows();
-                rows.len()
-                    .checked_sub(1 + self.task_scroll)
-                    .and_then(|i| rows.get(i))
-                    .map(|r| r.pid)
+            Pane::Tasks => self.stream.on_key(a, data.task_rows(), page),
+            Pane::Top => {
+                let rows = self.top_rows();
+                self.top.on_key(a, &rows, page)
             }
-            Pane::Symbols => match &self.symbols.zoom {
-                Zoom::Tasks(key) => self
-                    .shown()
-                    .symbols
-                    .tasks_of(self.symbols.span, key)
-                    .get(self.symbols.selected)
-                    .map(|(p, _)| *p),
-                Zoom::None => {
-                    let data = self.frozen.as_deref().unwrap_or(&self.live);
-                    self.symbols
-                        .zoom_selected(&data.symbols, Narrow::pids_of(&self.narrow));
-                    self.symbols.selected = 0;
-                    return;
+            Pane::Symbols => self.symbols.on_key(a, &data.symbols, narrow, page),
+            Pane::Cpus => match scroll_delta(a, page) {
+                Some(d) => {
+                    self.cpu_scroll = down(self.cpu_scroll, d, data.rates.cpus().len() + 1);
+                    Handled::Done
                 }
+                None => Handled::Not,
             },
-            _ => None,
-        };
-        match pid {
-            Some(pid) => {
-                self.set_narrow(Some(pid));
-                if from_symbols {
-                    self.focus = Pane::Symbols;
+            Pane::Script(i) => match (scroll_delta(a, page), data.scripts.get(i)) {
+                (Some(d), Some(p)) => {
+                    let len = p.lines.len() + p.messages.len();
+                    if self.script_scroll.len() <= i {
+                        self.script_scroll.resize(i + 1, 0);
+                    }
+                    self.script_scroll[i] = down(self.script_scroll[i], d, len);
+                    Handled::Done
                 }
-            }
-            None => self.message = Some("Enter: select a task or a symbol first".into()),
+                (Some(_), None) => Handled::Done,
+                (None, _) => Handled::Not,
+            },
+        };
+        match handled {
+            Handled::Done => {}
+            Handled::Narrow(pid) => self.set_narrow(Some(pid)),
+            Handled::Say(m) => self.message = Some(m.into()),
+            Handled::Not => match a {
+                Action::Select => self.message = Some(NOTHING_SELECTED.into()),
+                Action::Expand | Action::Collapse => {
+                    self.message = Some(
+                        "Right/Left scroll the log; + and - open a symbol's callers in Top symbols"
+                            .into(),
+                    );
+                }
+                // `s` orders Top tasks when it has the focus, else Top symbols.
+                Action::Sort => self.symbols.next_sort(),
+                _ => {}
+            },
         }
     }
 
@@ -212,8 +189,8 @@ impl App {
 
     pub fn on_mouse(&mut self, m: MouseEvent) {
         match m.kind {
-            MouseEventKind::ScrollUp => self.scroll(-3),
-            MouseEventKind::ScrollDown => self.scroll(3),
+            MouseEventKind::ScrollUp => self.pane_key(Action::Up(3)),
+            MouseEventKind::ScrollDown => self.pane_key(Action::Down(3)),
             MouseEventKind::Down(crossterm::event::MouseButton::Left) => {
                 self.click(m.column, m.row)
             }
@@ -240,24 +217,16 @@ impl App {
         match pane {
             Pane::Tasks if self.tree => {
                 let rows = self.tree_rows();
-                let start = self.tree_selected(&rows).saturating_sub(visible - 1);
-                if let Some(r) = rows.get(start + row) {
-                    self.tree_sel = start + row;
-                    (self.tree_pid, self.tree_exited) = (Some(r.pid), r.exited > 0);
-                }
+                self.tree_view.click(&rows, row, visible);
             }
-            Pane::Top if self.top_scroll + row < self.top_rows().len() => {
-                self.top_scroll += row;
+            Pane::Top => {
+                let len = self.top_rows().len();
+                self.top.click(row, len);
             }
             Pane::Symbols => {
-                let len = self
-                    .shown()
-                    .symbols
-                    .shown_len(&self.symbols, self.narrowed());
-                let start = self.symbols.selected.saturating_sub(visible - 1);
-                if start + row < len {
-                    self.symbols.selected = start + row;
-                }
+                let data = self.frozen.as_deref().unwrap_or(&self.live);
+                let narrow = Narrow::pids_of(&self.narrow);
+                self.symbols.click(&data.symbols, narrow, row, visible);
             }
             _ => {}
         }
@@ -275,8 +244,8 @@ impl App {
             }
             Some(_) => {
                 self.paused = false;
-                self.log_scroll = 0;
-                self.task_scroll = 0;
+                self.log.scroll = 0;
+                self.stream.scroll = 0;
             }
         }
     }
@@ -290,56 +259,6 @@ impl App {
         let column = super::super::layout::column_of(self.focus);
         if self.drawn.folded.contains(&column) {
             self.pick = Some(self.focus);
-        }
-    }
-
-    /// Scroll the focused pane: negative is up (older for the streams).
-    fn scroll(&mut self, delta: isize) {
-        let page = self.drawn.page_rows.max(1);
-        let back = |off: usize, delta: isize, len: usize| -> usize {
-            // Streams count rows back from the newest: up (negative) goes further back, until
-            // the oldest row is at the top of a full page.
-            let v = off as isize - delta;
-            v.clamp(0, len.saturating_sub(page) as isize) as usize
-        };
-        fn down(off: usize, delta: isize, len: usize) -> usize {
-            let v = off as isize + delta;
-            v.clamp(0, len.saturating_sub(1) as isize) as usize
-        }
-        match self.focus {
-            Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.shown().log_len()),
-            Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
-                self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
-                self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
-                self.tree_exited = rows.get(self.tree_sel).is_some_and(|r| r.exited > 0);
-            }
-            // The selection is the newest row shown: it reaches the oldest one.
-            Pane::Tasks => {
-                let v = self.task_scroll as isize - delta;
-                let len = self.shown().task_rows().len() as isize;
-                self.task_scroll = v.clamp(0, len - 1).max(0) as usize;
-            }
-            Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
-            Pane::Symbols => {
-                let len = self
-                    .shown()
-                    .symbols
-                    .shown_len(&self.symbols, self.narrowed());
-                self.symbols.selected = down(self.symbols.selected, delta, len);
-            }
-            Pane::Cpus => {
-                self.cpu_scroll = down(self.cpu_scroll, delta, self.shown().rates.cpus().len() + 1)
-            }
-            Pane::Script(i) => {
-                if let Some(p) = self.shown().scripts.get(i) {
-                    let len = p.lines.len() + p.messages.len();
-                    if self.script_scroll.len() <= i {
-                        self.script_scroll.resize(i + 1, 0);
-                    }
-                    self.script_scroll[i] = down(self.script_scroll[i], delta, len);
-                }
-            }
         }
     }
 }

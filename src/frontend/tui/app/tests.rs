@@ -248,24 +248,24 @@ fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
     let mut app = App::new(cfg(RateUnit::Records, 1000));
     app.on_key(key('S'));
     app.on_events((0..100).map(|i| sample(0, 3, T0 + i as u64, 1)));
-    assert_eq!(app.log_scroll, 0);
+    assert_eq!(app.log.scroll, 0);
     app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 1);
+    assert_eq!(app.log.scroll, 1);
     app.on_events((0..10).map(|i| sample(0, 3, T0 + 1000 + i as u64, 1)));
     assert_eq!(
-        app.log_scroll, 11,
+        app.log.scroll, 11,
         "new entries do not move a scrolled view"
     );
     app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 0);
+    assert_eq!(app.log.scroll, 0);
     app.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
     assert_eq!(
-        app.log_scroll,
+        app.log.scroll,
         110 - app.drawn.page_rows,
         "Home: the oldest row at the top of a full page"
     );
     app.on_key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 110 - app.drawn.page_rows, "no further");
+    assert_eq!(app.log.scroll, 110 - app.drawn.page_rows, "no further");
     app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
     app.on_key(key(' '));
     assert!(app.paused);
@@ -273,7 +273,7 @@ fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
     assert_eq!(app.shown().log_len(), 110, "paused: the view stays put");
     assert_eq!(app.log_len(), 115, "counting continues");
     app.on_key(key(' '));
-    assert_eq!(app.log_scroll, 0);
+    assert_eq!(app.log.scroll, 0);
     assert_eq!(app.shown().log_len(), 115, "resumed: live again");
 }
 
@@ -305,7 +305,7 @@ fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view()
     // Keys scroll and filter the held view.
     app.focus = Pane::Log;
     app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 1);
+    assert_eq!(app.log.scroll, 1);
     app.on_key(key('/'));
     for c in "pid:105".chars() {
         app.on_key(key(c));
@@ -454,7 +454,7 @@ fn top_tasks_per_process_or_thread_in_three_orders() {
     assert_eq!(app.top_rows(), [(10, 5), (11, 5), (20, 3)]);
     app.on_key(key('H'));
     app.on_key(key('s'));
-    assert_eq!(app.top_sort, TopSort::Id);
+    assert_eq!(app.top.sort, TopSort::Id);
     assert_eq!(app.top_rows(), [(10, 10), (20, 3)]);
     app.on_key(key('s'));
     assert_eq!(app.top_rows(), [(20, 3), (10, 10)], "alpha before zed");
