@@ -32,7 +32,7 @@ impl StreamView {
     pub fn on_key(&mut self, a: Action, rows: &VecDeque<TaskRow>, page: usize) -> Handled {
         if let Some(d) = scroll_delta(a, page) {
             let v = self.scroll as isize - d;
-            self.scroll = v.clamp(0, rows.len() as isize - 1).max(0) as usize;
+            self.scroll = v.clamp(0, (rows.len() as isize - 1).max(0)) as usize;
             return Handled::Done;
         }
         match a {

@@ -434,6 +434,54 @@ fn the_tree_selection_follows_its_process_when_rows_above_come_and_go() {
 }
 
 #[test]
+fn the_panes_keys_on_empty_panes_do_nothing_and_never_panic() {
+    let mut app = App::new(cfg(RateUnit::Records, 10));
+    let keys = [
+        KeyCode::Up,
+        KeyCode::Down,
+        KeyCode::PageUp,
+        KeyCode::PageDown,
+        KeyCode::Home,
+        KeyCode::End,
+        KeyCode::Enter,
+        KeyCode::Right,
+        KeyCode::Left,
+    ];
+    for paused in [false, true] {
+        if paused {
+            app.on_key(key(' '));
+        }
+        for (pane, tree) in [
+            (Pane::Cpus, false),
+            (Pane::Tasks, false),
+            (Pane::Tasks, true),
+            (Pane::Top, false),
+            (Pane::Symbols, false),
+            (Pane::Script(0), false),
+            (Pane::Log, false),
+        ] {
+            (app.focus, app.tree) = (pane, tree);
+            for k in keys {
+                app.on_key(KeyEvent::new(k, KeyModifiers::NONE));
+            }
+            app.on_key(key('+'));
+            app.on_key(key('-'));
+        }
+        assert_eq!(app.paused, paused);
+        assert_eq!(
+            (app.log.scroll, app.stream.scroll, app.top.scroll),
+            (0, 0, 0)
+        );
+        assert_eq!(
+            (app.cpu_scroll, app.symbols.selected),
+            (2, 0),
+            "the CPUs' rows are there"
+        );
+        assert!(app.narrow.is_none());
+    }
+}
+
+#[test]
 fn top_tasks_per_process_or_thread_in_three_orders() {
     let mut app = App::new(cfg(RateUnit::Records, 100));
     app.seed_tasks([(10, (*b"zed").into()), (20, (*b"alpha").into())]);
