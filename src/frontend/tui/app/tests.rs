@@ -332,6 +332,44 @@ fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view()
 }
 
 #[test]
+fn the_view_state_is_one_across_a_pause_and_the_data_is_held_apart() {
+    let mut app = App::new(cfg(RateUnit::Records, 100));
+    app.on_events((0..10).map(|i| fork(0, T0 + i as u64, 100 + i, 1)));
+    app.on_events((0..6).map(|i| sample(0, 100 + (i % 2), T0 + 20 + i as u64, 1)));
+    app.on_tick(T0 + 2 * NS);
+    app.on_key(key(' '));
+    // Chosen while paused, on the held panes: Top tasks per thread by id, the log scrolled
+    // sideways, `S`, the callers' span.
+    app.focus = Pane::Top;
+    app.on_key(key('H'));
+    app.on_key(key('s'));
+    app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+    app.focus = Pane::Log;
+    app.on_key(KeyEvent::new(KeyCode::Right, KeyModifiers::NONE));
+    app.on_key(key('S'));
+    app.on_key(key('a'));
+    assert_eq!(app.shown().log_len(), 16, "the held log shows its samples");
+    // `c` forgets the held log; the live one goes on.
+    app.on_key(key('c'));
+    app.on_events([fork(0, T0 + 3 * NS, 500, 1)]);
+    assert_eq!((app.shown().log_len(), app.log_len()), (0, 17));
+    app.on_key(key(' '));
+    assert!(!app.paused && std::ptr::eq(app.shown(), &app.live));
+    assert_eq!(
+        (
+            app.top.per_thread,
+            app.top.sort,
+            app.top.scroll,
+            app.log.hscroll
+        ),
+        (true, TopSort::Id, 1, 8),
+        "what was chosen while paused stays"
+    );
+    assert!(app.samples_in_log() && app.symbols.span == crate::callgraph::Span::SinceStart);
+    assert_eq!(app.log_len(), 17, "the live log, with its samples");
+}
+
+#[test]
 fn quit_while_paused() {
     let mut app = App::new(cfg(RateUnit::Records, 10));
     app.on_key(key(' '));
