@@ -1,26 +1,28 @@
-//! The TUI's state: plain data, updated by plain functions, drawn by [`super::ui`].
+//! The TUI's state: the panes' data ([`Panes`], live, and a copy held still while paused)
+//! and the view state (focus, scrolls, selections, narrowing, the filter being edited),
+//! updated by plain functions, drawn by [`super::ui`].
 //!
 //! Nothing here touches a terminal, a clock or the kernel: the loop hands in ordered chunks
 //! (from the [`crate::pipeline::Pipeline`]), keys and the monotonic time of each tick, so that
 //! tests can drive it with hand-made events and assert on rates, the task stream, filtering,
 //! history bounds and scrolling. Names, parents and lifetimes come from the process model the
 //! pipeline keeps, looked up as of each event's time.
-//!
-//! Ingest is the hot path (every record passes through it): it does no string formatting
-//! (unless a filter with free words is active), keeps names as fixed 16-byte arrays, and only
-//! appends to bounded rings. Text is formatted at draw time, for the visible rows only.
 
 use std::collections::VecDeque;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use super::input::{Action, map_key};
 use super::layout::Drawn;
 pub use super::layout::Pane;
-use super::log::Log;
+use super::log::{Log, LogView};
+pub use super::panes::{Panes, ScriptPane};
+use super::rates::is_dummy;
 pub use super::rates::{EventRates, RATE_SECONDS, RateUnit, Rates, ipc};
-use super::rates::{is_dummy, push_bounded};
-pub use super::task_rows::{TASK_ROWS, TaskEvent, TaskRow};
+pub use super::task_rows::{StreamView, TASK_ROWS, TaskEvent, TaskRow};
+use super::top_symbols::SymbolsView;
+pub use super::top_tasks::{TopSort, TopView};
+use super::tree::{TreeRow, TreeView};
 use crate::event::Chunk;
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
@@ -29,7 +31,6 @@ use crate::pane::PaneMsg;
 pub use crate::process::Comm;
 use crate::process::{ModelHandle, ProcessModel};
 use crate::stats::Totals;
-use crate::text::escape;
 
 mod keys;
 #[cfg(test)]
@@ -37,9 +38,6 @@ pub(crate) mod tests;
 
 /// Log entries kept by default (`--history`).
 pub const DEFAULT_HISTORY: usize = 10_000;
-/// Lines and messages a script pane keeps.
-const PANE_LINES: usize = 1_000;
-const PANE_MESSAGES: usize = 200;
 const NS: u64 = 1_000_000_000;
 
 /// What the app shows about the monitor itself.
@@ -119,44 +117,6 @@ impl AppConfig {
     }
 }
 
-/// A script's pane: what its `on_tick()` returned, and its printed messages.
-#[derive(Clone, Debug, Default)]
-pub struct ScriptPane {
-    /// The script's name, escaped.
-    pub name: String,
-    pub lines: Vec<String>,
-    /// Escaped message lines; `true` for error output.
-    pub messages: VecDeque<(String, bool)>,
-    /// Rows scrolled down from the top.
-    pub scroll: usize,
-}
-
-/// The order of Top tasks (`s` when it has the focus).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TopSort {
-    Samples,
-    Id,
-    Name,
-}
-
-impl TopSort {
-    pub(crate) fn next(self) -> TopSort {
-        match self {
-            TopSort::Samples => TopSort::Id,
-            TopSort::Id => TopSort::Name,
-            TopSort::Name => TopSort::Samples,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            TopSort::Samples => "samples",
-            TopSort::Id => "id",
-            TopSort::Name => "name",
-        }
-    }
-}
-
 /// What the views are narrowed to (Enter on a task).
 #[derive(Clone, Debug)]
 pub struct Narrow {
@@ -183,64 +143,53 @@ pub struct FilterEdit {
     before: Filter,
 }
 
-/// The whole state of the TUI.
+/// The live log and, while paused, the held one: what a change of the log's selection
+/// (filter, samples, narrowing) applies to, so that both show the same.
+fn logs_mut<'a>(
+    live: &'a mut Panes,
+    frozen: &'a mut Option<Box<Panes>>,
+) -> impl Iterator<Item = &'a mut Log> {
+    std::iter::once(&mut live.log).chain(frozen.as_deref_mut().map(|p| &mut p.log))
+}
+
+/// The whole state of the TUI: the panes' data (live, and a copy held still while paused)
+/// and the view state, one whether paused or not.
 pub struct App {
     pub(crate) cfg: AppConfig,
-    /// Rates of the other events of the list, and the IPC pair.
-    pub(crate) event_rates: EventRates,
-    pub(crate) rates: Rates,
     /// The process model (written by the pipeline; the app only reads it).
     pub(super) model: ModelHandle,
-    task_rows: VecDeque<TaskRow>,
-    /// Samples by pid since the last second closed.
-    top_acc: FxHashMap<u32, (u32, u64)>,
-    /// The threads of the last closed second: (pid, tid, samples), most first.
-    top_threads: Vec<(u32, u32, u64)>,
-    /// `H`: Top tasks per thread rather than per process.
-    pub(crate) per_thread: bool,
-    /// `s` on Top tasks: its order.
-    pub(crate) top_sort: TopSort,
-    /// The top tasks of the last closed second: (pid, samples), and all samples.
-    top: Vec<(u32, u64)>,
-    top_total: u64,
-    /// The event log's history (records and periodic samples apart) and its filter.
-    log: Log,
+    /// The panes' data, fed by the pipeline whether paused or not.
+    pub(crate) live: Panes,
+    /// While paused: the panes' data as it was at the pause (what the panes show). Keys act
+    /// on the view state as ever; the live data goes on underneath (the status bar shows
+    /// its counters) and is shown again on resume.
+    frozen: Option<Box<Panes>>,
     /// `--folded FILE`: the folded stacks, fed in time order.
     folding: Option<crate::folded::Folding>,
-    /// While paused: the panes as they were at the pause. Keys scroll and filter it; the
-    /// live state goes on underneath (the status bar shows its counters) and is shown again
-    /// on resume.
-    frozen: Option<Box<App>>,
-    pub(crate) totals: Totals,
-    rate_mark: Option<(u64, u64)>,
-    /// Records per second over the last second (from the counters).
-    pub(crate) records_per_sec: f64,
-    pub(crate) now_ns: u64,
+    /// The model's count of re-parented orphans when the narrowed set last followed it.
+    reparents: u64,
+    /// How Top tasks is shown (selection, `H`, `s`).
+    pub(crate) top: TopView,
     pub(crate) paused: bool,
     pub(crate) show_help: bool,
     pub(crate) edit: Option<FilterEdit>,
     pub focus: Pane,
-    /// Rows scrolled back from the newest (0: following the tail).
-    pub(crate) log_scroll: usize,
-    pub(crate) task_scroll: usize,
-    /// Rows scrolled down from the top.
-    pub(crate) top_scroll: usize,
+    /// How the log is shown (scrolled back, sideways).
+    pub(crate) log: LogView,
+    /// How the task stream is shown (scrolled back).
+    pub(crate) stream: StreamView,
+    /// Rows the CPU pane is scrolled down from the top.
     pub(crate) cpu_scroll: usize,
-    pub(crate) scripts: Vec<ScriptPane>,
-    /// The Top symbols pane (shown once a named sample came).
-    pub(crate) symbols: super::top_symbols::TopSymbols,
+    /// Rows each script pane is scrolled down from the top, by script.
+    pub(crate) script_scroll: Vec<usize>,
+    /// How Top symbols is shown (span, order, zoom, selection, open callers).
+    pub(crate) symbols: SymbolsView,
     /// `t`: the task pane shows the process tree rather than the stream.
     pub(crate) tree: bool,
-    /// The selected row of the tree, from the top.
-    pub(crate) tree_sel: usize,
-    /// The process on that row: the selection follows it when rows above come and go.
-    pub(crate) tree_pid: Option<u32>,
-    /// The selected row is the one of that process's folded exited children.
-    tree_exited: bool,
+    /// The tree's selection.
+    pub(crate) tree_view: TreeView,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
-    /// The model's count of re-parented orphans when the narrowed set last followed it.
-    reparents: u64,
     /// A message for the footer (e.g. why a key did nothing).
     pub(crate) message: Option<String>,
     pub(crate) quit: bool,
@@ -254,53 +203,35 @@ pub struct App {
     pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
     pub(crate) zoom: bool,
-    /// Columns the log is scrolled to the right (Right/Left on the log).
-    pub(crate) log_hscroll: usize,
 }
 
 impl App {
     pub fn new(cfg: AppConfig) -> App {
         App {
-            rates: Rates::new(cfg.unit, &cfg.cpus, cfg.start_ns),
-            event_rates: EventRates::new(&cfg.events, &cfg.cpus, cfg.start_ns),
+            live: Panes::new(&cfg.cpus, &cfg.events, cfg.unit, cfg.history, cfg.start_ns),
             model: ModelHandle::default(),
-            task_rows: VecDeque::new(),
-            top_acc: FxHashMap::default(),
-            top_threads: Vec::new(),
-            per_thread: false,
-            top_sort: TopSort::Samples,
-            top: Vec::new(),
-            top_total: 0,
-            log: Log::new(cfg.history),
-            folding: None,
             frozen: None,
-            totals: Totals::default(),
-            rate_mark: None,
-            records_per_sec: 0.0,
-            now_ns: cfg.start_ns,
+            folding: None,
+            reparents: 0,
+            top: TopView::default(),
             paused: false,
             show_help: false,
             edit: None,
             focus: Pane::Log,
-            log_scroll: 0,
-            task_scroll: 0,
-            top_scroll: 0,
+            log: LogView::default(),
+            stream: StreamView::default(),
             cpu_scroll: 0,
-            scripts: Vec::new(),
-            symbols: super::top_symbols::TopSymbols::default(),
+            script_scroll: Vec::new(),
+            symbols: SymbolsView::default(),
             tree: false,
-            tree_sel: 0,
-            tree_pid: None,
-            tree_exited: false,
+            tree_view: TreeView::default(),
             narrow: None,
-            reparents: 0,
             message: None,
             quit: false,
             drawn: Drawn::default(),
             proc_alive: None,
             pick: None,
             zoom: false,
-            log_hscroll: 0,
             cfg,
         }
     }
@@ -325,45 +256,55 @@ impl App {
         }
     }
 
-    /// Set the filter in force (from `--filter`, or when an edit is applied).
-    pub fn set_filter(&mut self, filter: Filter) {
-        self.log_scroll = 0;
-        let model = self.model.clone();
-        let narrow = Narrow::pids_of(&self.narrow);
-        self.log.set_filter(filter, &model.read(), narrow);
+    /// What the panes show: the data held at the pause, or the live data.
+    pub(crate) fn shown(&self) -> &Panes {
+        self.frozen.as_deref().unwrap_or(&self.live)
     }
 
+    /// Set the filter in force (from `--filter`, or when an edit is applied).
+    pub fn set_filter(&mut self, filter: Filter) {
+        self.log.scroll = 0;
+        let model = self.model.clone();
+        let tasks = model.read();
+        for log in logs_mut(&mut self.live, &mut self.frozen) {
+            log.set_filter(filter.clone(), &tasks, Narrow::pids_of(&self.narrow));
+        }
+    }
+
+    /// The filter in force.
     pub(crate) fn filter(&self) -> &Filter {
-        self.log.filter()
+        self.live.filter()
     }
 
     /// Are periodic samples in the log (`S`, or a filter naming them)?
     pub(crate) fn samples_in_log(&self) -> bool {
-        self.log.samples_shown()
+        self.shown().samples_in_log()
+    }
+
+    /// `S`: show or hide periodic samples in the log. Returns whether they are now shown.
+    pub(crate) fn toggle_samples(&mut self) -> bool {
+        for log in logs_mut(&mut self.live, &mut self.frozen) {
+            log.toggle_samples();
+        }
+        self.log.scroll = 0;
+        self.samples_in_log()
     }
 
     /// The name of task `pid` as shown: the latest, or on a paused view the one it had at
     /// the pause.
     pub(crate) fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
         let c = match self.paused {
-            true => tasks.comm_at(pid, self.now_ns).or_else(|| tasks.comm(pid)),
+            true => tasks
+                .comm_at(pid, self.shown().now_ns)
+                .or_else(|| tasks.comm(pid)),
             false => tasks.comm(pid),
         };
         c.map_or_else(|| "?".to_string(), |c| c.display())
     }
 
-    /// What the panes show: the snapshot taken at the pause, or the live state.
-    pub(crate) fn view(&self) -> &App {
-        self.frozen.as_deref().unwrap_or(self)
-    }
-
-    /// Keep what a frame drew where, for the view it drew (the held one while paused, whose
-    /// keys it serves).
+    /// Keep what a frame drew where, for the keys and the mouse.
     pub(crate) fn set_drawn(&mut self, drawn: Drawn) {
-        match self.frozen.as_deref_mut() {
-            Some(view) => view.drawn = drawn,
-            None => self.drawn = drawn,
-        }
+        self.drawn = drawn;
     }
 
     /// An ordered chunk from the pipeline (whose model already knows its events).
@@ -379,7 +320,7 @@ impl App {
             }
         }
         for ev in chunk.events {
-            self.account(&ev);
+            self.live.account(&ev);
             self.ingest(ev, &tasks);
         }
     }
@@ -399,17 +340,6 @@ impl App {
         self.feed(Chunk { events, watermark });
     }
 
-    #[inline]
-    fn account(&mut self, ev: &Event) {
-        if !self.event_rates.account(ev) {
-            self.rates.account(ev);
-        }
-        if matches!(ev.kind, EventKind::Sample { .. }) {
-            self.top_acc.entry(ev.tid).or_insert((ev.pid, 0)).1 += 1;
-            self.symbols.add(ev);
-        }
-    }
-
     /// Feed `--folded FILE` with every event the TUI takes, in time order.
     pub(crate) fn set_folding(&mut self, folding: Option<crate::folded::Folding>) {
         self.folding = folding;
@@ -424,182 +354,70 @@ impl App {
                 n.pids.insert(t.pid);
             }
         }
-        let row = super::task_rows::row_of(&ev, tasks);
-        if let Some(row) = row {
-            self.push_task_row(row);
+        // While paused the scrolls are the held panes': the live rows do not move them.
+        let live = self.frozen.is_none();
+        if let Some(row) = super::task_rows::row_of(&ev, tasks) {
+            self.live.push_task_row(row);
+            if live {
+                self.stream.row_came(self.live.task_rows().len());
+            }
         }
-        self.push_log(ev, tasks);
-    }
-
-    fn push_task_row(&mut self, row: TaskRow) {
-        push_bounded(&mut self.task_rows, row, TASK_ROWS);
-        if self.task_scroll > 0 {
-            self.task_scroll = (self.task_scroll + 1).min(self.task_rows.len().saturating_sub(1));
-        }
-    }
-
-    fn push_log(&mut self, ev: Event, tasks: &ProcessModel) {
         // A view scrolled back stays on the same entries.
         let narrow = Narrow::pids_of(&self.narrow);
-        if self.log.push(ev, tasks, narrow) && self.log_scroll > 0 {
-            self.log_scroll += 1;
+        if self.live.push_log(ev, tasks, narrow) && live && self.log.scroll > 0 {
+            self.log.scroll += 1;
         }
-        self.log_scroll = self.log_scroll.min(self.log_len().saturating_sub(1));
+        if live {
+            self.log.scroll = self.log.scroll.min(self.live.log_len().saturating_sub(1));
+        }
     }
 
-    /// Entries the log view shows (after the filter, samples only when shown).
+    /// Entries the live log shows (after the filter, samples only when shown).
     pub fn log_len(&self) -> usize {
-        self.log.len()
+        self.live.log_len()
     }
 
-    /// Entries held in the log's history (before the filter), and of them periodic samples.
+    /// Entries held in the live log's history (before the filter), and of them periodic
+    /// samples.
+    #[cfg(test)]
     pub(crate) fn log_held(&self) -> (usize, usize) {
-        self.log.held()
+        self.live.log_held()
     }
 
-    /// Entries held in the log's history (before the filter).
+    /// Entries held in the live log's history (before the filter).
     pub fn log_entries(&self) -> usize {
-        self.log.held().0
+        self.live.log_held().0
     }
 
-    /// The `i`-th entry of the log view, oldest first.
+    /// The `i`-th entry of the live log view, oldest first.
     pub fn log_entry(&self, i: usize) -> Option<&Event> {
-        self.log.get(i)
+        self.live.log_entry(i)
     }
 
-    /// The entries `[start, end)` of the log view.
-    pub(crate) fn log_range(&self, start: usize, end: usize) -> Vec<&Event> {
-        self.log.range(start, end)
-    }
-
-    /// The rows of the task stream, oldest first.
+    /// The rows of the live task stream, oldest first.
     pub fn task_rows(&self) -> &VecDeque<TaskRow> {
-        &self.task_rows
-    }
-
-    /// The top tasks of the last second: (pid, samples), most first, and all samples.
-    /// The rates of the event with list index `index` (the main one or another).
-    pub(crate) fn rates_of(&self, index: u16) -> Option<&Rates> {
-        if Some(index) == self.event_rates.main {
-            return Some(&self.rates);
-        }
-        self.event_rates
-            .others
-            .iter()
-            .find(|(d, _)| d.index == index)
-            .map(|(_, r)| r)
-    }
-
-    /// Instructions per cycle of CPU row `i` (the all-CPU row is `cpus.len()`) over the
-    /// latest final second, when both cycles and instructions are open.
-    pub(crate) fn ipc(&self, i: usize) -> Option<f64> {
-        let (c, n) = self.event_rates.ipc_pair?;
-        let cycles = self.rates_of(c)?.latest(i)?;
-        let instructions = self.rates_of(n)?.latest(i)?;
-        ipc(instructions, cycles)
-    }
-
-    /// Whether the per-CPU pane has an IPC column.
-    pub(crate) fn has_ipc(&self) -> bool {
-        self.event_rates.ipc_pair.is_some()
-    }
-
-    pub(crate) fn top(&self) -> (&[(u32, u64)], u64) {
-        (&self.top, self.top_total)
+        self.live.task_rows()
     }
 
     /// The render clock: `now` is CLOCK_MONOTONIC ns. Makes seconds final, rolls the top
-    /// list, forgets old exited tasks.
+    /// list (of the live data; a pause holds its own).
     pub fn on_tick(&mut self, now: u64) {
-        self.now_ns = now;
-        self.event_rates.close(now);
-        if self.rates.close(now) > 0 {
-            self.top_threads.clear();
-            self.top_threads.extend(
-                self.top_acc
-                    .iter()
-                    .filter(|(_, (pid, _))| *pid != 0)
-                    .map(|(tid, (pid, n))| (*pid, *tid, *n)),
-            );
-            self.top_threads
-                .sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
-            let mut by_pid: FxHashMap<u32, u64> = FxHashMap::default();
-            for (pid, _, n) in &self.top_threads {
-                *by_pid.entry(*pid).or_insert(0) += n;
-            }
-            self.top.clear();
-            self.top.extend(by_pid);
-            self.top
-                .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            self.top_total = self.top_acc.values().map(|v| v.1).sum();
-            self.top_acc.clear();
-        }
+        self.live.on_tick(now);
     }
 
     /// The counters of the readers (read on each tick); records/s is derived over a second.
     pub fn set_totals(&mut self, totals: Totals) {
-        let total = totals.total_records();
-        match self.rate_mark {
-            None => self.rate_mark = Some((total, self.now_ns)),
-            Some((t0, n0)) if self.now_ns >= n0 + NS => {
-                self.records_per_sec =
-                    total.saturating_sub(t0) as f64 * NS as f64 / (self.now_ns - n0) as f64;
-                self.rate_mark = Some((total, self.now_ns));
-            }
-            _ => {}
-        }
-        self.totals = totals;
+        self.live.set_totals(totals);
     }
 
     /// A message from the script stage.
     pub fn on_pane_msg(&mut self, msg: PaneMsg) {
-        let script = match &msg {
-            PaneMsg::Lines { script, .. } | PaneMsg::Text { script, .. } => script,
-        };
-        let name = escape(script.as_bytes());
-        let idx = match self.scripts.iter().position(|p| p.name == name) {
-            Some(i) => i,
-            None => {
-                self.scripts.push(ScriptPane {
-                    name,
-                    ..Default::default()
-                });
-                self.scripts.len() - 1
-            }
-        };
-        let pane = &mut self.scripts[idx];
-        match msg {
-            PaneMsg::Lines { lines, .. } => {
-                pane.lines = lines
-                    .iter()
-                    .take(PANE_LINES)
-                    .map(|l| escape(l.as_bytes()))
-                    .collect();
-            }
-            PaneMsg::Text { text, is_error, .. } => {
-                for line in text.lines() {
-                    push_bounded(
-                        &mut pane.messages,
-                        (escape(line.as_bytes()), is_error),
-                        PANE_MESSAGES,
-                    );
-                }
-            }
-        }
+        self.live.on_pane_msg(msg);
     }
 
-    /// The panes in Tab order (the script pane only when a script sent something).
-    pub(crate) fn panes(&self) -> Vec<Pane> {
-        let mut v = vec![Pane::Cpus, Pane::Tasks];
-        if self.symbols.has_samples() {
-            v.push(Pane::Symbols);
-        }
-        v.push(Pane::Top);
-        if !self.scripts.is_empty() {
-            v.extend((0..self.scripts.len()).map(Pane::Script));
-        }
-        v.push(Pane::Log);
-        v
+    /// Rows script pane `i` is scrolled down.
+    pub(crate) fn script_scroll(&self, i: usize) -> usize {
+        self.script_scroll.get(i).copied().unwrap_or(0)
     }
 
     /// Narrow the log, Top tasks and Top symbols to `pid` and its children (None: all).
@@ -610,9 +428,11 @@ impl App {
             pid,
             pids: super::tree::descendants(&tasks, pid),
         });
-        self.log.refilter(&tasks, Narrow::pids_of(&narrow));
-        self.log_scroll = 0;
-        self.top_scroll = 0;
+        for log in logs_mut(&mut self.live, &mut self.frozen) {
+            log.refilter(&tasks, Narrow::pids_of(&narrow));
+        }
+        self.log.scroll = 0;
+        self.top.scroll = 0;
         self.symbols.zoom = super::top_symbols::Zoom::None;
         self.symbols.selected = 0;
         self.narrow = narrow;
@@ -624,61 +444,38 @@ impl App {
         Narrow::pids_of(&self.narrow)
     }
 
-    /// The selected row of `rows` (the tree as shown now): the selected process's, while it
-    /// is in the tree, else the same place.
-    pub(crate) fn tree_selected(&self, rows: &[super::tree::TreeRow]) -> usize {
-        self.tree_pid
-            .and_then(|pid| {
-                rows.iter()
-                    .position(|r| r.pid == pid && (r.exited > 0) == self.tree_exited)
-            })
-            .unwrap_or(self.tree_sel)
-            .min(rows.len().saturating_sub(1))
+    /// The selected row of `rows` (the tree as shown now).
+    pub(crate) fn tree_selected(&self, rows: &[TreeRow]) -> usize {
+        self.tree_view.selected(rows)
     }
 
     /// The process tree as shown now.
-    pub fn tree_rows(&self) -> Vec<super::tree::TreeRow> {
+    pub fn tree_rows(&self) -> Vec<TreeRow> {
         let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
-        super::tree::rows(&self.model.read(), self.now_ns, &alive)
+        super::tree::rows(&self.model.read(), self.shown().now_ns, &alive)
     }
 
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
     /// when narrowed, in the chosen order.
     pub(crate) fn top_rows(&self) -> Vec<(u32, u64)> {
-        let keep = |pid: &u32| self.narrowed().is_none_or(|n| n.contains(pid));
-        let mut rows: Vec<(u32, u64)> = if self.per_thread {
-            self.top_threads
-                .iter()
-                .filter(|(p, _, _)| keep(p))
-                .map(|(_, t, n)| (*t, *n))
-                .collect()
-        } else {
-            self.top.iter().filter(|(p, _)| keep(p)).copied().collect()
-        };
-        match self.top_sort {
-            TopSort::Samples => {}
-            TopSort::Id => rows.sort_unstable_by_key(|r| r.0),
-            TopSort::Name => {
-                let tasks = self.model.read();
-                rows.sort_by_cached_key(|r| {
-                    (
-                        tasks.comm(r.0).map(|c| c.display()).unwrap_or_default(),
-                        r.0,
-                    )
-                });
-            }
-        }
-        rows
+        let shown = self.shown();
+        let tasks = self.model.read();
+        self.top
+            .rows(&shown.top, &shown.top_threads, self.narrowed(), &tasks)
     }
 
-    /// `c`: forget the log (the counters are kept).
+    /// `c`: forget the log shown (the counters are kept; a paused view forgets its held
+    /// log, the live one goes on).
     pub(crate) fn clear_log(&mut self) {
-        self.log.clear();
-        self.log_scroll = 0;
+        match self.frozen.as_deref_mut() {
+            Some(p) => p.log.clear(),
+            None => self.live.log.clear(),
+        }
+        self.log.scroll = 0;
     }
 
     /// Seconds since monitoring started.
     pub(crate) fn elapsed_secs(&self) -> f64 {
-        self.now_ns.saturating_sub(self.cfg.start_ns) as f64 / NS as f64
+        self.live.now_ns.saturating_sub(self.cfg.start_ns) as f64 / NS as f64
     }
 }

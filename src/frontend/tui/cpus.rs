@@ -21,7 +21,8 @@ fn rate_text(unit: RateUnit, v: f64) -> String {
 }
 
 pub fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
-    let r = &app.rates;
+    let data = app.shown();
+    let r = &data.rates;
     let n = r.cpus().len();
     let title = match r.unit() {
         RateUnit::Utilisation => format!("CPU utilisation ({}, last minute)", app.cfg.event),
@@ -29,11 +30,11 @@ pub fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
         RateUnit::Records => "records per second (last minute)".to_string(),
     };
     // With several events: a column per other event, and IPC with cycles and instructions.
-    let others = &app.event_rates.others;
+    let others = &data.event_rates.others;
     let title = others
         .iter()
         .fold(title, |t, (d, _)| format!("{t} · {}", d.name))
-        + if app.has_ipc() { " · IPC" } else { "" };
+        + if data.has_ipc() { " · IPC" } else { "" };
     let block = pane_block(title, app.focus == Pane::Cpus);
     let inner = block.inner(area);
     f.render_widget(block, area);
@@ -73,7 +74,7 @@ pub fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
             }
         };
         let offline = !is_total
-            && app
+            && data
                 .totals
                 .per_cpu
                 .iter()
@@ -85,12 +86,12 @@ pub fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
         };
         let mut widths = vec![7, 10];
         widths.extend(others.iter().map(|_| 10));
-        if app.has_ipc() {
+        if data.has_ipc() {
             widths.push(7);
         }
         widths.push(22);
         let cols = columns(row, &widths);
-        let extra = others.len() + app.has_ipc() as usize;
+        let extra = others.len() + data.has_ipc() as usize;
         for (k, (_, er)) in others.iter().enumerate() {
             let v = er.latest(i).map(|v| match (er.unit(), is_total) {
                 (RateUnit::Utilisation, true) => v / n.max(1) as f64,
@@ -99,8 +100,8 @@ pub fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
             let text = v.map_or_else(|| "     …".to_string(), |v| rate_text(er.unit(), v));
             f.render_widget(Paragraph::new(text), cols[2 + k]);
         }
-        if app.has_ipc() {
-            let text = app
+        if data.has_ipc() {
+            let text = data
                 .ipc(i)
                 .map_or_else(|| "    …".to_string(), |v| format!("{v:5.2}"));
             f.render_widget(Paragraph::new(text), cols[2 + others.len()]);

@@ -41,6 +41,49 @@ pub enum Action {
     None,
 }
 
+/// What a pane did with a key it was given (each pane's `on_key`, dispatched by focus).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// Done (or nothing to do).
+    Done,
+    /// Not a key of this pane: the app decides.
+    Not,
+    /// Enter on a task: narrow the views to it.
+    Narrow(u32),
+    /// Why the key did nothing, for the footer.
+    Say(&'static str),
+}
+
+/// What Enter says when no row is selected.
+pub const NOTHING_SELECTED: &str = "Enter: select a task or a symbol first";
+
+/// A scrolling key as rows to move (negative: up), a page being `page` rows.
+pub fn scroll_delta(a: Action, page: usize) -> Option<isize> {
+    let page = page.max(1) as isize;
+    match a {
+        Action::Up(n) => Some(-(n as isize)),
+        Action::Down(n) => Some(n as isize),
+        Action::PageUp => Some(-page),
+        Action::PageDown => Some(page),
+        Action::Home => Some(isize::MIN / 2),
+        Action::End => Some(isize::MAX / 2),
+        _ => None,
+    }
+}
+
+/// A list scrolled or selected from the top: `off` moved by `delta` within `len` rows.
+pub fn down(off: usize, delta: isize, len: usize) -> usize {
+    let v = off as isize + delta;
+    v.clamp(0, len.saturating_sub(1) as isize) as usize
+}
+
+/// A stream counted back from the newest: up (negative) goes further back, until the oldest
+/// row is at the top of a full page of `page` rows.
+pub fn back(off: usize, delta: isize, len: usize, page: usize) -> usize {
+    let v = off as isize - delta;
+    v.clamp(0, len.saturating_sub(page.max(1)) as isize) as usize
+}
+
 /// The key table, as the help overlay shows it: (keys, what they do).
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),

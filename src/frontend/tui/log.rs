@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashSet;
 
+use super::input::{Action, Handled, back, scroll_delta};
 use crate::event::{Event, EventKind};
 use crate::filter::Filter;
 use crate::process::ProcessModel;
@@ -85,6 +86,32 @@ impl Ring {
         if let Some(m) = self.matching.as_mut() {
             m.clear();
         }
+    }
+}
+
+/// How the log is shown (the view's, one whether paused or not).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogView {
+    /// Rows scrolled back from the newest (0: following the tail).
+    pub scroll: usize,
+    /// Columns scrolled to the right (Right/Left).
+    pub hscroll: usize,
+}
+
+impl LogView {
+    /// The log's keys, on a log of `len` rows shown `page` rows at a time: scrolling back,
+    /// and Right/Left sideways.
+    pub fn on_key(&mut self, a: Action, len: usize, page: usize) -> Handled {
+        if let Some(d) = scroll_delta(a, page) {
+            self.scroll = back(self.scroll, d, len, page);
+            return Handled::Done;
+        }
+        match a {
+            Action::Expand => self.hscroll += 8,
+            Action::Collapse => self.hscroll = self.hscroll.saturating_sub(8),
+            _ => return Handled::Not,
+        }
+        Handled::Done
     }
 }
 

@@ -2,13 +2,54 @@
 //! stream and the process model ([`row_of`]) at ingest, complete, so that drawing needs no
 //! lookups. The app keeps them in a bounded ring ([`TASK_ROWS`]); the task pane draws them.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::input::{Action, Handled, scroll_delta};
 use crate::event::{Event, EventKind};
 use crate::process::{Comm, ProcessModel};
 
 /// Rows of the task stream kept.
 pub const TASK_ROWS: usize = 2_000;
+
+/// How the task stream is shown (the view's, one whether paused or not).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamView {
+    /// Rows scrolled back from the newest; the selection is the newest row shown.
+    pub scroll: usize,
+}
+
+impl StreamView {
+    /// A row came on a stream of now `len` rows: a view scrolled back stays on its rows.
+    pub fn row_came(&mut self, len: usize) {
+        if self.scroll > 0 {
+            self.scroll = (self.scroll + 1).min(len.saturating_sub(1));
+        }
+    }
+
+    /// The stream's keys on `rows` shown `page` at a time: scrolling (the selection reaches
+    /// the oldest row), Enter on the selected row's task.
+    pub fn on_key(&mut self, a: Action, rows: &VecDeque<TaskRow>, page: usize) -> Handled {
+        if let Some(d) = scroll_delta(a, page) {
+            let v = self.scroll as isize - d;
+            self.scroll = v.clamp(0, (rows.len() as isize - 1).max(0)) as usize;
+            return Handled::Done;
+        }
+        match a {
+            Action::Select => {
+                let row = rows
+                    .len()
+                    .checked_sub(1 + self.scroll)
+                    .and_then(|i| rows.get(i));
+                match row {
+                    Some(r) => Handled::Narrow(r.pid),
+                    None => Handled::Say(super::input::NOTHING_SELECTED),
+                }
+            }
+            _ => Handled::Not,
+        }
+    }
+}
 
 /// What a row of the task stream reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -175,11 +175,11 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     if app.tree {
         return draw_tree(f, area, app);
     }
-    let rows_all = app.task_rows();
+    let rows_all = app.shown().task_rows();
     let title = format!(
         "Tasks: fork/exit/exec ({}){}",
         rows_all.len(),
-        scroll_note(app.task_scroll, app.paused)
+        scroll_note(app.stream.scroll, app.paused)
     );
     let focused = app.focus == Pane::Tasks;
     let block = pane_block(title, focused);
@@ -187,7 +187,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     // The selected row: the newest shown (Enter narrows to it).
     let selected = rows_all
         .len()
-        .checked_sub(1 + app.task_scroll)
+        .checked_sub(1 + app.stream.scroll)
         .and_then(|i| rows_all.get(i));
     let detail = match (focused, selected) {
         (true, Some(r)) => detail_lines(app, r.pid, (r.event == TaskEvent::Exec).then_some(r.time)),
@@ -196,7 +196,7 @@ pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     let below = detail_rows(&detail, inner);
     let visible = inner.height.saturating_sub(1 + below) as usize;
     // The selected row is the last of `window`; near the oldest, the page still fills.
-    let (start, end) = window(rows_all.len(), app.task_scroll, visible);
+    let (start, end) = window(rows_all.len(), app.stream.scroll, visible);
     let selected_at = end.checked_sub(1);
     let end = (start + visible).min(rows_all.len()).max(end);
     // After the detail lines, which take the model's lock of their own.

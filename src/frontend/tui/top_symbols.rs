@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::input::{Action, Handled, down, scroll_delta};
 use super::log::Narrowed;
 use crate::callgraph::{CallGraph, Span};
 use crate::event::Event;
@@ -86,20 +87,38 @@ pub struct SymRow {
     path: Vec<SymbolKey>,
 }
 
-/// The pane's state.
+/// The pane's data: what the samples counted (held still by a pause).
 #[derive(Clone)]
 pub struct TopSymbols {
     graph: CallGraph<SymbolKey>,
     symbols: FxHashMap<SymbolKey, Arc<Symbol>>,
     /// Call chains were asked for (`-g`): Children and Self columns, callers.
     pub callchains: bool,
+    scratch: Vec<SymbolKey>,
+}
+
+/// How the pane is shown (the view's, one whether paused or not): span, order, zoom,
+/// selection, open callers.
+#[derive(Clone, Debug)]
+pub struct SymbolsView {
     pub span: Span,
     pub sort: SortBy,
     pub zoom: Zoom,
     /// The selected row.
     pub selected: usize,
     expanded: HashSet<Vec<SymbolKey>>,
-    scratch: Vec<SymbolKey>,
+}
+
+impl Default for SymbolsView {
+    fn default() -> SymbolsView {
+        SymbolsView {
+            span: Span::Recent,
+            sort: SortBy::Samples,
+            zoom: Zoom::None,
+            selected: 0,
+            expanded: HashSet::new(),
+        }
+    }
 }
 
 impl Default for TopSymbols {
@@ -128,11 +147,6 @@ impl TopSymbols {
             graph: CallGraph::new(window_seconds),
             symbols: FxHashMap::default(),
             callchains: false,
-            span: Span::Recent,
-            sort: SortBy::Samples,
-            zoom: Zoom::None,
-            selected: 0,
-            expanded: HashSet::new(),
             scratch: Vec::new(),
         }
     }
@@ -180,12 +194,12 @@ impl TopSymbols {
         }
     }
 
-    /// The rows to draw, and the samples over the span, of the processes the views are
-    /// narrowed to.
-    pub fn rows(&self, narrow: Narrowed) -> (Vec<SymRow>, u64) {
+    /// The rows to draw as `v` shows them, and the samples over the span, of the processes
+    /// the views are narrowed to.
+    pub fn rows(&self, v: &SymbolsView, narrow: Narrowed) -> (Vec<SymRow>, u64) {
         let keep = |tag: u32| narrow.is_some_and(|pids| pids.contains(&tag));
         let only: crate::callgraph::TagFilter = if narrow.is_some() { Some(&keep) } else { None };
-        let (mut top, total) = self.graph.top(self.span, only);
+        let (mut top, total) = self.graph.top(v.span, only);
         let pct = |n: u64| {
             if total > 0 {
                 n as f64 * 100.0 / total as f64
@@ -193,7 +207,7 @@ impl TopSymbols {
                 0.0
             }
         };
-        match self.sort {
+        match v.sort {
             SortBy::Samples => {}
             SortBy::SelfSamples => top.sort_by(|a, b| {
                 b.self_samples
@@ -214,7 +228,7 @@ impl TopSymbols {
         for r in top {
             let (kernel, symbol) = self.symbol(&r.key);
             let path = vec![r.key];
-            let expanded = self.expanded.contains(&path);
+            let expanded = v.expanded.contains(&path);
             rows.push(SymRow {
                 depth: 0,
                 key: r.key,
@@ -230,12 +244,8 @@ impl TopSymbols {
                 path,
             });
             if expanded {
-                let tree = self.graph.callers(self.span, only, &r.key);
-                for line in tree
-                    .lines(|p| self.expanded.contains(p))
-                    .into_iter()
-                    .skip(1)
-                {
+                let tree = self.graph.callers(v.span, only, &r.key);
+                for line in tree.lines(|p| v.expanded.contains(p)).into_iter().skip(1) {
                     let (kernel, symbol) = self.symbol(&line.key);
                     rows.push(SymRow {
                         depth: line.depth,
@@ -247,7 +257,7 @@ impl TopSymbols {
                         kernel,
                         symbol,
                         has_callers: line.has_callers,
-                        expanded: self.expanded.contains(&line.path),
+                        expanded: v.expanded.contains(&line.path),
                         path: line.path,
                     });
                 }
@@ -256,16 +266,17 @@ impl TopSymbols {
         (rows, total)
     }
 
-    /// The tasks that run `key` over the span: (pid, samples), most first.
-    pub fn tasks_of(&self, key: &SymbolKey) -> Vec<(u32, u64)> {
-        self.graph.tags_of(self.span, key)
+    /// The tasks that run `key` over `span`: (pid, samples), most first.
+    pub fn tasks_of(&self, span: Span, key: &SymbolKey) -> Vec<(u32, u64)> {
+        self.graph.tags_of(span, key)
     }
 
-    /// The rows the pane shows: the tasks of the zoomed-in symbol, else the symbol rows.
-    pub fn shown_len(&self, narrow: Narrowed) -> usize {
-        match &self.zoom {
-            Zoom::Tasks(k) => self.tasks_of(k).len(),
-            Zoom::None => self.rows(narrow).0.len(),
+    /// The rows the pane shows as `v` shows it: the tasks of the zoomed-in symbol, else the
+    /// symbol rows.
+    pub fn shown_len(&self, v: &SymbolsView, narrow: Narrowed) -> usize {
+        match &v.zoom {
+            Zoom::Tasks(k) => self.tasks_of(v.span, k).len(),
+            Zoom::None => self.rows(v, narrow).0.len(),
         }
     }
 
@@ -275,35 +286,43 @@ impl TopSymbols {
             .get(key)
             .map_or(crate::symbols::UNKNOWN, |s| s.display_name())
     }
+}
 
-    /// `+`: show the callers of the selected row.
-    pub fn expand(&mut self, narrow: Narrowed) {
-        if let Some(r) = self.rows(narrow).0.get(self.selected) {
-            if self.callchains {
-                self.expanded.insert(r.path.clone());
+impl SymbolsView {
+    /// `+`: show the callers of the selected row of `t`.
+    pub fn expand(&mut self, t: &TopSymbols, narrow: Narrowed) {
+        if let Some(r) = t.rows(self, narrow).0.get(self.selected) {
+            if t.callchains {
+                let path = r.path.clone();
+                self.expanded.insert(path);
             }
         }
     }
 
     /// `-`: hide them again (on a caller line, its own callers).
-    pub fn collapse(&mut self, narrow: Narrowed) {
-        if let Some(r) = self.rows(narrow).0.get(self.selected) {
-            let path = r.path.clone();
-            if !self.expanded.remove(&path) && path.len() > 1 {
-                // On a line that is not open: close its parent and select it.
-                let parent = path[..path.len() - 1].to_vec();
-                self.expanded.remove(&parent);
-                let rows = self.rows(narrow).0;
-                if let Some(i) = rows.iter().position(|x| x.path == parent) {
-                    self.selected = i;
-                }
+    pub fn collapse(&mut self, t: &TopSymbols, narrow: Narrowed) {
+        let Some(path) = t
+            .rows(self, narrow)
+            .0
+            .get(self.selected)
+            .map(|r| r.path.clone())
+        else {
+            return;
+        };
+        if !self.expanded.remove(&path) && path.len() > 1 {
+            // On a line that is not open: close its parent and select it.
+            let parent = path[..path.len() - 1].to_vec();
+            self.expanded.remove(&parent);
+            let rows = t.rows(self, narrow).0;
+            if let Some(i) = rows.iter().position(|x| x.path == parent) {
+                self.selected = i;
             }
         }
     }
 
     /// Enter on a symbol row: the tasks that run it.
-    pub fn zoom_selected(&mut self, narrow: Narrowed) {
-        if let Some(r) = self.rows(narrow).0.get(self.selected) {
+    pub fn zoom_selected(&mut self, t: &TopSymbols, narrow: Narrowed) {
+        if let Some(r) = t.rows(self, narrow).0.get(self.selected) {
             self.zoom = Zoom::Tasks(r.key);
         }
     }
@@ -316,16 +335,6 @@ impl TopSymbols {
         };
     }
 
-    /// How `other` shows the pane (span, order, narrowing, zoom, selection, open callers):
-    /// what was chosen on a paused view, kept on resume.
-    pub fn take_view_of(&mut self, other: &TopSymbols) {
-        self.span = other.span;
-        self.sort = other.sort;
-        self.zoom = other.zoom.clone();
-        self.selected = other.selected;
-        self.expanded = other.expanded.clone();
-    }
-
     /// `s`: the next order.
     pub fn next_sort(&mut self) {
         self.sort = self.sort.next();
@@ -334,6 +343,44 @@ impl TopSymbols {
     /// Esc: back from a zoom. True when there was one.
     pub fn back(&mut self) -> bool {
         std::mem::replace(&mut self.zoom, Zoom::None) != Zoom::None
+    }
+
+    /// The pane's keys on `t`, of the narrowed-to processes, `page` rows at a time: moving
+    /// the selection, Enter (the tasks of a symbol; on one of them, narrowing to it),
+    /// `+`/`-` (callers), `s` (the next order).
+    pub fn on_key(&mut self, a: Action, t: &TopSymbols, narrow: Narrowed, page: usize) -> Handled {
+        if let Some(d) = scroll_delta(a, page) {
+            self.selected = down(self.selected, d, t.shown_len(self, narrow));
+            return Handled::Done;
+        }
+        match a {
+            Action::Select => match &self.zoom {
+                Zoom::Tasks(key) => match t.tasks_of(self.span, key).get(self.selected) {
+                    Some((pid, _)) => return Handled::Narrow(*pid),
+                    None => return Handled::Say(super::input::NOTHING_SELECTED),
+                },
+                Zoom::None => {
+                    self.zoom_selected(t, narrow);
+                    self.selected = 0;
+                }
+            },
+            Action::Expand if !t.callchains => {
+                return Handled::Say("callers need call chains: run with -g");
+            }
+            Action::Expand => self.expand(t, narrow),
+            Action::Collapse => self.collapse(t, narrow),
+            Action::Sort => self.next_sort(),
+            _ => return Handled::Not,
+        }
+        Handled::Done
+    }
+
+    /// A click on row `row` of a pane showing `visible` rows.
+    pub fn click(&mut self, t: &TopSymbols, narrow: Narrowed, row: usize, visible: usize) {
+        let start = self.selected.saturating_sub(visible - 1);
+        if start + row < t.shown_len(self, narrow) {
+            self.selected = start + row;
+        }
     }
 }
 
@@ -347,8 +394,8 @@ mod tests {
 
     const NS: u64 = 1_000_000_000;
 
-    fn shown(t: &TopSymbols, narrow: Narrowed) -> Vec<(usize, String, u64, u64)> {
-        t.rows(narrow)
+    fn shown(t: &TopSymbols, v: &SymbolsView, narrow: Narrowed) -> Vec<(usize, String, u64, u64)> {
+        t.rows(v, narrow)
             .0
             .into_iter()
             .map(|r| (r.depth, r.name().to_string(), r.samples, r.self_samples))
@@ -359,6 +406,7 @@ mod tests {
     fn without_chains_each_sample_counts_for_its_own_function() {
         let n = Names::new();
         let mut t = TopSymbols::default();
+        let mut v = SymbolsView::default();
         assert!(!t.has_samples());
         for i in 0..6 {
             t.add(&n.sample(10, 100 * NS + i, &["hot"], false));
@@ -367,10 +415,10 @@ mod tests {
         t.add(&n.sample(11, 100 * NS, &["hot"], false));
         assert!(t.has_samples() && !t.callchains);
         assert_eq!(
-            shown(&t, None),
+            shown(&t, &v, None),
             [(0, "hot".into(), 7, 7), (0, "k_read".into(), 1, 1)]
         );
-        let (rows, total) = t.rows(None);
+        let (rows, total) = t.rows(&v, None);
         assert_eq!(total, 8);
         assert!((rows[0].share - 87.5).abs() < 1e-9);
         assert!(rows[1].kernel && !rows[0].kernel);
@@ -378,39 +426,41 @@ mod tests {
         // Narrowed to pid 11: its two samples only (equal counts: by key).
         let only: rustc_hash::FxHashSet<u32> = [11].into_iter().collect();
         assert_eq!(
-            shown(&t, Some(&only)),
+            shown(&t, &v, Some(&only)),
             [(0, "k_read".into(), 1, 1), (0, "hot".into(), 1, 1)]
         );
         // The tasks running hot, most first.
-        let hot = t.rows(Some(&only)).0[1].key;
-        assert_eq!(t.tasks_of(&hot), [(10, 6), (11, 1)]);
-        t.zoom_selected(Some(&only));
-        assert_eq!(t.zoom, Zoom::Tasks(t.rows(Some(&only)).0[0].key));
-        assert!(t.back() && t.zoom == Zoom::None && !t.back());
+        let hot = t.rows(&v, Some(&only)).0[1].key;
+        assert_eq!(t.tasks_of(v.span, &hot), [(10, 6), (11, 1)]);
+        v.zoom_selected(&t, Some(&only));
+        assert_eq!(v.zoom, Zoom::Tasks(t.rows(&v, Some(&only)).0[0].key));
+        assert!(v.back() && v.zoom == Zoom::None && !v.back());
     }
 
     #[test]
     fn the_window_forgets_and_since_start_remembers() {
         let n = Names::new();
         let mut t = TopSymbols::new(10);
+        let mut v = SymbolsView::default();
         t.add(&n.sample(1, 100 * NS, &["early"], false));
         t.add(&n.sample(1, 120 * NS, &["late"], false));
-        assert_eq!(shown(&t, None), [(0, "late".into(), 1, 1)]);
-        t.toggle_span();
-        assert_eq!(shown(&t, None).len(), 2);
+        assert_eq!(shown(&t, &v, None), [(0, "late".into(), 1, 1)]);
+        v.toggle_span();
+        assert_eq!(shown(&t, &v, None).len(), 2);
     }
 
     #[test]
     fn with_chains_children_and_self_and_callers_open_and_close() {
         let n = Names::new();
         let mut t = TopSymbols::default();
+        let mut v = SymbolsView::default();
         for _ in 0..3 {
             t.add(&n.sample(1, NS, &["hot", "middle", "main"], true));
         }
         t.add(&n.sample(1, NS, &["cold", "main"], true));
         assert!(t.callchains);
         assert_eq!(
-            shown(&t, None),
+            shown(&t, &v, None),
             [
                 (0, "main".into(), 4, 0),
                 (0, "hot".into(), 3, 3),
@@ -419,13 +469,13 @@ mod tests {
             ]
         );
         // Sorted by self, select hot (first), open its callers, then middle's.
-        t.next_sort();
-        t.selected = 0;
-        t.expand(None);
-        t.selected = 1;
-        t.expand(None);
+        v.next_sort();
+        v.selected = 0;
+        v.expand(&t, None);
+        v.selected = 1;
+        v.expand(&t, None);
         assert_eq!(
-            shown(&t, None)[..4],
+            shown(&t, &v, None)[..4],
             [
                 (0, "hot".into(), 3, 3),
                 (1, "middle".into(), 3, 0),
@@ -433,20 +483,20 @@ mod tests {
                 (0, "cold".into(), 1, 1),
             ]
         );
-        assert!(t.rows(None).0[0].expanded && t.rows(None).0[1].expanded);
+        assert!(t.rows(&v, None).0[0].expanded && t.rows(&v, None).0[1].expanded);
         // `-` on main (not open): closes middle and selects it; again: closes hot.
-        t.selected = 2;
-        t.collapse(None);
-        assert_eq!(t.selected, 1);
-        assert_eq!(shown(&t, None)[1], (1, "middle".into(), 3, 0));
-        assert_eq!(shown(&t, None)[2].0, 0);
-        t.selected = 0;
-        t.collapse(None);
-        assert_eq!(shown(&t, None)[1].0, 0);
+        v.selected = 2;
+        v.collapse(&t, None);
+        assert_eq!(v.selected, 1);
+        assert_eq!(shown(&t, &v, None)[1], (1, "middle".into(), 3, 0));
+        assert_eq!(shown(&t, &v, None)[2].0, 0);
+        v.selected = 0;
+        v.collapse(&t, None);
+        assert_eq!(shown(&t, &v, None)[1].0, 0);
         // Sorting by binary: the kernel's [..] before paths, then names.
-        t.next_sort();
-        assert_eq!(t.sort, SortBy::Dso);
-        assert_eq!(shown(&t, None)[0].1, "cold");
+        v.next_sort();
+        assert_eq!(v.sort, SortBy::Dso);
+        assert_eq!(shown(&t, &v, None)[0].1, "cold");
     }
 
     #[test]

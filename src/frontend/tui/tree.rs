@@ -12,6 +12,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::input::{Action, Handled, down, scroll_delta};
 use crate::process::{Process, ProcessModel};
 
 /// How long a process that started or exited stays marked, in ns.
@@ -118,6 +119,61 @@ fn guides_prefix(guides: &[bool]) -> String {
 enum Item {
     Process(u32, Vec<bool>),
     Exited(u32, Vec<bool>, Vec<u32>),
+}
+
+/// The tree's selection (the view's, one whether paused or not).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TreeView {
+    /// The selected row, from the top.
+    pub sel: usize,
+    /// The process on that row: the selection follows it when rows above come and go.
+    pub pid: Option<u32>,
+    /// The selected row is the one of that process's folded exited children.
+    pub exited: bool,
+}
+
+impl TreeView {
+    /// The selected row of `rows` (the tree as shown now): the selected process's, while
+    /// it is in the tree, else the same place.
+    pub fn selected(&self, rows: &[TreeRow]) -> usize {
+        self.pid
+            .and_then(|pid| {
+                rows.iter()
+                    .position(|r| r.pid == pid && (r.exited > 0) == self.exited)
+            })
+            .unwrap_or(self.sel)
+            .min(rows.len().saturating_sub(1))
+    }
+
+    fn select_row(&mut self, rows: &[TreeRow], i: usize) {
+        self.sel = i;
+        self.pid = rows.get(i).map(|r| r.pid);
+        self.exited = rows.get(i).is_some_and(|r| r.exited > 0);
+    }
+
+    /// The tree's keys on `rows` shown `page` at a time: moving the selection, Enter on
+    /// a process.
+    pub fn on_key(&mut self, a: Action, rows: &[TreeRow], page: usize) -> Handled {
+        if let Some(d) = scroll_delta(a, page) {
+            self.select_row(rows, down(self.selected(rows), d, rows.len()));
+            return Handled::Done;
+        }
+        match a {
+            Action::Select => match rows.get(self.selected(rows)) {
+                Some(r) => Handled::Narrow(r.pid),
+                None => Handled::Say(super::input::NOTHING_SELECTED),
+            },
+            _ => Handled::Not,
+        }
+    }
+
+    /// A click on row `row` of a pane showing `visible` rows.
+    pub fn click(&mut self, rows: &[TreeRow], row: usize, visible: usize) {
+        let start = self.selected(rows).saturating_sub(visible - 1);
+        if rows.get(start + row).is_some() {
+            self.select_row(rows, start + row);
+        }
+    }
 }
 
 /// The tree as of `now` (CLOCK_MONOTONIC ns, the records' clock), depth first, children

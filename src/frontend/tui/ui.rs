@@ -34,12 +34,13 @@ pub fn render<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<(), B
     Ok(())
 }
 
-/// Draw the whole screen: the status bar from the live state, the panes from what they show
-/// (the snapshot taken at a pause, else the live state), where [`super::layout`] puts them.
-/// Returns what it drew where; None on a terminal too small to draw the panes.
-pub fn draw(f: &mut Frame, live: &App) -> Option<Drawn> {
+/// Draw the whole screen: the status bar from the live data, the panes from what they show
+/// ([`App::shown`]: the data held at a pause, else the live data) as the view state says,
+/// where [`super::layout`] puts them. Returns what it drew where; None on a terminal too
+/// small to draw the panes.
+pub fn draw(f: &mut Frame, app: &App) -> Option<Drawn> {
     use super::layout::{Spec, layout};
-    let app = live.view();
+    let data = app.shown();
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_too_small(f, area);
@@ -52,16 +53,16 @@ pub fn draw(f: &mut Frame, live: &App) -> Option<Drawn> {
     let l = layout(
         area,
         &Spec {
-            cpus: app.rates.cpus().len(),
+            cpus: data.rates.cpus().len(),
             footer,
-            symbols: app.symbols.has_samples(),
-            callchains: app.symbols.callchains,
-            scripts: app.scripts.len(),
+            symbols: data.symbols.has_samples(),
+            callchains: data.symbols.callchains,
+            scripts: data.scripts.len(),
             pick: app.pick,
             zoom: app.zoom.then_some(app.focus),
         },
     );
-    draw_status(f, l.status, live, &l);
+    draw_status(f, l.status, app, &l);
     let drawn: Vec<(Pane, Rect)> = match l.zoomed {
         Some(z) => vec![z],
         None => {
@@ -82,9 +83,9 @@ pub fn draw(f: &mut Frame, live: &App) -> Option<Drawn> {
             Pane::Log => draw_log(f, r, app),
             Pane::Script(_) => {
                 // Each script its own pane, stacked in the script column.
-                let rects = script_panes(r, app.scripts.len());
+                let rects = script_panes(r, data.scripts.len());
                 for (i, sr) in rects.iter().enumerate() {
-                    draw_script(f, *sr, app, i, app.scripts.len() - rects.len());
+                    draw_script(f, *sr, app, i, data.scripts.len() - rects.len());
                     areas.push((Pane::Script(i), *sr));
                 }
                 continue;
@@ -183,7 +184,7 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) 
         sep.clone(),
         Span::raw(hms(app.elapsed_secs())),
         sep.clone(),
-        Span::raw(format!("{} rec/s", si(app.records_per_sec))),
+        Span::raw(format!("{} rec/s", si(app.live.records_per_sec))),
     ]);
     // The panes that do not fit (or a zoom): before what can be long, so that an 80-column
     // terminal still says how to reach them.
@@ -204,7 +205,7 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) 
     }
     // The target last: it can be long (a command line), the figures must stay visible.
     l1.extend([sep.clone(), Span::raw(app.cfg.target.clone())]);
-    let t = &app.totals;
+    let t = &app.live.totals;
     let mut l2 = vec![Span::raw(format!(
         " {} records: ",
         si(t.total_records() as f64)
@@ -277,11 +278,15 @@ fn task_cells(pid: u32, comm: String, n: u64, total: u64) -> Vec<Span<'static>> 
 }
 
 fn draw_top(f: &mut Frame, area: Rect, app: &App) {
-    let (_, total) = app.top();
+    let (_, total) = app.shown().top();
     let top = app.top_rows();
-    let what = if app.per_thread { "threads" } else { "tasks" };
-    let order = match app.top_sort {
-        super::app::TopSort::Samples => String::new(),
+    let what = if app.top.per_thread {
+        "threads"
+    } else {
+        "tasks"
+    };
+    let order = match app.top.sort {
+        super::top_tasks::TopSort::Samples => String::new(),
         o => format!(", by {}", o.name()),
     };
     let title = match app.narrow {
@@ -291,7 +296,7 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let block = pane_block(title, app.focus == Pane::Top);
     let visible = block.inner(area).height.saturating_sub(1) as usize;
     let tasks = app.tasks();
-    let shown: Vec<(u32, u64)> = top.into_iter().skip(app.top_scroll).take(visible).collect();
+    let shown: Vec<(u32, u64)> = top.into_iter().skip(app.top.scroll).take(visible).collect();
     // The control group of each row's process (a container, a service), when known.
     let cgroup = |id: u32| {
         let pid = tasks.task(id).map_or(id, |t| t.pid);
@@ -309,7 +314,7 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
     let with_cgroup = cg_width >= 6 && shown.iter().any(|(id, _)| cgroup(*id).is_some());
     let header: Vec<&str> = {
         let mut h = TASK_HEADER.to_vec();
-        if app.per_thread {
+        if app.top.per_thread {
             h[0] = "tid";
         }
         if with_cgroup {
@@ -334,9 +339,9 @@ fn draw_top(f: &mut Frame, area: Rect, app: &App) {
 fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
     use super::top_symbols::Zoom;
     use crate::callgraph::Span as Over;
-    let t = &app.symbols;
+    let (t, v) = (&app.shown().symbols, &app.symbols);
     let focused = app.focus == Pane::Symbols;
-    let over = match t.span {
+    let over = match v.span {
         Over::Recent => format!("last {} s", super::top_symbols::WINDOW_SECONDS),
         Over::SinceStart => "since start".to_string(),
     };
@@ -348,7 +353,7 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
         .map(|n| format!(" of {} {}", n.pid, comm(n.pid)))
         .unwrap_or_default();
     let mark = |i: usize, cells: Vec<Span<'static>>| {
-        if focused && i == t.selected {
+        if focused && i == v.selected {
             cells
                 .into_iter()
                 .map(|c| {
@@ -360,15 +365,15 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
             cells
         }
     };
-    if let Zoom::Tasks(key) = &t.zoom {
-        let rows = t.tasks_of(key);
+    if let Zoom::Tasks(key) = &v.zoom {
+        let rows = t.tasks_of(v.span, key);
         let total: u64 = rows.iter().map(|r| r.1).sum();
         let block = pane_block(
             format!("Tasks running {} ({over}; Esc back)", t.name_of(key)),
             focused,
         );
         let visible = block.inner(area).height.saturating_sub(1) as usize;
-        let skip = t.selected.saturating_sub(visible.saturating_sub(1));
+        let skip = v.selected.saturating_sub(visible.saturating_sub(1));
         let cells = rows
             .into_iter()
             .enumerate()
@@ -378,16 +383,16 @@ fn draw_symbols(f: &mut Frame, area: Rect, app: &App) {
         draw_grid(f, block, area, TASK_WIDTHS, TASK_HEADER, cells);
         return;
     }
-    let (rows, total) = t.rows(app.narrowed());
+    let (rows, total) = t.rows(v, app.narrowed());
     let block = pane_block(
         format!(
             "Top symbols{narrow} ({over}, by {}, {total} samples)",
-            t.sort.name()
+            v.sort.name()
         ),
         focused,
     );
     let visible = block.inner(area).height.saturating_sub(1) as usize;
-    let skip = t.selected.saturating_sub(visible.saturating_sub(1));
+    let skip = v.selected.saturating_sub(visible.saturating_sub(1));
     let kind = |k: bool| {
         if k {
             Span::styled("[k]", Style::default().fg(Color::Red))
@@ -474,8 +479,9 @@ fn script_panes(area: Rect, n: usize) -> Vec<Rect> {
 /// The pane of script `i`: what its `on_tick()` returned, then its messages. The last pane
 /// drawn says how many scripts did not fit (`hidden`).
 fn draw_script(f: &mut Frame, area: Rect, app: &App, i: usize, hidden: usize) {
-    let Some(p) = app.scripts.get(i) else { return };
-    let more = if hidden > 0 && i + 1 + hidden == app.scripts.len() {
+    let scripts = &app.shown().scripts;
+    let Some(p) = scripts.get(i) else { return };
+    let more = if hidden > 0 && i + 1 + hidden == scripts.len() {
         format!(" (+{hidden} more scripts: a taller terminal shows them)")
     } else {
         String::new()
@@ -496,7 +502,7 @@ fn draw_script(f: &mut Frame, area: Rect, app: &App, i: usize, hidden: usize) {
             };
             Line::from(Span::styled(m.clone(), style))
         }))
-        .skip(p.scroll)
+        .skip(app.script_scroll(i))
         .take(area.height as usize)
         .collect();
     f.render_widget(Paragraph::new(lines).block(block), area);
@@ -530,7 +536,7 @@ fn log_line(app: &App, ev: &Event) -> Line<'static> {
             body.push_str(&argv.line());
         }
     }
-    let body = match app.log_hscroll {
+    let body = match app.log.hscroll {
         0 => body,
         n => body.chars().skip(n).collect(),
     };
@@ -547,31 +553,32 @@ fn draw_log(f: &mut Frame, area: Rect, app: &App) {
     } else {
         format!(" filter: {}", app.filter().source())
     };
-    let (held, samples) = app.log_held();
+    let data = app.shown();
+    let (held, samples) = data.log_held();
     let hidden = if app.samples_in_log() || samples == 0 {
         ""
     } else {
         ", samples hidden: S"
     };
-    let right = match app.log_hscroll {
+    let right = match app.log.hscroll {
         0 => String::new(),
         n => format!(" [→{n}]"),
     };
     let title = format!(
         "Event log{} ({}/{held}{hidden}){filter}{}{right}",
         narrowed(app),
-        app.log_len(),
-        scroll_note(app.log_scroll, app.paused)
+        data.log_len(),
+        scroll_note(app.log.scroll, app.paused)
     );
     let block = pane_block(title, app.focus == Pane::Log);
     let inner = block.inner(area);
     let visible = inner.height as usize;
-    let (start, end) = window(app.log_len(), app.log_scroll, visible);
+    let (start, end) = window(data.log_len(), app.log.scroll, visible);
     f.render_widget(block, area);
     // Line by line into the buffer: what a Paragraph without wrapping draws, without its
     // reflow machinery (the log is redrawn on every frame of a busy run).
     let buf = f.buffer_mut();
-    for (row, ev) in app.log_range(start, end).into_iter().enumerate() {
+    for (row, ev) in data.log_range(start, end).into_iter().enumerate() {
         let line = log_line(app, ev);
         buf.set_line(inner.x, inner.y + row as u16, &line, inner.width);
     }

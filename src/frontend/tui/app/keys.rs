@@ -1,8 +1,10 @@
-//! The app's keys and mouse: what each key does to the view (focus, scroll, pause,
-//! narrowing, the filter being edited), and the click that focuses a pane.
+//! The app's keys and mouse: the global keys (focus, pause, narrowing, the filter being
+//! edited, ...), the one dispatch of the others to the focused pane's own `on_key` (in the
+//! pane's file), and the click that focuses a pane.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
+use super::super::input::{Handled, NOTHING_SELECTED, down, scroll_delta};
 use super::*;
 
 impl App {
@@ -12,16 +14,6 @@ impl App {
         }
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
             self.quit = true;
-            return;
-        }
-        if let Some(view) = self.frozen.as_mut() {
-            // Paused: keys act on the snapshot, but for resume and quit.
-            let typing = view.edit.is_some() || view.show_help;
-            match map_key(key) {
-                Action::Pause if !typing => self.toggle_pause(),
-                Action::Quit if !typing => self.quit = true,
-                _ => view.on_key(key),
-            }
             return;
         }
         if self.edit.is_some() {
@@ -47,15 +39,8 @@ impl App {
             }
             Action::FocusNext => self.move_focus(1),
             Action::FocusPrev => self.move_focus(-1),
-            Action::Up(n) => self.scroll(-(n as isize)),
-            Action::Down(n) => self.scroll(n as isize),
-            Action::PageUp => self.scroll(-(self.drawn.page_rows.max(1) as isize)),
-            Action::PageDown => self.scroll(self.drawn.page_rows.max(1) as isize),
-            Action::Home => self.scroll(isize::MIN / 2),
-            Action::End => self.scroll(isize::MAX / 2),
             Action::Clear => self.clear_log(),
             Action::Help => self.show_help = true,
-            Action::Select => self.select(),
             Action::Back => {
                 if self.symbols.zoom != super::super::top_symbols::Zoom::None {
                     self.symbols.back();
@@ -68,30 +53,13 @@ impl App {
             Action::Zoom => self.zoom = !self.zoom,
             Action::Tree => {
                 self.tree = !self.tree;
-                self.tree_sel = 0;
-                self.tree_pid = None;
+                self.tree_view = Default::default();
                 self.focus = Pane::Tasks;
             }
-            Action::Expand if self.focus == Pane::Log => self.log_hscroll += 8,
-            Action::Collapse if self.focus == Pane::Log => {
-                self.log_hscroll = self.log_hscroll.saturating_sub(8)
-            }
-            Action::Expand | Action::Collapse if self.focus != Pane::Symbols => {
-                self.message = Some(
-                    "Right/Left scroll the log; + and - open a symbol's callers in Top symbols"
-                        .into(),
-                );
-            }
-            Action::Expand if !self.symbols.callchains => {
-                self.message = Some("callers need call chains: run with -g".into());
-            }
-            Action::Expand => self.symbols.expand(Narrow::pids_of(&self.narrow)),
-            Action::Collapse => self.symbols.collapse(Narrow::pids_of(&self.narrow)),
             Action::Span => self.symbols.toggle_span(),
             Action::Samples => {
-                let shown = self.log.toggle_samples();
-                self.log_scroll = 0;
-                self.message = Some(match (shown, self.log.filter().names_samples()) {
+                let shown = self.toggle_samples();
+                self.message = Some(match (shown, self.filter().names_samples()) {
                     (true, false) => "the log shows samples (S hides them)".into(),
                     (true, true) => "the filter names samples: the log shows them".into(),
                     (false, _) => {
@@ -99,56 +67,66 @@ impl App {
                     }
                 });
             }
-            Action::Sort if self.focus == Pane::Top => self.top_sort = self.top_sort.next(),
-            Action::Sort => self.symbols.next_sort(),
-            Action::Threads => {
-                self.per_thread = !self.per_thread;
-                self.top_scroll = 0;
-            }
+            Action::Threads => self.top.toggle_threads(),
             Action::None => {}
+            a => self.pane_key(a),
         }
     }
 
-    /// Enter: on a task (the tree, the task stream, Top tasks, or a zoomed symbol's tasks),
-    /// narrow the log, Top tasks and Top symbols to it and its children; on a symbol, show
-    /// the tasks that run it.
-    fn select(&mut self) {
-        use super::super::top_symbols::Zoom;
-        let from_symbols = self.focus == Pane::Symbols;
-        let pid = match self.focus {
-            Pane::Top => self.top_rows().get(self.top_scroll).map(|(p, _)| *p),
+    /// A key of the focused pane (scrolling, Enter, `+`/`-`, Right/Left, `s`): the one
+    /// dispatch by focus; each pane's keys are in its own file.
+    fn pane_key(&mut self, a: Action) {
+        let page = self.drawn.page_rows.max(1);
+        let data = self.frozen.as_deref().unwrap_or(&self.live);
+        let narrow = Narrow::pids_of(&self.narrow);
+        let handled = match self.focus {
+            Pane::Log => self.log.on_key(a, data.log_len(), page),
             Pane::Tasks if self.tree => {
                 let rows = self.tree_rows();
-                rows.get(self.tree_selected(&rows)).map(|r| r.pid)
+                self.tree_view.on_key(a, &rows, page)
             }
-            Pane::Tasks => {
-                let n = self.task_rows.len();
-                n.checked_sub(1 + self.task_scroll)
-                    .and_then(|i| self.task_rows.get(i))
-                    .map(|r| r.pid)
+            Pane::Tasks => self.stream.on_key(a, data.task_rows(), page),
+            Pane::Top => {
+                let rows = self.top_rows();
+                self.top.on_key(a, &rows, page)
             }
-            Pane::Symbols => match &self.symbols.zoom {
-                Zoom::Tasks(key) => self
-                    .symbols
-                    .tasks_of(key)
-                    .get(self.symbols.selected)
-                    .map(|(p, _)| *p),
-                Zoom::None => {
-                    self.symbols.zoom_selected(Narrow::pids_of(&self.narrow));
-                    self.symbols.selected = 0;
-                    return;
+            Pane::Symbols => self.symbols.on_key(a, &data.symbols, narrow, page),
+            Pane::Cpus => match scroll_delta(a, page) {
+                Some(d) => {
+                    self.cpu_scroll = down(self.cpu_scroll, d, data.rates.cpus().len() + 1);
+                    Handled::Done
                 }
+                None => Handled::Not,
             },
-            _ => None,
-        };
-        match pid {
-            Some(pid) => {
-                self.set_narrow(Some(pid));
-                if from_symbols {
-                    self.focus = Pane::Symbols;
+            Pane::Script(i) => match (scroll_delta(a, page), data.scripts.get(i)) {
+                (Some(d), Some(p)) => {
+                    let len = p.lines.len() + p.messages.len();
+                    if self.script_scroll.len() <= i {
+                        self.script_scroll.resize(i + 1, 0);
+                    }
+                    self.script_scroll[i] = down(self.script_scroll[i], d, len);
+                    Handled::Done
                 }
-            }
-            None => self.message = Some("Enter: select a task or a symbol first".into()),
+                (Some(_), None) => Handled::Done,
+                (None, _) => Handled::Not,
+            },
+        };
+        match handled {
+            Handled::Done => {}
+            Handled::Narrow(pid) => self.set_narrow(Some(pid)),
+            Handled::Say(m) => self.message = Some(m.into()),
+            Handled::Not => match a {
+                Action::Select => self.message = Some(NOTHING_SELECTED.into()),
+                Action::Expand | Action::Collapse => {
+                    self.message = Some(
+                        "Right/Left scroll the log; + and - open a symbol's callers in Top symbols"
+                            .into(),
+                    );
+                }
+                // `s` orders Top tasks when it has the focus, else Top symbols.
+                Action::Sort => self.symbols.next_sort(),
+                _ => {}
+            },
         }
     }
 
@@ -210,13 +188,9 @@ impl App {
     }
 
     pub fn on_mouse(&mut self, m: MouseEvent) {
-        if let Some(view) = self.frozen.as_mut() {
-            view.on_mouse(m);
-            return;
-        }
         match m.kind {
-            MouseEventKind::ScrollUp => self.scroll(-3),
-            MouseEventKind::ScrollDown => self.scroll(3),
+            MouseEventKind::ScrollUp => self.pane_key(Action::Up(3)),
+            MouseEventKind::ScrollDown => self.pane_key(Action::Down(3)),
             MouseEventKind::Down(crossterm::event::MouseButton::Left) => {
                 self.click(m.column, m.row)
             }
@@ -243,114 +217,41 @@ impl App {
         match pane {
             Pane::Tasks if self.tree => {
                 let rows = self.tree_rows();
-                let start = self.tree_selected(&rows).saturating_sub(visible - 1);
-                if let Some(r) = rows.get(start + row) {
-                    self.tree_sel = start + row;
-                    (self.tree_pid, self.tree_exited) = (Some(r.pid), r.exited > 0);
-                }
+                self.tree_view.click(&rows, row, visible);
             }
-            Pane::Top if self.top_scroll + row < self.top_rows().len() => {
-                self.top_scroll += row;
+            Pane::Top => {
+                let len = self.top_rows().len();
+                self.top.click(row, len);
             }
             Pane::Symbols => {
-                let len = self.symbols.shown_len(self.narrowed());
-                let start = self.symbols.selected.saturating_sub(visible - 1);
-                if start + row < len {
-                    self.symbols.selected = start + row;
-                }
+                let data = self.frozen.as_deref().unwrap_or(&self.live);
+                let narrow = Narrow::pids_of(&self.narrow);
+                self.symbols.click(&data.symbols, narrow, row, visible);
             }
             _ => {}
         }
     }
 
+    /// Space: hold the panes' data still, or show the live data again. The view state is
+    /// one whether paused or not: what was chosen while paused (filter, focus, scrolls,
+    /// narrowing, how Top symbols is shown) stays; the streams follow the newest again on
+    /// resume, as perf top and htop do.
     fn toggle_pause(&mut self) {
         match self.frozen.take() {
             None => {
-                let mut view = self.snapshot();
-                view.paused = true;
-                self.frozen = Some(Box::new(view));
+                self.frozen = Some(Box::new(self.live.frozen()));
                 self.paused = true;
             }
-            Some(view) => {
-                // Resuming follows the newest again, as perf top and htop do, with what
-                // was chosen while paused: the filter, the focus, how Top symbols is shown.
+            Some(_) => {
                 self.paused = false;
-                if view.filter() != self.filter() {
-                    self.set_filter(view.filter().clone());
-                }
-                if view.log.samples_asked() != self.log.samples_asked() {
-                    self.log.toggle_samples();
-                }
-                self.focus = view.focus;
-                (self.pick, self.zoom) = (view.pick, view.zoom);
-                self.top_scroll = view.top_scroll;
-                self.cpu_scroll = view.cpu_scroll;
-                for (live, held) in self.scripts.iter_mut().zip(&view.scripts) {
-                    live.scroll = held.scroll;
-                }
-                self.tree = view.tree;
-                self.tree_sel = view.tree_sel;
-                (self.tree_pid, self.tree_exited) = (view.tree_pid, view.tree_exited);
-                if view.narrow.as_ref().map(|n| n.pid) != self.narrow.as_ref().map(|n| n.pid) {
-                    self.set_narrow(view.narrow.as_ref().map(|n| n.pid));
-                }
-                self.symbols.take_view_of(&view.symbols);
-                self.log_scroll = 0;
-                self.task_scroll = 0;
+                self.log.scroll = 0;
+                self.stream.scroll = 0;
             }
-        }
-    }
-
-    /// A copy of what the panes show, for the pause. The log and the task stream are
-    /// copied (bounded rings), Top symbols with its graph.
-    fn snapshot(&self) -> App {
-        App {
-            cfg: self.cfg.clone(),
-            event_rates: self.event_rates.clone(),
-            rates: self.rates.clone(),
-            model: self.model.clone(),
-            task_rows: self.task_rows.clone(),
-            top_acc: FxHashMap::default(),
-            top_threads: self.top_threads.clone(),
-            per_thread: self.per_thread,
-            top_sort: self.top_sort,
-            top: self.top.clone(),
-            top_total: self.top_total,
-            log: self.log.clone(),
-            folding: None,
-            frozen: None,
-            totals: self.totals.clone(),
-            rate_mark: self.rate_mark,
-            records_per_sec: self.records_per_sec,
-            now_ns: self.now_ns,
-            paused: true,
-            show_help: false,
-            edit: None,
-            focus: self.focus,
-            log_scroll: self.log_scroll,
-            task_scroll: self.task_scroll,
-            top_scroll: self.top_scroll,
-            cpu_scroll: self.cpu_scroll,
-            scripts: self.scripts.clone(),
-            symbols: self.symbols.clone(),
-            tree: self.tree,
-            tree_sel: self.tree_sel,
-            tree_pid: self.tree_pid,
-            tree_exited: self.tree_exited,
-            narrow: self.narrow.clone(),
-            reparents: self.reparents,
-            message: None,
-            quit: false,
-            drawn: self.drawn.clone(),
-            proc_alive: self.proc_alive,
-            pick: self.pick,
-            zoom: self.zoom,
-            log_hscroll: self.log_hscroll,
         }
     }
 
     fn move_focus(&mut self, step: isize) {
-        let panes = self.panes();
+        let panes = self.shown().panes();
         let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
         let n = panes.len() as isize;
         self.focus = panes[((i + step) % n + n) as usize % panes.len()];
@@ -358,48 +259,6 @@ impl App {
         let column = super::super::layout::column_of(self.focus);
         if self.drawn.folded.contains(&column) {
             self.pick = Some(self.focus);
-        }
-    }
-
-    /// Scroll the focused pane: negative is up (older for the streams).
-    fn scroll(&mut self, delta: isize) {
-        let page = self.drawn.page_rows.max(1);
-        let back = |off: usize, delta: isize, len: usize| -> usize {
-            // Streams count rows back from the newest: up (negative) goes further back, until
-            // the oldest row is at the top of a full page.
-            let v = off as isize - delta;
-            v.clamp(0, len.saturating_sub(page) as isize) as usize
-        };
-        fn down(off: usize, delta: isize, len: usize) -> usize {
-            let v = off as isize + delta;
-            v.clamp(0, len.saturating_sub(1) as isize) as usize
-        }
-        match self.focus {
-            Pane::Log => self.log_scroll = back(self.log_scroll, delta, self.log_len()),
-            Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
-                self.tree_sel = down(self.tree_selected(&rows), delta, rows.len());
-                self.tree_pid = rows.get(self.tree_sel).map(|r| r.pid);
-                self.tree_exited = rows.get(self.tree_sel).is_some_and(|r| r.exited > 0);
-            }
-            // The selection is the newest row shown: it reaches the oldest one.
-            Pane::Tasks => {
-                let v = self.task_scroll as isize - delta;
-                self.task_scroll = v.clamp(0, self.task_rows.len() as isize - 1).max(0) as usize;
-            }
-            Pane::Top => self.top_scroll = down(self.top_scroll, delta, self.top_rows().len()),
-            Pane::Symbols => {
-                let len = self.symbols.shown_len(self.narrowed());
-                self.symbols.selected = down(self.symbols.selected, delta, len);
-            }
-            Pane::Cpus => {
-                self.cpu_scroll = down(self.cpu_scroll, delta, self.rates.cpus().len() + 1)
-            }
-            Pane::Script(i) => {
-                if let Some(p) = self.scripts.get_mut(i) {
-                    p.scroll = down(p.scroll, delta, p.lines.len() + p.messages.len());
-                }
-            }
         }
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::event::EventDesc;
+use crate::frontend::tui::panes::PANE_MESSAGES;
 use crate::frontend::tui::rates::RATE_LAG_NS;
 use crate::testkit::events::{batch, event, fork, sample, task};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -31,12 +32,12 @@ fn busy_cpu_reads_100_percent_and_idle_reads_0() {
     });
     app.on_events(evs);
     app.on_tick(T0 + NS + RATE_LAG_NS);
-    let busy = app.rates.latest(0).unwrap();
+    let busy = app.shown().rates.latest(0).unwrap();
     assert!((busy - 100.0).abs() < 0.01, "{busy}");
-    assert_eq!(app.rates.latest(1), Some(0.0));
-    assert!((app.rates.latest(2).unwrap() - 100.0).abs() < 0.01);
-    assert_eq!(app.top().0, &[(42, 1000)]);
-    assert_eq!(app.top().1, 2000);
+    assert_eq!(app.shown().rates.latest(1), Some(0.0));
+    assert!((app.shown().rates.latest(2).unwrap() - 100.0).abs() < 0.01);
+    assert_eq!(app.shown().top().0, &[(42, 1000)]);
+    assert_eq!(app.shown().top().1, 2000);
 }
 
 #[test]
@@ -47,7 +48,7 @@ fn partial_first_second_is_scaled_by_its_length() {
     let evs = (0..500u64).map(|i| sample(0, 7, T0 + NS / 2 + i * 1_000_000, 1_000_000));
     app.on_events(evs);
     app.on_tick(T0 + NS + RATE_LAG_NS);
-    assert!((app.rates.latest(0).unwrap() - 100.0).abs() < 0.01);
+    assert!((app.shown().rates.latest(0).unwrap() - 100.0).abs() < 0.01);
 }
 
 #[test]
@@ -58,13 +59,13 @@ fn hardware_events_are_summed_per_second_and_quiet_seconds_are_zero() {
         sample(1, 5, T0 + 20, 3_000_000),
     ]);
     app.on_tick(T0 + 3 * NS + RATE_LAG_NS);
-    let h: Vec<f64> = app.rates.history(1).iter().copied().collect();
+    let h: Vec<f64> = app.shown().rates.history(1).iter().copied().collect();
     assert_eq!(h, vec![5_000_000.0, 0.0, 0.0]);
     // A record for a second already final is counted in the next one, not lost.
     app.on_events([sample(1, 5, T0 + 10, 1)]);
     app.on_tick(T0 + 4 * NS + RATE_LAG_NS);
-    assert_eq!(app.rates.latest(1), Some(1.0));
-    assert_eq!(app.rates.latest(0), Some(0.0));
+    assert_eq!(app.shown().rates.latest(1), Some(1.0));
+    assert_eq!(app.shown().rates.latest(0), Some(0.0));
 }
 
 #[test]
@@ -102,7 +103,7 @@ fn each_event_has_its_rate_and_cycles_with_instructions_give_ipc() {
     let mut c = cfg(RateUnit::Events, 100);
     c.events = vec![cycles, instructions, switch];
     let mut app = App::new(c);
-    assert!(app.has_ipc());
+    assert!(app.shown().has_ipc());
     // In the first whole second: cpu0 runs 2e9 cycles and 3e9 instructions (IPC 1.5),
     // cpu1 1e9 cycles and 0.5e9 instructions (IPC 0.5); 7 switches on cpu1.
     let t = T0 + NS;
@@ -118,17 +119,21 @@ fn each_event_has_its_rate_and_cycles_with_instructions_give_ipc() {
     }
     app.on_events(evs);
     app.on_tick(T0 + 3 * NS);
-    assert_eq!(app.rates.latest(0), Some(2e9), "the main event is cycles");
-    assert_eq!(app.rates_of(1).and_then(|r| r.latest(0)), Some(3e9));
-    assert_eq!(app.rates_of(2).and_then(|r| r.latest(1)), Some(7.0));
-    assert_eq!(app.rates_of(2).and_then(|r| r.latest(0)), Some(0.0));
-    assert_eq!(app.ipc(0), Some(1.5));
-    assert_eq!(app.ipc(1), Some(0.5));
-    assert_eq!(app.ipc(2), Some(3.5e9 / 3e9), "all CPUs");
+    assert_eq!(
+        app.shown().rates.latest(0),
+        Some(2e9),
+        "the main event is cycles"
+    );
+    assert_eq!(app.shown().rates_of(1).and_then(|r| r.latest(0)), Some(3e9));
+    assert_eq!(app.shown().rates_of(2).and_then(|r| r.latest(1)), Some(7.0));
+    assert_eq!(app.shown().rates_of(2).and_then(|r| r.latest(0)), Some(0.0));
+    assert_eq!(app.shown().ipc(0), Some(1.5));
+    assert_eq!(app.shown().ipc(1), Some(0.5));
+    assert_eq!(app.shown().ipc(2), Some(3.5e9 / 3e9), "all CPUs");
     // No IPC without both.
     let mut c = cfg(RateUnit::Events, 100);
     c.events = vec![cycles, switch];
-    assert!(!App::new(c).has_ipc());
+    assert!(!App::new(c).shown().has_ipc());
 }
 
 #[test]
@@ -137,7 +142,7 @@ fn rate_history_is_bounded() {
     for s in 1..200 {
         app.on_tick(T0 + s * NS + RATE_LAG_NS);
     }
-    assert_eq!(app.rates.history(0).len(), RATE_SECONDS);
+    assert_eq!(app.shown().rates.history(0).len(), RATE_SECONDS);
 }
 
 #[test]
@@ -243,33 +248,33 @@ fn scrolling_stays_on_the_same_entries_and_pause_freezes() {
     let mut app = App::new(cfg(RateUnit::Records, 1000));
     app.on_key(key('S'));
     app.on_events((0..100).map(|i| sample(0, 3, T0 + i as u64, 1)));
-    assert_eq!(app.log_scroll, 0);
+    assert_eq!(app.log.scroll, 0);
     app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 1);
+    assert_eq!(app.log.scroll, 1);
     app.on_events((0..10).map(|i| sample(0, 3, T0 + 1000 + i as u64, 1)));
     assert_eq!(
-        app.log_scroll, 11,
+        app.log.scroll, 11,
         "new entries do not move a scrolled view"
     );
     app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 0);
+    assert_eq!(app.log.scroll, 0);
     app.on_key(KeyEvent::new(KeyCode::Home, KeyModifiers::NONE));
     assert_eq!(
-        app.log_scroll,
+        app.log.scroll,
         110 - app.drawn.page_rows,
         "Home: the oldest row at the top of a full page"
     );
     app.on_key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
-    assert_eq!(app.log_scroll, 110 - app.drawn.page_rows, "no further");
+    assert_eq!(app.log.scroll, 110 - app.drawn.page_rows, "no further");
     app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
     app.on_key(key(' '));
     assert!(app.paused);
     app.on_events((0..5).map(|i| sample(0, 3, T0 + 2000 + i as u64, 1)));
-    assert_eq!(app.view().log_len(), 110, "paused: the view stays put");
+    assert_eq!(app.shown().log_len(), 110, "paused: the view stays put");
     assert_eq!(app.log_len(), 115, "counting continues");
     app.on_key(key(' '));
-    assert_eq!(app.log_scroll, 0);
-    assert_eq!(app.view().log_len(), 115, "resumed: live again");
+    assert_eq!(app.log.scroll, 0);
+    assert_eq!(app.shown().log_len(), 115, "resumed: live again");
 }
 
 #[test]
@@ -279,7 +284,7 @@ fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view()
     app.on_events((0..50).map(|i| sample(0, 105, T0 + 100 + i as u64, 1)));
     app.on_tick(T0 + 2 * NS);
     let shown = |a: &App| {
-        let v = a.view();
+        let v = a.shown();
         let log: Vec<Event> = v.log_range(0, v.log_len()).into_iter().cloned().collect();
         let tasks: Vec<u32> = v.task_rows().iter().map(|r| r.pid).collect();
         (log, tasks, v.top().0.to_vec(), v.rates.history(0).clone())
@@ -300,23 +305,23 @@ fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view()
     // Keys scroll and filter the held view.
     app.focus = Pane::Log;
     app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
-    assert_eq!(app.view().log_scroll, 1);
+    assert_eq!(app.log.scroll, 1);
     app.on_key(key('/'));
     for c in "pid:105".chars() {
         app.on_key(key(c));
     }
     app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     assert_eq!(
-        app.view().log_len(),
+        app.shown().log_len(),
         1,
         "the fork of 105; its samples are hidden"
     );
-    assert!(app.paused && app.view().paused);
+    assert!(app.paused && !std::ptr::eq(app.shown(), &app.live));
     // Resume: live, with the filter chosen while paused.
     app.on_key(key(' '));
     assert!(!app.paused);
     assert_eq!(app.filter().source(), "pid:105");
-    assert!(std::ptr::eq(app.view(), &app));
+    assert!(std::ptr::eq(app.shown(), &app.live));
     assert_eq!(
         app.log_len(),
         0,
@@ -324,6 +329,44 @@ fn pause_holds_every_pane_while_counting_goes_on_and_keys_act_on_the_held_view()
     );
     app.on_key(key('q'));
     assert!(app.quit);
+}
+
+#[test]
+fn the_view_state_is_one_across_a_pause_and_the_data_is_held_apart() {
+    let mut app = App::new(cfg(RateUnit::Records, 100));
+    app.on_events((0..10).map(|i| fork(0, T0 + i as u64, 100 + i, 1)));
+    app.on_events((0..6).map(|i| sample(0, 100 + (i % 2), T0 + 20 + i as u64, 1)));
+    app.on_tick(T0 + 2 * NS);
+    app.on_key(key(' '));
+    // Chosen while paused, on the held panes: Top tasks per thread by id, the log scrolled
+    // sideways, `S`, the callers' span.
+    app.focus = Pane::Top;
+    app.on_key(key('H'));
+    app.on_key(key('s'));
+    app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+    app.focus = Pane::Log;
+    app.on_key(KeyEvent::new(KeyCode::Right, KeyModifiers::NONE));
+    app.on_key(key('S'));
+    app.on_key(key('a'));
+    assert_eq!(app.shown().log_len(), 16, "the held log shows its samples");
+    // `c` forgets the held log; the live one goes on.
+    app.on_key(key('c'));
+    app.on_events([fork(0, T0 + 3 * NS, 500, 1)]);
+    assert_eq!((app.shown().log_len(), app.log_len()), (0, 17));
+    app.on_key(key(' '));
+    assert!(!app.paused && std::ptr::eq(app.shown(), &app.live));
+    assert_eq!(
+        (
+            app.top.per_thread,
+            app.top.sort,
+            app.top.scroll,
+            app.log.hscroll
+        ),
+        (true, TopSort::Id, 1, 8),
+        "what was chosen while paused stays"
+    );
+    assert!(app.samples_in_log() && app.symbols.span == crate::callgraph::Span::SinceStart);
+    assert_eq!(app.log_len(), 17, "the live log, with its samples");
 }
 
 #[test]
@@ -356,7 +399,8 @@ fn enter_on_a_tree_row_narrows_the_views_to_it_and_its_children_and_esc_goes_bac
     let n = app.narrow.as_ref().expect("narrowed");
     assert_eq!(n.pid, 101);
     let pids = |a: &App| -> Vec<u32> {
-        a.log_range(0, a.log_len())
+        a.shown()
+            .log_range(0, a.log_len())
             .iter()
             .map(|e| e.subject_pid())
             .collect()
@@ -428,6 +472,54 @@ fn the_tree_selection_follows_its_process_when_rows_above_come_and_go() {
 }
 
 #[test]
+fn the_panes_keys_on_empty_panes_do_nothing_and_never_panic() {
+    let mut app = App::new(cfg(RateUnit::Records, 10));
+    let keys = [
+        KeyCode::Up,
+        KeyCode::Down,
+        KeyCode::PageUp,
+        KeyCode::PageDown,
+        KeyCode::Home,
+        KeyCode::End,
+        KeyCode::Enter,
+        KeyCode::Right,
+        KeyCode::Left,
+    ];
+    for paused in [false, true] {
+        if paused {
+            app.on_key(key(' '));
+        }
+        for (pane, tree) in [
+            (Pane::Cpus, false),
+            (Pane::Tasks, false),
+            (Pane::Tasks, true),
+            (Pane::Top, false),
+            (Pane::Symbols, false),
+            (Pane::Script(0), false),
+            (Pane::Log, false),
+        ] {
+            (app.focus, app.tree) = (pane, tree);
+            for k in keys {
+                app.on_key(KeyEvent::new(k, KeyModifiers::NONE));
+            }
+            app.on_key(key('+'));
+            app.on_key(key('-'));
+        }
+        assert_eq!(app.paused, paused);
+        assert_eq!(
+            (app.log.scroll, app.stream.scroll, app.top.scroll),
+            (0, 0, 0)
+        );
+        assert_eq!(
+            (app.cpu_scroll, app.symbols.selected),
+            (2, 0),
+            "the CPUs' rows are there"
+        );
+        assert!(app.narrow.is_none());
+    }
+}
+
+#[test]
 fn top_tasks_per_process_or_thread_in_three_orders() {
     let mut app = App::new(cfg(RateUnit::Records, 100));
     app.seed_tasks([(10, (*b"zed").into()), (20, (*b"alpha").into())]);
@@ -448,7 +540,7 @@ fn top_tasks_per_process_or_thread_in_three_orders() {
     assert_eq!(app.top_rows(), [(10, 5), (11, 5), (20, 3)]);
     app.on_key(key('H'));
     app.on_key(key('s'));
-    assert_eq!(app.top_sort, TopSort::Id);
+    assert_eq!(app.top.sort, TopSort::Id);
     assert_eq!(app.top_rows(), [(10, 10), (20, 3)]);
     app.on_key(key('s'));
     assert_eq!(app.top_rows(), [(20, 3), (10, 10)], "alpha before zed");
@@ -481,7 +573,7 @@ fn focus_cycles_and_quit_keys() {
 #[test]
 fn script_panes_are_escaped_and_bounded() {
     let mut app = App::new(cfg(RateUnit::Records, 10));
-    assert!(!app.panes().contains(&Pane::Script(0)));
+    assert!(!app.shown().panes().contains(&Pane::Script(0)));
     app.on_pane_msg(PaneMsg::Lines {
         script: "s.py".into(),
         lines: vec!["\x1b[2Jx".into()],
@@ -493,15 +585,15 @@ fn script_panes_are_escaped_and_bounded() {
             is_error: false,
         });
     }
-    assert_eq!(app.scripts.len(), 1);
-    assert_eq!(app.scripts[0].lines, vec!["\\x1b[2Jx".to_string()]);
-    assert_eq!(app.scripts[0].messages.len(), PANE_MESSAGES);
-    assert!(app.panes().contains(&Pane::Script(0)));
+    assert_eq!(app.shown().scripts.len(), 1);
+    assert_eq!(app.shown().scripts[0].lines, vec!["\\x1b[2Jx".to_string()]);
+    assert_eq!(app.shown().scripts[0].messages.len(), PANE_MESSAGES);
+    assert!(app.shown().panes().contains(&Pane::Script(0)));
     app.on_pane_msg(PaneMsg::Lines {
         script: "t.py".into(),
         lines: vec!["t".into()],
     });
-    let panes = app.panes();
+    let panes = app.shown().panes();
     let at = panes.iter().position(|p| *p == Pane::Script(0)).unwrap();
     assert_eq!(
         panes[at + 1],
@@ -510,7 +602,7 @@ fn script_panes_are_escaped_and_bounded() {
     );
     app.focus = Pane::Script(0);
     app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
-    assert_eq!((app.scripts[0].scroll, app.scripts[1].scroll), (1, 0));
+    assert_eq!((app.script_scroll(0), app.script_scroll(1)), (1, 0));
 }
 
 #[test]
