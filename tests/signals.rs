@@ -273,9 +273,10 @@ fn int_and_term_stop_perfwatch_even_when_ignored_at_start() {
             let _ = out.read_to_string(&mut s);
             s
         });
-        std::thread::sleep(Duration::from_millis(800));
+        common::wait_until_watching(&mut child);
+        // No pause before the signal: the forks made before it are in the rings, and a stop
+        // drains every ring up to the stop time.
         churn(20);
-        std::thread::sleep(Duration::from_millis(300));
         kill(&child, sig);
         let (status, took) = wait_exit(&mut child, Duration::from_secs(15));
         let err = stderr_of(&mut child);
