@@ -333,6 +333,11 @@ impl Monitor {
         self.child.is_some()
     }
 
+    /// The `-- COMMAND`'s pid, if there is one.
+    pub fn command_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.pid())
+    }
+
     /// Stop the command (perfwatch is stopping for another reason) and wait for it.
     pub fn end_command(&mut self, sig: libc::c_int) -> Option<i32> {
         if let Some(status) = self.command_exit() {

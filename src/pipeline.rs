@@ -59,12 +59,45 @@ const SEED_WAIT: Duration = Duration::from_secs(2);
 
 /// Is `ev` about process `pid` (its samples, its threads' forks, exits, names and mappings,
 /// its switches)? Losses and throttling are about the events, never hidden.
-fn is_of(ev: &Event, pid: u32) -> bool {
-    match ev.kind {
-        EventKind::Lost { .. } | EventKind::LostSamples { .. } | EventKind::Throttle { .. } => {
-            false
+/// perfwatch's own records, hidden unless `--show-self`: its threads', and those of the
+/// short-lived helpers it forks (a perf map opened as its owner), from their fork to their
+/// exit. The `-- COMMAND` is perfwatch's child too, and is never hidden.
+#[derive(Clone, Debug)]
+pub struct HideSelf {
+    /// perfwatch's pid.
+    pub pid: u32,
+    /// The command's pid, if perfwatch started one.
+    pub command: Option<u32>,
+    /// Where the count of hidden records is kept for the summary.
+    pub hidden: Arc<AtomicU64>,
+}
+
+/// Helpers alive at once, at most (each lives for one open(2)): past it, the set is
+/// forgotten rather than grown.
+const MAX_OWN_HELPERS: usize = 4096;
+
+impl HideSelf {
+    /// Whether `ev` is perfwatch's own; `helpers` are its live helper children.
+    fn hides(&self, ev: &Event, helpers: &mut rustc_hash::FxHashSet<u32>) -> bool {
+        match &ev.kind {
+            EventKind::Lost { .. } | EventKind::LostSamples { .. } | EventKind::Throttle { .. } => {
+                false
+            }
+            EventKind::Fork(t)
+                if t.ppid == self.pid && t.pid != self.pid && Some(t.pid) != self.command =>
+            {
+                if helpers.len() >= MAX_OWN_HELPERS {
+                    helpers.clear();
+                }
+                helpers.insert(t.pid);
+                true
+            }
+            EventKind::Exit(t) if t.pid == t.tid && helpers.remove(&t.pid) => true,
+            _ => {
+                let pid = ev.subject_pid();
+                pid == self.pid || helpers.contains(&pid)
+            }
         }
-        _ => ev.subject_pid() == pid,
     }
 }
 
@@ -90,8 +123,8 @@ pub struct PipelineOptions {
     pub pool: Option<BufferPool>,
     /// Name the samples (needs `model`): the symbolize step's configuration.
     pub symbols: Option<crate::symbols::Config>,
-    /// Hide the records of this process (perfwatch itself), counting them here.
-    pub hide: Option<(u32, Arc<AtomicU64>)>,
+    /// Hide perfwatch's own records (its threads', its helpers'), counting them.
+    pub hide: Option<HideSelf>,
     /// Where the count of late events (see [`Pipeline::late`]) is kept for the summary.
     pub late: Option<Arc<AtomicU64>>,
     /// The run's stop time, once decided: nothing stamped after it goes out (counted there).
@@ -139,6 +172,8 @@ pub struct Pipeline {
     order: OrderingStage,
     model: ModelHandle,
     opts: PipelineOptions,
+    /// perfwatch's helper children alive now (see [`HideSelf`]).
+    own_helpers: rustc_hash::FxHashSet<u32>,
     stage: Option<StageLink>,
     no_chunks: Receiver<Chunk>,
     /// Chunks for the script stage that did not fit its queue yet.
@@ -203,6 +238,7 @@ impl Pipeline {
             .filter(|_| opts.model)
             .map(Symbolize::new);
         Pipeline {
+            own_helpers: Default::default(),
             symbolize,
             notes: Vec::new(),
             said: Vec::new(),
@@ -506,12 +542,13 @@ impl Pipeline {
         if let Some(st) = &self.opts.stop_time {
             st.set_after(self.order.after_stop());
         }
-        if let Some((pid, hidden)) = &self.opts.hide {
+        if let Some(hide) = &self.opts.hide {
             let before = chunk.events.len();
-            chunk.events.retain(|e| !is_of(e, *pid));
+            let helpers = &mut self.own_helpers;
+            chunk.events.retain(|e| !hide.hides(e, helpers));
             let n = before - chunk.events.len();
             if n > 0 {
-                hidden.fetch_add(n as u64, Ordering::Relaxed);
+                hide.hidden.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
         if !self.opts.model {
@@ -673,7 +710,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::events::{batch, comm, exit, fork, sample};
+    use crate::testkit::events::{batch, comm, exit, fork, lost_samples, sample};
     use crossbeam_channel::{bounded, select};
 
     const MS: u64 = 1_000_000;
@@ -683,6 +720,36 @@ mod tests {
             seed: None,
             ..PipelineOptions::default()
         }
+    }
+
+    /// perfwatch's helpers (forked, not the command) are hidden from their fork to their
+    /// exit with perfwatch's own threads; the command, other processes and a later process
+    /// that reuses a helper's pid are not.
+    #[test]
+    fn its_own_helpers_are_hidden_but_not_its_command() {
+        let hidden = Arc::new(AtomicU64::new(0));
+        let hide = HideSelf {
+            pid: 100,
+            command: Some(101),
+            hidden: hidden.clone(),
+        };
+        let mut helpers = rustc_hash::FxHashSet::default();
+        let evs = [
+            (fork(0, 1, 101, 100), false), // the command
+            (sample(0, 101, 2, 1), false), // its sample
+            (fork(0, 3, 102, 100), true),  // a helper (a perf map opened as its owner)
+            (sample(1, 102, 4, 1), true),  // the helper on a CPU
+            (sample(1, 100, 5, 1), true),  // perfwatch itself
+            (exit(1, 6, 102, 100), true),  // the helper's end
+            (fork(0, 7, 102, 55), false),  // pid 102 again, someone else's child
+            (sample(0, 102, 8, 1), false), // ... on a CPU
+            (fork(0, 9, 103, 1), false),   // another process
+            (lost_samples(0, 10), false),  // about the events: never hidden
+        ];
+        for (i, (ev, want)) in evs.iter().enumerate() {
+            assert_eq!(hide.hides(ev, &mut helpers), *want, "event {i}: {ev:?}");
+        }
+        assert!(helpers.is_empty());
     }
 
     /// Run a pipeline over `batches` to the end, as a frontend's loop would.

@@ -9,7 +9,7 @@ use crate::format::Format;
 use crate::frontend::plain::{self, PlainOptions};
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
-use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::pipeline::{HideSelf, Pipeline, PipelineOptions};
 use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
@@ -182,7 +182,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         mon.rx.clone(),
         &mon.info.cpus,
         PipelineOptions {
-            hide: (!cli.show_self).then(|| (std::process::id(), mon.hidden_self.clone())),
+            hide: (!cli.show_self).then(|| HideSelf {
+                pid: std::process::id(),
+                command: mon.command_pid(),
+                hidden: mon.hidden_self.clone(),
+            }),
             late: Some(mon.late.clone()),
             stop_time: Some(mon.stop_time.clone()),
             execs: mon.execs.as_ref().map(|w| w.table()),
