@@ -21,6 +21,10 @@ mod lookup;
 #[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
+mod perfcall;
+#[cfg(feature = "python")]
+pub mod perfenv;
+#[cfg(feature = "python")]
 pub mod perfstyle;
 #[cfg(feature = "python")]
 pub mod pyevent;
@@ -105,21 +109,39 @@ pub const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 impl Scripts {
     /// Check and load `--script` files (none: nothing happens). Call before the frontend
     /// takes the terminal: errors carry the Python traceback.
-    pub fn load(paths: &[PathBuf], force: bool) -> Result<Scripts> {
+    /// `args` are `sys.argv[1:]` of scripts written for perf script (`--script-arg`).
+    pub fn load(paths: &[PathBuf], force: bool, args: &[String]) -> Result<Scripts> {
         let scripts = check_scripts(paths, force)?;
         #[cfg(feature = "python")]
         {
             let stage = if scripts.is_empty() {
                 None
             } else {
-                Some(ScriptStage::load_opened(scripts, StageOptions::default())?)
+                let opts = StageOptions {
+                    script_args: args.to_vec(),
+                    ..StageOptions::default()
+                };
+                Some(ScriptStage::load_opened(scripts, opts)?)
             };
             Ok(Scripts { stage })
         }
         #[cfg(not(feature = "python"))]
         {
-            let _ = scripts;
+            let _ = (scripts, args);
             Ok(Scripts {})
+        }
+    }
+
+    /// A script is written for perf script: with `--plain`/`--json`, stdout carries its
+    /// output instead of the records, as `perf script -s` prints only the script's.
+    pub fn perf_style(&self) -> bool {
+        #[cfg(feature = "python")]
+        {
+            self.stage.as_ref().is_some_and(ScriptStage::perf_style)
+        }
+        #[cfg(not(feature = "python"))]
+        {
+            false
         }
     }
 
@@ -164,7 +186,7 @@ impl Scripts {
     }
 
     /// For `--plain`/`--json`: put the scripts between `pipe`'s model and the writer; their
-    /// pane goes to stderr or `output`.
+    /// pane goes to stderr or `output` (a perf script's to stdout, bare, or `output`).
     pub fn attach_plain(
         self,
         pipe: Pipeline,
@@ -173,7 +195,11 @@ impl Scripts {
     ) -> Result<(Pipeline, RunningScripts)> {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
-            let sink = printer::Sink::open(output, printer::Sink::Stderr)?;
+            let fallback = match stage.perf_style() {
+                true => printer::Sink::Stdout,
+                false => printer::Sink::Stderr,
+            };
+            let sink = printer::Sink::open(output, fallback)?;
             let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let router = printer::PaneRouter::spawn(pane, sink)?;
             return Ok((

@@ -45,12 +45,30 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
     out.write_all(&buf)
 }
 
+/// Write one pane message as bare lines, as a perf script's prints reach stdout under
+/// `perf script -s` (escaped all the same).
+pub fn write_bare(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
+    let lines: Vec<&str> = match msg {
+        PaneMsg::Lines { lines, .. } => lines.iter().map(String::as_str).collect(),
+        PaneMsg::Text { text, .. } => text.split('\n').collect(),
+    };
+    let mut buf = Vec::new();
+    for l in lines {
+        buf.extend_from_slice(escape(l.as_bytes()).as_bytes());
+        buf.push(b'\n');
+    }
+    out.write_all(&buf)
+}
+
 /// Where the router writes.
 pub enum Sink {
     /// Nowhere: the TUI without `--script-output` (the panes show it; what they cannot show
     /// at the end is returned by [`PaneRouter::finish`]).
     None,
     Stderr,
+    /// A perf script with `--plain`/`--json`: its output on stdout, bare (as `perf script
+    /// -s` prints it), its errors on stderr.
+    Stdout,
     /// `--script-output FILE`: written to a temporary file beside it (`output`), renamed over
     /// it when the run ends without a write error ([`OutputFile`]).
     File {
@@ -87,6 +105,17 @@ impl Sink {
             // Nothing to do about a broken stderr: there is nowhere left to say it.
             Sink::Stderr => {
                 let _ = write_msg(&mut io::stderr().lock(), m);
+                Ok(())
+            }
+            Sink::Stdout => {
+                if matches!(m, PaneMsg::Text { is_error: true, .. }) {
+                    let _ = write_msg(&mut io::stderr().lock(), m);
+                    return Ok(());
+                }
+                // A closed stdout ends the run through the records' own writer; nothing
+                // more to say here.
+                let mut out = io::stdout().lock();
+                let _ = write_bare(&mut out, m).and_then(|()| out.flush());
                 Ok(())
             }
             Sink::File { file, .. } => write_msg(file, m),
