@@ -433,6 +433,46 @@ fn script_on_tick_lines_fill_their_pane() {
     s.quit_restored("script pane");
 }
 
+/// perf's `sctop.py` (a thread of its own clears the screen and prints its table every
+/// interval): each clear is a new frame of its pane, never escapes on the screen.
+#[test]
+fn a_perf_scripts_clear_screen_frames_fill_its_pane() {
+    require_perf!();
+    let sctop = std::path::Path::new("/usr/lib/perf-core/scripts/python/sctop.py");
+    if !sctop.is_file() {
+        skip!("{} is absent (Debian: linux-perf)", sctop.display());
+    }
+    // Large enough for every pane (the scripts' one among them).
+    let mut s = Screen::spawn_at(
+        &[
+            "-e",
+            "raw_syscalls:sys_enter",
+            "--script",
+            sctop.to_str().expect("utf-8 path"),
+            "--script-arg",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "while :; do sleep 0.1; done",
+        ],
+        45,
+        160,
+    );
+    s.wait_for("sctop's table in its pane", Duration::from_secs(20), |t| {
+        t.contains("sctop.py")
+            && t.contains("syscall events:")
+            && t.contains("│event ")
+            && t.contains("│--------------------")
+    });
+    let screen = s.parser.screen().contents();
+    assert!(
+        !screen.contains("[2J") && !screen.contains("\\x1b"),
+        "escapes on the screen:\n{screen}"
+    );
+    s.quit_restored("sctop pane");
+}
+
 impl Screen {
     /// The local modes of the pty (its terminal attributes, read through the master).
     fn lflag(&self) -> libc::tcflag_t {

@@ -157,9 +157,77 @@ pub struct RouterReport {
     pub stuck: bool,
 }
 
+/// Clear-screen in a script's prints (perf's `clear_term()`, `sctop.py` redrawing its table
+/// from a thread of its own): in the TUI each clear starts a new frame, shown as the pane's
+/// lines (replaced line by line as the frame grows), never as escapes in its text.
+#[derive(Debug, Default)]
+pub struct Frames {
+    /// Per script, the frame being printed, once it has cleared the screen.
+    open: Vec<(String, Vec<String>)>,
+}
+
+/// The erase-display sequence (`ESC [ 2 J`, with or without a cursor-home before it).
+const CLEAR: &str = "\x1b[2J";
+/// Lines one frame keeps (as `on_tick()`'s).
+const MAX_FRAME_LINES: usize = 1000;
+
+impl Frames {
+    /// The message the panes get for `m`.
+    pub fn translate(&mut self, m: PaneMsg) -> PaneMsg {
+        let PaneMsg::Text {
+            script,
+            text,
+            is_error: false,
+        } = m
+        else {
+            return m;
+        };
+        let strip = |t: &str| t.replace("\x1b[H", "");
+        let added: Vec<String> = match text.rfind(CLEAR) {
+            Some(at) => {
+                // A new frame: what came before the clear belonged to the old one.
+                let rest = strip(&text[at + CLEAR.len()..]);
+                match self.open.iter_mut().find(|(s, _)| *s == script) {
+                    Some((_, f)) => f.clear(),
+                    None => self.open.push((script.clone(), Vec::new())),
+                }
+                let body = rest.trim_start_matches('\n');
+                match body.is_empty() {
+                    true => Vec::new(),
+                    false => body.split('\n').map(str::to_string).collect(),
+                }
+            }
+            None => match self.open.iter().any(|(s, _)| *s == script) {
+                true => strip(&text).split('\n').map(str::to_string).collect(),
+                false => {
+                    return PaneMsg::Text {
+                        script,
+                        text,
+                        is_error: false,
+                    };
+                }
+            },
+        };
+        let Some((_, frame)) = self.open.iter_mut().find(|(s, _)| *s == script) else {
+            return PaneMsg::Lines {
+                script,
+                lines: added,
+            };
+        };
+        let room = MAX_FRAME_LINES.saturating_sub(frame.len());
+        frame.extend(added.into_iter().take(room));
+        PaneMsg::Lines {
+            script,
+            lines: frame.clone(),
+        }
+    }
+}
+
 struct RouterState {
     sink: Sink,
     forward: Option<Sender<PaneMsg>>,
+    /// Clear-screen frames, for the panes.
+    frames: Frames,
     /// Each script's last `on_tick()` lines (only kept when the TUI is the only reader).
     last_lines: Vec<(String, Vec<String>)>,
     keep_last: bool,
@@ -184,7 +252,7 @@ impl RouterState {
             }
         }
         if let Some(tx) = &self.forward {
-            match tx.try_send(m) {
+            match tx.try_send(self.frames.translate(m)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(_)) => self.report.not_shown += 1,
             }
@@ -271,6 +339,7 @@ impl PaneRouter {
         let mut state = RouterState {
             sink,
             forward,
+            frames: Frames::default(),
             last_lines: Vec::new(),
             keep_last,
             say_errors_now,
@@ -442,5 +511,46 @@ mod tests {
         );
         assert_eq!(r.unwritten, 5);
         assert!(r.epilogue.is_empty());
+    }
+
+    #[test]
+    fn a_clear_screen_starts_a_frame_of_pane_lines() {
+        let t = |text: &str| PaneMsg::Text {
+            script: "sctop.py".into(),
+            text: text.into(),
+            is_error: false,
+        };
+        let lines = |l: &[&str]| PaneMsg::Lines {
+            script: "sctop.py".into(),
+            lines: l.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut f = Frames::default();
+        // Before any clear: text, as it was.
+        assert_eq!(f.translate(t("hello")), t("hello"));
+        assert_eq!(f.translate(t("\x1b[H\x1b[2J")), lines(&[]));
+        assert_eq!(
+            f.translate(t("syscall events:")),
+            lines(&["syscall events:"])
+        );
+        assert_eq!(
+            f.translate(t("a  1\nb  2")),
+            lines(&["syscall events:", "a  1", "b  2"])
+        );
+        // The next clear: a new frame.
+        assert_eq!(f.translate(t("\x1b[H\x1b[2J\nx  3")), lines(&["x  3"]));
+        // Errors stay text.
+        let e = PaneMsg::Text {
+            script: "sctop.py".into(),
+            text: "Traceback".into(),
+            is_error: true,
+        };
+        assert_eq!(f.translate(e.clone()), e);
+        // Another script is not in a frame.
+        let other = PaneMsg::Text {
+            script: "o.py".into(),
+            text: "x".into(),
+            is_error: false,
+        };
+        assert_eq!(f.translate(other.clone()), other);
     }
 }
