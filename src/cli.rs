@@ -147,8 +147,9 @@ pub struct Cli {
     /// Run this Python script on every event (repeatable; scripts run in the order given). It
     /// may define trace_begin(), trace_end(), filter(event), on_event(event), on_tick(); or
     /// be written for perf script (SUBSYS__EVENT handlers, process_event, trace_unhandled),
-    /// whose handlers are called as perf script calls them and whose prints are what stdout
-    /// carries with --plain/--json (see the README's perf scripts section).
+    /// whose handlers are called as perf script calls them, whose tracepoints are opened
+    /// when no -e is given, and whose prints are what stdout carries with --plain/--json
+    /// (see the README's perf scripts section).
     #[arg(long = "script", value_name = "FILE.py")]
     pub script: Vec<std::path::PathBuf>,
 

@@ -225,6 +225,16 @@ fn futex_contention_counts_every_wait() {
         "{}",
         ours.stdout
     );
+    // Without -e: the tracepoints its handlers are for, said on stderr.
+    let r = run(common::perfwatch()
+        .args(["--plain", "--script"])
+        .arg(&path)
+        .args(["--", prog, "23"]));
+    r.exited(0).said(&[
+        "no -e: opening the tracepoints the script's handlers are for: \
+         syscalls:sys_enter_futex,syscalls:sys_exit_futex",
+    ]);
+    assert!(r.stdout.contains("contended 23 times"), "{}", r.stdout);
 }
 
 #[test]

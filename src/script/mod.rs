@@ -132,6 +132,40 @@ impl Scripts {
         }
     }
 
+    /// Without `-e`: the tracepoints the perf scripts' handlers are for, those this kernel
+    /// has (`SUBSYS:EVENT`, once each), as `perf script record SCRIPT` would record them.
+    pub fn perf_events(&self) -> Vec<String> {
+        #[cfg(feature = "python")]
+        {
+            let Some(stage) = &self.stage else {
+                return Vec::new();
+            };
+            let Some(root) = crate::perf::events::tracefs_root() else {
+                return Vec::new();
+            };
+            let mut out: Vec<String> = Vec::new();
+            for tp in stage.perf_tracepoints() {
+                let Some((subsys, event)) = tp.split_once(':') else {
+                    continue;
+                };
+                let there = Path::new(root)
+                    .join("events")
+                    .join(subsys)
+                    .join(event)
+                    .join("format")
+                    .is_file();
+                if there && !out.contains(tp) {
+                    out.push(tp.clone());
+                }
+            }
+            out
+        }
+        #[cfg(not(feature = "python"))]
+        {
+            Vec::new()
+        }
+    }
+
     /// A script is written for perf script: with `--plain`/`--json`, stdout carries its
     /// output instead of the records, as `perf script -s` prints only the script's.
     pub fn perf_style(&self) -> bool {

@@ -100,7 +100,7 @@ pub struct ScriptStage {
     pane_dropped: Arc<AtomicU64>,
     worker: JoinHandle<()>,
     worker_done: Receiver<()>,
-    perf_style: bool,
+    loaded: super::worker::Loaded,
 }
 
 /// What the stage did, for the end-of-run report.
@@ -206,8 +206,8 @@ impl ScriptStage {
                 })
                 .context("cannot start the Python thread")?
         };
-        let perf_style = match loaded_rx.recv() {
-            Ok(Ok(perf_style)) => perf_style,
+        let loaded = match loaded_rx.recv() {
+            Ok(Ok(loaded)) => loaded,
             Ok(Err(e)) => {
                 let _ = worker.join();
                 return Err(anyhow!(e));
@@ -227,14 +227,19 @@ impl ScriptStage {
             pane_dropped,
             worker,
             worker_done,
-            perf_style,
+            loaded,
         })
     }
 
     /// A script is written for perf script (`perf script -s`): in `--plain`/`--json` its
     /// output is what stdout carries, as perf script's is.
     pub fn perf_style(&self) -> bool {
-        self.perf_style
+        self.loaded.perf_style
+    }
+
+    /// The tracepoints the perf scripts' `SUBSYS__EVENT` handlers are for (`SUBSYS:EVENT`).
+    pub fn perf_tracepoints(&self) -> &[String] {
+        &self.loaded.tracepoints
     }
 
     /// Put the stage between the pipeline and a frontend: read ordered chunks from `input`,

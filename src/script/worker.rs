@@ -65,6 +65,8 @@ struct Script {
     failures: [u32; 6],
     /// A script written for perf script: its handlers, called as perf calls them.
     perf: Option<super::perfcall::PerfCalls>,
+    /// The tracepoints its `SUBSYS__EVENT` handlers are for (`SUBSYS:EVENT`).
+    tracepoints: Vec<String>,
     /// The first cut of its `on_tick()` output has been reported.
     tick_cut_said: bool,
 }
@@ -85,6 +87,15 @@ impl Script {
             || self.get(Handler::OnEvent).is_some()
             || self.perf.is_some()
     }
+}
+
+/// What loading found, for the stage.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// A script is written for perf script.
+    pub perf_style: bool,
+    /// The tracepoints the perf scripts' handlers are for (`SUBSYS:EVENT`, in order).
+    pub tracepoints: Vec<String>,
 }
 
 /// The Python text of an exception with its traceback (file, line), without the final newline.
@@ -127,9 +138,8 @@ pub struct WorkerArgs {
     pub sink: Arc<PaneSink>,
     pub shared: Arc<Shared>,
     pub tick: Duration,
-    /// Where the outcome of loading goes (with the traceback on failure): whether a script
-    /// is written for perf script.
-    pub loaded: Sender<Result<bool, String>>,
+    /// Where the outcome of loading goes (with the traceback on failure).
+    pub loaded: Sender<Result<Loaded, String>>,
     /// `sys.argv[1:]` of the scripts written for perf script (`--script-arg`).
     pub script_args: Vec<String>,
     pub work: Receiver<Work>,
@@ -158,7 +168,13 @@ pub fn run(args: WorkerArgs) {
             return;
         }
     };
-    let perf_style = scripts.iter().any(|s| s.perf.is_some());
+    let info = Loaded {
+        perf_style: scripts.iter().any(|s| s.perf.is_some()),
+        tracepoints: scripts
+            .iter()
+            .flat_map(|s| s.tracepoints.iter().cloned())
+            .collect(),
+    };
     let per_event = scripts.iter().any(Script::per_event);
     let own_per_event = scripts.iter().any(Script::own_per_event);
     let mut w = Worker {
@@ -173,7 +189,7 @@ pub fn run(args: WorkerArgs) {
         let _ = loaded.send(Err(e));
         return;
     }
-    let _ = loaded.send(Ok(perf_style));
+    let _ = loaded.send(Ok(info));
     drop(loaded);
     w.serve(work, results);
     w.shared.busy_since.store(0, Ordering::Release);
@@ -317,6 +333,10 @@ fn load_one(
             perf_env(py, path, script_args, &shown)?;
         }
     }
+    let tracepoints = perf
+        .as_ref()
+        .map(|p| p.tracepoints.clone())
+        .unwrap_or_default();
     let perf = match perf {
         Some(p) => {
             if let Some(note) = super::perfstyle::unserved_note(&shown, &p) {
@@ -345,6 +365,7 @@ fn load_one(
         handlers,
         failures: [0; 6],
         perf,
+        tracepoints,
         tick_cut_said: false,
     })
 }
