@@ -300,7 +300,9 @@ fn stackcollapse_folds_the_live_stacks() {
     };
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwspin", SPIN);
+    // With perfwatch's own Core and EventClass (it imports both).
     let r = run(common::perfwatch()
+        .env("PERFWATCH_BUILTIN_PERF_TRACE", "1")
         .args(["--plain", "-g", "-e", "task-clock", "-F", "997", "--script"])
         .arg(&path)
         .arg("--")

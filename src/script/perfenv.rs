@@ -6,8 +6,8 @@
 //!   library is there and passes the same ownership walk as a script
 //!   ([`super::safety::open_script`]); the library's directory goes on `sys.path` too;
 //! - where it is not installed (or does not pass), perfwatch's own `Core` and `Util` modules
-//!   (`perf_trace/*.py`, in the binary) answer `from Core import *` and `from Util import *`
-//!   from `sys.modules`, and `PERF_EXEC_PATH` names a directory under `/usr/lib` that
+//!   and `EventClass` (`perf_trace/*.py`, in the binary) answer `from Core import *` and the
+//!   like from `sys.modules`, and `PERF_EXEC_PATH` names a directory under `/usr/lib` that
 //!   nobody but root can create;
 //! - `perf_trace_context`, perfwatch's own module: `common_pc`, `common_flags`,
 //!   `common_lock_depth` of the tracepoint record being handled, `perf_script_context`,
@@ -29,12 +29,13 @@ use pyo3::types::{PyByteArray, PyModule};
 pub const PERF_EXEC_PATH: &str = "/usr/lib/perf-core";
 /// The helpers' directory under it.
 const TRACE_UTIL: &str = "scripts/python/Perf-Trace-Util/lib/Perf/Trace";
-/// Set (to anything) to serve perfwatch's own Core and Util even where perf's are installed
+/// Set (to anything) to serve perfwatch's own modules even where perf's are installed
 /// (what a machine without them sees; the tests use it). It only narrows what is imported.
 pub const BUILTIN_ENV: &str = "PERFWATCH_BUILTIN_PERF_TRACE";
 
 const CORE_PY: &str = include_str!("perf_trace/Core.py");
 const UTIL_PY: &str = include_str!("perf_trace/Util.py");
+const EVENT_CLASS_PY: &str = include_str!("perf_trace/EventClass.py");
 
 /// Which helpers serve the perf scripts of this run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,6 +199,7 @@ pub fn prepare(py: Python<'_>, path: &Path, args: &[String]) -> PyResult<()> {
         Library::Builtin(_) => {
             install_builtin(py, "Core", CORE_PY)?;
             install_builtin(py, "Util", UTIL_PY)?;
+            install_builtin(py, "EventClass", EVENT_CLASS_PY)?;
             // A directory under /usr/lib that is not there: a script that puts
             // `$PERF_EXEC_PATH/...` on sys.path adds a place only root could fill.
             "/usr/lib/perfwatch-no-perf-core".to_string()
@@ -219,7 +221,7 @@ pub fn library_note() -> Option<String> {
     match library() {
         Library::Builtin(Some(why)) => Some(format!(
             "perf's Perf-Trace-Util library in {PERF_EXEC_PATH} is not used ({why}); \
-             perfwatch's own Core and Util modules serve the perf scripts"
+             perfwatch's own Core, Util and EventClass modules serve the perf scripts"
         )),
         _ => None,
     }
