@@ -415,6 +415,35 @@ fn a_perf_script_written_here_gets_perfs_arguments_and_types() {
     r.said(&["perfwatch's Util: the audit module cannot be imported"]);
 }
 
+/// N sleeps of a command: at least N switches out of it, each given to `context_switch`
+/// with perf 6.1's eleven arguments.
+#[test]
+fn context_switch_gets_the_switch_records() {
+    require_perf!();
+    let (_d, script) = temp_script(
+        "switches.py",
+        "from perf_trace_context import *\n\
+         outs = 0\nbad = []\n\
+         def context_switch(ts, cpu, pid, tid, np_pid, np_tid, machine_pid, out, out_preempt, \
+         sample_machine_pid, vcpu):\n    global outs\n\
+         \x20   if not (isinstance(ts, int) and isinstance(out, bool) and machine_pid == -1):\n\
+         \x20       bad.append((ts, out, machine_pid))\n\
+         \x20   if out and not out_preempt:\n        outs += 1\n\
+         def trace_end():\n    print('voluntary switches out', outs >= 20, 'bad', bad[:2])\n",
+    );
+    let r = run(common::perfwatch()
+        .args(["--plain", "--switch", "-e", "dummy", "--script"])
+        .arg(&script)
+        .args(["--", "sh", "-c", "for i in $(seq 20); do sleep 0.01; done"]));
+    r.exited(0);
+    assert_eq!(
+        r.stdout.trim(),
+        "voluntary switches out True bad []",
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn perfwatchs_own_core_and_util_print_what_perfs_do() {
     let _tracefs = require_tracefs!();

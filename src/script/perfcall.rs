@@ -15,8 +15,11 @@
 //!   `define_flag_value`, `define_symbolic_field` and `define_symbolic_value` (which
 //!   `from Core import *` brings in).
 //!
-//! Side-band records (fork, exit, comm, mmap, lost, switch) call nothing, as in perf 6.1
-//! without its context_switch hook.
+//! - a context switch record (`--switch`) goes to `context_switch(ts, cpu, pid, tid, np_pid,
+//!   np_tid, machine_pid, out, out_preempt, sample_machine_pid, vcpu)` (perf 6.1's 11
+//!   arguments; the host's machine pid -1, a guest's pid and vcpu 0).
+//!
+//! Other side-band records (fork, exit, comm, mmap, lost) call nothing, as in perf.
 
 use std::collections::HashMap;
 
@@ -44,6 +47,7 @@ pub struct PerfCalls {
     module: Py<PyModule>,
     context: Py<PyAny>,
     process_event: Option<Py<PyAny>>,
+    context_switch: Option<Py<PyAny>>,
     /// trace_unhandled; whether it takes the sample dict.
     unhandled: Option<Callable>,
     /// Per tracepoint (its descriptor's address), once seen.
@@ -79,6 +83,7 @@ impl PerfCalls {
             module: m.clone().unbind(),
             context: super::perfenv::context(py)?,
             process_event: callable(m, "process_event"),
+            context_switch: callable(m, "context_switch"),
             unhandled,
             seen: HashMap::new(),
         })
@@ -86,6 +91,34 @@ impl PerfCalls {
 
     /// Call the handler `ev` is for, if any.
     pub fn call(&mut self, py: Python<'_>, ev: &Event) -> Result<(), Failure> {
+        if let EventKind::Switch {
+            out,
+            preempt,
+            next_prev,
+        } = &ev.kind
+        {
+            let Some(f) = &self.context_switch else {
+                return Ok(());
+            };
+            let (np_pid, np_tid) = next_prev.map_or((-1, -1), |(p, t)| (p as i32, t as i32));
+            let args = (
+                ev.time,
+                ev.cpu as i32,
+                ev.pid as i32,
+                ev.tid as i32,
+                np_pid,
+                np_tid,
+                -1i32,
+                *out,
+                *out && *preempt,
+                0i32,
+                0i32,
+            );
+            return f
+                .call1(py, args)
+                .map(drop)
+                .map_err(|e| ("context_switch".to_string(), e));
+        }
         let EventKind::Sample { event, raw, .. } = &ev.kind else {
             return Ok(());
         };
