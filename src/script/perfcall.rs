@@ -19,6 +19,9 @@
 //!   np_tid, machine_pid, out, out_preempt, sample_machine_pid, vcpu)` (perf 6.1's 11
 //!   arguments; the host's machine pid -1, a guest's pid and vcpu 0).
 //!
+//! - a throttle record goes to `throttle(time, id, stream_id, cpu, pid, tid)`, an unthrottle
+//!   one to `unthrottle(...)` with the same arguments.
+//!
 //! Other side-band records (fork, exit, comm, mmap, lost) call nothing, as in perf.
 
 use std::collections::HashMap;
@@ -48,6 +51,8 @@ pub struct PerfCalls {
     context: Py<PyAny>,
     process_event: Option<Py<PyAny>>,
     context_switch: Option<Py<PyAny>>,
+    throttle: Option<Py<PyAny>>,
+    unthrottle: Option<Py<PyAny>>,
     /// trace_unhandled; whether it takes the sample dict.
     unhandled: Option<Callable>,
     /// Per tracepoint (its descriptor's address), once seen.
@@ -84,6 +89,8 @@ impl PerfCalls {
             context: super::perfenv::context(py)?,
             process_event: callable(m, "process_event"),
             context_switch: callable(m, "context_switch"),
+            throttle: callable(m, "throttle"),
+            unthrottle: callable(m, "unthrottle"),
             unhandled,
             seen: HashMap::new(),
         })
@@ -118,6 +125,33 @@ impl PerfCalls {
                 .call1(py, args)
                 .map(drop)
                 .map_err(|e| ("context_switch".to_string(), e));
+        }
+        if let EventKind::Throttle {
+            throttled,
+            time,
+            id,
+            stream_id,
+        } = &ev.kind
+        {
+            let (f, name) = match throttled {
+                true => (&self.throttle, "throttle"),
+                false => (&self.unthrottle, "unthrottle"),
+            };
+            let Some(f) = f else {
+                return Ok(());
+            };
+            let args = (
+                *time,
+                *id,
+                *stream_id,
+                ev.cpu as i32,
+                ev.pid as i32,
+                ev.tid as i32,
+            );
+            return f
+                .call1(py, args)
+                .map(drop)
+                .map_err(|e| (name.to_string(), e));
         }
         let EventKind::Sample { event, raw, .. } = &ev.kind else {
             return Ok(());
@@ -411,6 +445,41 @@ fn sample_dict<'py>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttle_and_unthrottle_get_perfs_six_arguments() {
+        super::super::interp::init().unwrap();
+        Python::attach(|py| {
+            let code = c"seen = []\ndef throttle(*a):\n    seen.append(('t',) + a)\ndef unthrottle(*a):\n    seen.append(('u',) + a)\n";
+            let m = PyModule::from_code(py, code, c"throttle_test.py", c"throttle_test").unwrap();
+            let mut calls = PerfCalls::new(py, &m).unwrap();
+            for throttled in [true, false] {
+                let ev = Event {
+                    cpu: 1,
+                    pid: 10,
+                    tid: 11,
+                    time: 99,
+                    id: 5,
+                    kind: EventKind::Throttle {
+                        throttled,
+                        time: 98,
+                        id: 5,
+                        stream_id: 6,
+                    },
+                };
+                calls.call(py, &ev).map_err(|(_, e)| e).unwrap();
+            }
+            let seen: Vec<(String, u64, u64, u64, i32, i32, i32)> =
+                m.getattr("seen").unwrap().extract().unwrap();
+            assert_eq!(
+                seen,
+                [
+                    ("t".to_string(), 98, 5, 6, 1, 10, 11),
+                    ("u".to_string(), 98, 5, 6, 1, 10, 11)
+                ]
+            );
+        });
+    }
 
     #[test]
     fn printable_as_perf_judges_it() {

@@ -9,7 +9,7 @@
 //! - a script that defines handlers of both conventions is refused, naming them (a helper
 //!   called `parse__line` beside `on_event` must be renamed, or it would be taken for a
 //!   tracepoint handler);
-//! - hooks perf calls that perfwatch does not serve (`process_stat`, `throttle`, the
+//! - hooks perf calls that perfwatch does not serve (`process_stat`, `auxtrace_error`, the
 //!   database export tables, ...) are named at start; a script with nothing else to call
 //!   is refused.
 //!
@@ -179,7 +179,13 @@ fn is_served(h: &str) -> bool {
 }
 
 /// perf script handlers perfwatch calls (besides `SUBSYS__EVENT` ones).
-const SERVED: &[&str] = &["process_event", "trace_unhandled", "context_switch"];
+const SERVED: &[&str] = &[
+    "process_event",
+    "trace_unhandled",
+    "context_switch",
+    "throttle",
+    "unthrottle",
+];
 
 fn listed(names: &[&str]) -> String {
     names
