@@ -300,29 +300,36 @@ fn stackcollapse_folds_the_live_stacks() {
     };
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwspin", SPIN);
-    // With perfwatch's own Core and EventClass (it imports both).
+    // With perfwatch's own Core and EventClass (it imports both); the folded stacks into a
+    // file, bare as `perf script -s stackcollapse.py > FILE` writes them.
+    let folded = dir.path().join("stacks.folded");
     let r = run(common::perfwatch()
         .env("PERFWATCH_BUILTIN_PERF_TRACE", "1")
         .args(["--plain", "-g", "-e", "task-clock", "-F", "997", "--script"])
         .arg(&path)
+        .arg("--script-output")
+        .arg(&folded)
         .arg("--")
         .arg(&prog)
         .arg("400"));
     r.exited(0);
+    assert_eq!(
+        r.stdout, "",
+        "neither records nor the script's output on stdout"
+    );
+    let text = std::fs::read_to_string(&folded).unwrap();
     let mut total = 0;
-    for l in r.stdout.lines() {
+    for l in text.lines() {
         let (stack, n) = l.rsplit_once(' ').unwrap_or_else(|| panic!("{l:?}"));
         assert!(stack.starts_with("pwspin;"), "{l}");
         total += n.parse::<u64>().unwrap_or_else(|_| panic!("{l:?}"));
     }
     assert!(
-        r.stdout
-            .lines()
+        text.lines()
             .any(|l| l.contains(";main;") && l.contains("spin_inner")),
-        "{}",
-        r.stdout
+        "{text}"
     );
-    assert!(total >= 100, "{total} samples:\n{}", r.stdout);
+    assert!(total >= 100, "{total} samples:\n{text}");
 }
 
 /// A perf script written here: perf's argument lists and types (an array as a bytearray,

@@ -197,6 +197,10 @@ impl Scripts {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
             let sink = printer::Sink::open(output, printer::Sink::None)?;
+            let sink = match stage.perf_style() {
+                true => sink.for_perf_script(),
+                false => sink,
+            };
             let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let capacity = StageOptions::default().pane_messages;
             let (router, panes) = printer::PaneRouter::spawn_for_panes(pane, sink, capacity)?;
@@ -234,6 +238,10 @@ impl Scripts {
                 false => printer::Sink::Stderr,
             };
             let sink = printer::Sink::open(output, fallback)?;
+            let sink = match stage.perf_style() {
+                true => sink.for_perf_script(),
+                false => sink,
+            };
             let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let router = printer::PaneRouter::spawn(pane, sink)?;
             return Ok((

@@ -7,7 +7,7 @@
 //!   ([`super::safety::open_script`]); the library's directory goes on `sys.path` too;
 //! - where it is not installed (or does not pass), perfwatch's own `Core` and `Util` modules
 //!   and `EventClass` (`perf_trace/*.py`, in the binary) answer `from Core import *` and the
-//!   like from `sys.modules`, and `PERF_EXEC_PATH` names a directory under `/usr/lib` that
+//!   like, through an importer of perfwatch's own last on `sys.meta_path`, and `PERF_EXEC_PATH` names a directory under `/usr/lib` that
 //!   nobody but root can create;
 //! - `perf_trace_context`, perfwatch's own module: `common_pc`, `common_flags`,
 //!   `common_lock_depth` of the tracepoint record being handled, `perf_script_context`,
@@ -160,16 +160,42 @@ pub fn context(py: Python<'_>) -> PyResult<Py<PyAny>> {
         .unbind())
 }
 
-/// perfwatch's own module `name` from `source`, registered in `sys.modules` (once).
-fn install_builtin(py: Python<'_>, name: &str, source: &str) -> PyResult<()> {
-    let modules = py.import("sys")?.getattr("modules")?;
-    if modules.contains(name)? {
-        return Ok(());
+/// The importer of perfwatch's own modules: found when imported (last on `sys.meta_path`,
+/// as perf's library is last on `sys.path`), run only then.
+const FINDER: &std::ffi::CStr = cr#"
+def _install(sources):
+    import importlib.abc, importlib.util, sys
+
+    class PerfTraceUtil(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        """perfwatch's own Core, Util and EventClass for perf scripts."""
+
+        def find_spec(self, name, path=None, target=None):
+            if name not in sources:
+                return None
+            return importlib.util.spec_from_loader(name, self, origin="<perfwatch>/%s.py" % name)
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            code = compile(sources[module.__name__], module.__spec__.origin, "exec")
+            exec(code, module.__dict__)
+
+    if not any(type(f).__name__ == "PerfTraceUtil" for f in sys.meta_path):
+        sys.meta_path.append(PerfTraceUtil())
+"#;
+
+/// perfwatch's own Core, Util and EventClass, importable from then on.
+fn install_builtin(py: Python<'_>) -> PyResult<()> {
+    let globals = pyo3::types::PyDict::new(py);
+    py.run(FINDER, Some(&globals), None)?;
+    let sources = pyo3::types::PyDict::new(py);
+    sources.set_item("Core", CORE_PY)?;
+    sources.set_item("Util", UTIL_PY)?;
+    sources.set_item("EventClass", EVENT_CLASS_PY)?;
+    if let Some(f) = globals.get_item("_install")? {
+        f.call1((sources,))?;
     }
-    let code = std::ffi::CString::new(source)?;
-    let file = std::ffi::CString::new(format!("<perfwatch>/{name}.py"))?;
-    let module = std::ffi::CString::new(name)?;
-    PyModule::from_code(py, &code, &file, &module)?;
     Ok(())
 }
 
@@ -197,9 +223,7 @@ pub fn prepare(py: Python<'_>, path: &Path, args: &[String]) -> PyResult<()> {
             PERF_EXEC_PATH.to_string()
         }
         Library::Builtin(_) => {
-            install_builtin(py, "Core", CORE_PY)?;
-            install_builtin(py, "Util", UTIL_PY)?;
-            install_builtin(py, "EventClass", EVENT_CLASS_PY)?;
+            install_builtin(py)?;
             // A directory under /usr/lib that is not there: a script that puts
             // `$PERF_EXEC_PATH/...` on sys.path adds a place only root could fill.
             "/usr/lib/perfwatch-no-perf-core".to_string()

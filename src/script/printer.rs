@@ -70,11 +70,13 @@ pub enum Sink {
     /// -s` prints it), its errors on stderr.
     Stdout,
     /// `--script-output FILE`: written to a temporary file beside it (`output`), renamed over
-    /// it when the run ends without a write error ([`OutputFile`]).
+    /// it when the run ends without a write error ([`OutputFile`]). `bare`: lines without
+    /// the script's name (a perf script's prints).
     File {
         path: PathBuf,
         file: io::LineWriter<File>,
         output: Option<OutputFile>,
+        bare: bool,
     },
 }
 
@@ -93,6 +95,7 @@ impl Sink {
                     path: p.to_path_buf(),
                     file: io::LineWriter::new(output.file().try_clone()?),
                     output: Some(output),
+                    bare: false,
                 }
             }
             None => fallback,
@@ -118,7 +121,26 @@ impl Sink {
                 let _ = write_bare(&mut out, m).and_then(|()| out.flush());
                 Ok(())
             }
-            Sink::File { file, .. } => write_msg(file, m),
+            Sink::File { file, bare, .. } => match bare {
+                true if !matches!(m, PaneMsg::Text { is_error: true, .. }) => write_bare(file, m),
+                _ => write_msg(file, m),
+            },
+        }
+    }
+
+    /// A perf script's output: a file gets its prints bare (as `perf script -s > FILE`
+    /// would), its errors still named.
+    pub fn for_perf_script(self) -> Sink {
+        match self {
+            Sink::File {
+                path, file, output, ..
+            } => Sink::File {
+                path,
+                file,
+                output,
+                bare: true,
+            },
+            other => other,
         }
     }
 
@@ -497,6 +519,7 @@ mod tests {
             path: "/dev/full".into(),
             file: io::LineWriter::new(file),
             output: None,
+            bare: false,
         };
         let (router, _panes) = PaneRouter::spawn_for_panes(rx, sink, 16).unwrap();
         for i in 0..5 {
