@@ -50,23 +50,28 @@ pub enum Library {
 pub fn library() -> &'static Library {
     static LIB: OnceLock<Library> = OnceLock::new();
     LIB.get_or_init(|| {
-        let dir = Path::new(PERF_EXEC_PATH).join(TRACE_UTIL);
         if std::env::var_os(BUILTIN_ENV).is_some() {
             return Library::Builtin(None);
         }
-        if !dir.join("Core.py").exists() {
-            return Library::Builtin(None);
-        }
-        let who = super::safety::Invoker::current();
-        for m in ["Core.py", "Util.py"] {
-            match super::safety::open_script(&dir.join(m), false, who) {
-                Ok(s) if s.import_dir.is_some() => {}
-                Ok(s) => return Library::Builtin(s.import_note),
-                Err(e) => return Library::Builtin(Some(e.to_string())),
-            }
-        }
-        Library::Installed(dir.to_string_lossy().into_owned())
+        let dir = Path::new(PERF_EXEC_PATH).join(TRACE_UTIL);
+        judge_library(&dir, super::safety::Invoker::current())
     })
+}
+
+/// Perf-Trace-Util in `dir`, if its modules and `dir` pass the walk a script passes (and
+/// `dir` is one that could go on the import path).
+pub fn judge_library(dir: &Path, who: super::safety::Invoker) -> Library {
+    if !dir.join("Core.py").exists() {
+        return Library::Builtin(None);
+    }
+    for m in ["Core.py", "Util.py"] {
+        match super::safety::open_script(&dir.join(m), false, who) {
+            Ok(s) if s.import_dir.is_some() => {}
+            Ok(s) => return Library::Builtin(s.import_note),
+            Err(e) => return Library::Builtin(Some(e.to_string())),
+        }
+    }
+    Library::Installed(dir.to_string_lossy().into_owned())
 }
 
 thread_local! {
@@ -248,5 +253,51 @@ pub fn library_note() -> Option<String> {
              perfwatch's own Core, Util and EventClass modules serve the perf scripts"
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn perfs_library_is_used_only_when_it_passes_the_walk() {
+        let who = super::super::safety::Invoker::current();
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("Trace");
+        assert_eq!(judge_library(&dir, who), Library::Builtin(None), "absent");
+        std::fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o755);
+        for m in ["Core.py", "Util.py"] {
+            std::fs::write(dir.join(m), "x = 1\n").unwrap();
+            chmod(&dir.join(m), 0o644);
+        }
+        assert!(
+            matches!(judge_library(&dir, who), Library::Installed(_)),
+            "{:?}",
+            judge_library(&dir, who)
+        );
+        // A directory anyone can add a module to.
+        chmod(&dir, 0o777);
+        assert!(
+            matches!(judge_library(&dir, who), Library::Builtin(Some(_))),
+            "{:?}",
+            judge_library(&dir, who)
+        );
+        chmod(&dir, 0o755);
+        // A module anyone can rewrite (refused as root, as a script would be).
+        chmod(&dir.join("Util.py"), 0o666);
+        if who.euid == 0 {
+            assert!(
+                matches!(judge_library(&dir, who), Library::Builtin(Some(_))),
+                "{:?}",
+                judge_library(&dir, who)
+            );
+        }
     }
 }
