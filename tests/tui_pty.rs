@@ -775,6 +775,36 @@ fn script_output_after_the_tui_quits_is_not_lost() {
     assert!(!after.contains("FINAL TABLE"), "{after}");
 }
 
+/// What a perf script prints in trace_end() reaches the terminal after the TUI is gone,
+/// bare, as perf script prints it.
+#[test]
+fn a_perf_scripts_trace_end_output_follows_the_tui_bare() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("perf_final.py");
+    std::fs::write(
+        &script,
+        "from perf_trace_context import *\n\
+         def raw_syscalls__sys_enter(*args):\n\
+         \x20   pass\n\
+         def trace_end():\n\
+         \x20   print('PERF FINAL TABLE')\n",
+    )
+    .expect("script");
+    let mut s = Screen::spawn(&["-e", "dummy", "--script", script.to_str().expect("utf-8")]);
+    s.wait_for("the TUI", Duration::from_secs(20), |t| {
+        t.contains("records")
+    });
+    s.quit_restored("perf script");
+    let raw = String::from_utf8_lossy(&s.raw);
+    let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
+    assert!(after.contains("PERF FINAL TABLE"), "{after}");
+    assert!(
+        !after.contains("[perf_final.py] PERF FINAL TABLE"),
+        "{after}"
+    );
+}
+
 /// A program that spends its time in `pwhot_spin`, called from `main` through `pwhot_outer`,
 /// for at most 15 s.
 fn hot_program(dir: &std::path::Path) -> std::path::PathBuf {

@@ -201,9 +201,14 @@ impl Scripts {
                 true => sink.for_perf_script(),
                 false => sink,
             };
-            let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let capacity = StageOptions::default().pane_messages;
+            let perf_style = stage.perf_style();
+            let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let (router, panes) = printer::PaneRouter::spawn_for_panes(pane, sink, capacity)?;
+            let router = match perf_style {
+                true => router.bare_epilogue(),
+                false => router,
+            };
             return Ok((
                 pipe,
                 Some(panes),

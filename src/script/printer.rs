@@ -326,6 +326,9 @@ pub struct PaneRouter {
     input: Receiver<PaneMsg>,
     /// The panes' end of the forward channel, to take back what the TUI did not read.
     shown: Option<Receiver<PaneMsg>>,
+    /// The epilogue's prints without the script's name (a perf script's, as perf script
+    /// prints them).
+    bare: bool,
 }
 
 /// How long [`PaneRouter::finish`] waits for the writer.
@@ -392,7 +395,14 @@ impl PaneRouter {
             thread: Some(thread),
             input,
             shown: None,
+            bare: false,
         })
+    }
+
+    /// A perf script's router: what it prints after the TUI is gone reaches stderr bare.
+    pub fn bare_epilogue(mut self) -> PaneRouter {
+        self.bare = true;
+        self
     }
 
     /// Once the scripts have stopped: write what is still queued, and return what the user
@@ -442,7 +452,15 @@ impl PaneRouter {
                 let _ = write_msg(&mut out, &PaneMsg::Lines { script, lines });
             }
             for m in &texts {
-                let _ = write_msg(&mut out, m);
+                let _ = match (self.bare, m) {
+                    (
+                        true,
+                        PaneMsg::Text {
+                            is_error: false, ..
+                        },
+                    ) => write_bare(&mut out, m),
+                    _ => write_msg(&mut out, m),
+                };
             }
             state.report.epilogue = out;
         }
