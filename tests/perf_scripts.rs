@@ -371,7 +371,8 @@ def raw_syscalls__sys_exit(event_name, context, common_cpu, common_secs, common_
         return
     s = perf_sample_dict["sample"]
     if perf_sample_dict["ev_name"] != "raw_syscalls:sys_exit" or s["pid"] != common_pid \
-            or s["cpu"] != common_cpu or nsecs(common_secs, common_nsecs) != s["time"]:
+            or s["cpu"] != common_cpu or nsecs(common_secs, common_nsecs) != s["time"] \
+            or s["cpumode"] != 1:
         problems.append("sample dict %r" % (s,))
     if event_name != "raw_syscalls__sys_exit" or common_callchain != []:
         problems.append("common args")

@@ -428,6 +428,10 @@ fn sample_dict<'py>(
     s.set_item("addr", 0)?;
     s.set_item("weight", 0)?;
     s.set_item("transaction", 0)?;
+    // PERF_RECORD_MISC_CPUMODE_MASK of the sample's misc (kernel 1, user 2, ...).
+    if let EventKind::Sample { misc, .. } = &ev.kind {
+        s.set_item("cpumode", misc & 7)?;
+    }
     d.set_item("sample", s)?;
     d.set_item("raw_buf", PyBytes::new(py, raw))?;
     d.set_item("comm", comm_of(ev))?;
