@@ -349,7 +349,12 @@ unhandled = {}
 problems = []
 
 def trace_begin():
-    print("argv", sys.argv[1:])
+    # Defined from the print fmt before trace_begin, for a tracepoint a handler names.
+    print("argv", sys.argv[1:], symbol_str("irq__softirq_entry", "vec", 1))
+
+def irq__softirq_entry(event_name, context, common_cpu, common_secs, common_nsecs,
+                       common_pid, common_comm, common_callchain, vec):
+    pass
 
 def raw_syscalls__sys_enter(event_name, context, common_cpu, common_secs, common_nsecs,
                             common_pid, common_comm, common_callchain, id, args):
@@ -412,7 +417,7 @@ fn a_perf_script_written_here_gets_perfs_arguments_and_types() {
     assert_eq!(
         r.stdout.lines().collect::<Vec<_>>(),
         [
-            "argv ['pwown']",
+            "argv ['pwown'] TIMER",
             "bad dirfd 61, EBADF 61, [('syscalls__sys_exit_openat', 61)], problems []",
             "flags True EBADF True",
         ],

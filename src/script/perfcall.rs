@@ -10,10 +10,11 @@
 //! - a tracepoint without a handler goes to `trace_unhandled(event_name, context,
 //!   event_fields_dict[, perf_sample_dict])`;
 //! - any other sample goes to `process_event(param_dict)`;
-//! - on the first record of each tracepoint, as perf does, the flag and symbolic values of
-//!   its print fmt are defined through the script's own `define_flag_field`,
-//!   `define_flag_value`, `define_symbolic_field` and `define_symbolic_value` (which
-//!   `from Core import *` brings in).
+//! - the flag and symbolic values of a tracepoint's print fmt are defined through the
+//!   script's own `define_flag_field`, `define_flag_value`, `define_symbolic_field` and
+//!   `define_symbolic_value` (which `from Core import *` brings in): before `trace_begin()`
+//!   for the tracepoints its handlers name, and for any other on its first record, as perf
+//!   does for all.
 //!
 //! - a context switch record (`--switch`) goes to `context_switch(ts, cpu, pid, tid, np_pid,
 //!   np_tid, machine_pid, out, out_preempt, sample_machine_pid, vcpu)` (perf 6.1's 11
@@ -24,7 +25,7 @@
 //!
 //! Other side-band records (fork, exit, comm, mmap, lost) call nothing, as in perf.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyModule, PyString, PyTuple};
@@ -57,6 +58,8 @@ pub struct PerfCalls {
     unhandled: Option<Callable>,
     /// Per tracepoint (its descriptor's address), once seen.
     seen: HashMap<usize, Tracepoint>,
+    /// The tracepoints (`SUBSYS__EVENT`) whose values are defined.
+    defined: HashSet<String>,
 }
 
 /// What failed: the handler's name, and its exception.
@@ -93,7 +96,23 @@ impl PerfCalls {
             unthrottle: callable(m, "unthrottle"),
             unhandled,
             seen: HashMap::new(),
+            defined: HashSet::new(),
         })
+    }
+
+    /// Define the flag and symbolic values of `tracepoints` (`SUBSYS:EVENT`, those this
+    /// kernel has) now, before `trace_begin()`.
+    pub fn define_ahead(&mut self, py: Python<'_>, tracepoints: &[String]) -> Result<(), Failure> {
+        for tp in tracepoints {
+            let Ok(format) = crate::perf::events::read_tracepoint_format(tp) else {
+                continue;
+            };
+            let name = format.name.replacen(':', "__", 1);
+            if self.defined.insert(name.clone()) {
+                define_values(self.module.bind(py), &name, &format)?;
+            }
+        }
+        Ok(())
     }
 
     /// Call the handler `ev` is for, if any.
@@ -171,10 +190,12 @@ impl PerfCalls {
         }
     }
 
-    fn first_sight(&self, py: Python<'_>, format: &Format) -> Result<Tracepoint, Failure> {
+    fn first_sight(&mut self, py: Python<'_>, format: &Format) -> Result<Tracepoint, Failure> {
         let name = format.name.replacen(':', "__", 1);
+        if self.defined.insert(name.clone()) {
+            define_values(self.module.bind(py), &name, format)?;
+        }
         let m = self.module.bind(py);
-        define_values(m, &name, format)?;
         let n = 8 + format.fields.iter().filter(|f| !f.common).count();
         let handler = callable(m, &name).map(|f| {
             let with_sample = arg_count(f.bind(py)) == n + 1;

@@ -345,12 +345,17 @@ fn load_one(
             // perf script calls neither of these: they are perfwatch's only.
             handlers[Handler::Filter as usize] = None;
             handlers[Handler::OnTick as usize] = None;
-            Some(super::perfcall::PerfCalls::new(py, &m).map_err(|e| {
+            let fail = |e: &PyErr| {
                 format!(
                     "script '{shown}': {}",
-                    escape_lines(&format_exception(py, &e))
+                    escape_lines(&format_exception(py, e))
                 )
-            })?)
+            };
+            let mut calls = super::perfcall::PerfCalls::new(py, &m).map_err(|e| fail(&e))?;
+            calls
+                .define_ahead(py, &tracepoints)
+                .map_err(|(name, e)| format!("{name}(): {}", fail(&e)))?;
+            Some(calls)
         }
         None => None,
     };
