@@ -228,12 +228,14 @@ impl PerfCalls {
             (None, Some(u)) => (u, true),
             (None, None) => return Ok(()),
         };
-        let who = if unhandled {
-            "trace_unhandled".to_string()
-        } else {
-            tp.name.bind(py).to_string()
+        // The handler's name, made only when it failed.
+        let fail = |e: PyErr| {
+            let who = match unhandled {
+                true => "trace_unhandled".to_string(),
+                false => tp.name.bind(py).to_string(),
+            };
+            (who, e)
         };
-        let fail = |e: PyErr| (who.clone(), e);
         let int = |name: &str| match ev.field(name) {
             Some(Value::Int(v)) => v,
             Some(Value::UInt(v) | Value::Hex(v)) => v as i64,
