@@ -392,7 +392,8 @@ def trace_unhandled(event_name, context, event_fields_dict, perf_sample_dict):
 
 def trace_end():
     print("bad dirfd %d, EBADF %d, %s, problems %s" % (bad_dirfd, failed, sorted(unhandled.items()), problems[:3]))
-    print("flags", flag_str("x", "y", 1) == "", strerror(-9), syscall_name(257) in ("257", "openat"))
+    print("flags", flag_str("x", "y", 1) == "", strerror(-9), syscall_name(257) in ("257", "openat"),
+          perf_set_itrace_options(perf_script_context, "i") == -1)
 "#;
 
 #[test]
@@ -419,7 +420,7 @@ fn a_perf_script_written_here_gets_perfs_arguments_and_types() {
         [
             "argv ['pwown'] TIMER",
             "bad dirfd 61, EBADF 61, [('syscalls__sys_exit_openat', 61)], problems []",
-            "flags True EBADF True",
+            "flags True EBADF True True",
         ],
         "stderr:\n{}",
         r.stderr
@@ -488,14 +489,16 @@ fn handlers_made_at_import_are_found_in_the_module() {
     // No `def` of a perf handler in the source: it is made at import time.
     let (_d, s) = temp_script(
         "dynamic.py",
-        "n = 0\ndef _h(*args):\n    global n\n    n += 1\nglobals()['raw_syscalls__sys_enter'] = _h\ndef trace_end():\n    print('calls', n > 0)\n",
+        "n = 0\ndef _h(*args):\n    global n\n    n += 1\nglobals()['raw_syscalls__sys_enter'] = _h\ndef trace_end():\n    print('calls', n > 0, perf_script_context is not None)\n",
     );
     let r = run(common::perfwatch()
         .args(["--plain", "-e", "raw_syscalls:sys_enter", "--script"])
         .arg(&s)
         .args(["--", "true"]));
     r.exited(0);
-    assert_eq!(r.stdout.trim(), "calls True", "{}", r.stderr);
+    // perf_script_context is a global of the script, as perf sets it (intel-pt-events.py
+    // uses it without importing it).
+    assert_eq!(r.stdout.trim(), "calls True True", "{}", r.stderr);
 }
 
 #[test]

@@ -82,14 +82,21 @@ fn callable(m: &Bound<'_, PyModule>, name: &str) -> Option<Py<PyAny>> {
 }
 
 impl PerfCalls {
+    /// The handlers of the script module `m`, which also gets the global
+    /// `perf_script_context` perf gives its scripts (intel-pt-events.py passes it to
+    /// `perf_set_itrace_options` in `trace_begin()`).
     pub fn new(py: Python<'_>, m: &Bound<'_, PyModule>) -> PyResult<PerfCalls> {
+        let context = super::perfenv::context(py)?;
+        if m.getattr_opt("perf_script_context")?.is_none() {
+            m.setattr("perf_script_context", context.bind(py))?;
+        }
         let unhandled = callable(m, "trace_unhandled").map(|f| {
             let with_sample = arg_count(f.bind(py)) == 4;
             Callable { f, with_sample }
         });
         Ok(PerfCalls {
             module: m.clone().unbind(),
-            context: super::perfenv::context(py)?,
+            context,
             process_event: callable(m, "process_event"),
             context_switch: callable(m, "context_switch"),
             throttle: callable(m, "throttle"),

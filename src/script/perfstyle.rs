@@ -135,7 +135,9 @@ pub fn judge(found: &Found) -> Option<PerfScript> {
         } else if let Some((subsys, event)) = tracepoint_handler(name) {
             strong_handler = true;
             handlers.push(name.clone());
-            tracepoints.push(format!("{subsys}:{event}"));
+            if !is_stat_hook(name) {
+                tracepoints.push(format!("{subsys}:{event}"));
+            }
         }
     }
     let perf = strong_handler || strong_import || found.perf_exec_path || found.db_export;
@@ -173,9 +175,14 @@ pub fn unserved(p: &PerfScript) -> Vec<&str> {
         .collect()
 }
 
-/// `stat__interval` looks like a tracepoint handler but is perf stat's hook.
+/// `stat__interval` and `stat__EVENT` look like tracepoint handlers but are perf stat's
+/// hooks (`perf stat record` + `perf script -s`).
 fn is_served(h: &str) -> bool {
-    SERVED.contains(&h) || (tracepoint_handler(h).is_some() && !PERF_HANDLERS.contains(&h))
+    SERVED.contains(&h) || (tracepoint_handler(h).is_some() && !is_stat_hook(h))
+}
+
+fn is_stat_hook(h: &str) -> bool {
+    PERF_HANDLERS.contains(&h) || h.starts_with("stat__")
 }
 
 /// perf script handlers perfwatch calls (besides `SUBSYS__EVENT` ones).
@@ -206,7 +213,10 @@ pub fn refusal(shown: &str, p: &PerfScript, found: &Found) -> Option<String> {
     let perf = served(p);
     if !own.is_empty() && !perf.is_empty() {
         return Some(format!(
-            "script '{shown}' defines handlers of two conventions: {} (perfwatch's) and {}              (perf script's, which perfwatch calls as perf script does). Write it in one of              them; if a function above is a helper of its own, rename it so that it has no              `__` in its name",
+            "script '{shown}' defines handlers of two conventions: {} (perfwatch's) and {} \
+             (perf script's, which perfwatch calls as perf script does). Write it in one of \
+             them; if a function above is a helper of its own, rename it so that it has no \
+             `__` in its name",
             crate::text::escape(listed(&own).as_bytes()),
             crate::text::escape(listed(&perf).as_bytes()),
         ));
@@ -214,7 +224,9 @@ pub fn refusal(shown: &str, p: &PerfScript, found: &Found) -> Option<String> {
     let unserved = unserved(p);
     if perf.is_empty() && !unserved.is_empty() {
         return Some(format!(
-            "script '{shown}' is written for perf script, but perfwatch does not call {}:              there is nothing for perfwatch to call in it (run it with perf: perf record ...              && perf script -s FILE)",
+            "script '{shown}' is written for perf script, but perfwatch does not call {}: \
+             there is nothing for perfwatch to call in it (run it with perf: perf record ... \
+             && perf script -s FILE)",
             crate::text::escape(listed(&unserved).as_bytes()),
         ));
     }
@@ -442,7 +454,10 @@ mod tests {
             msg.contains("parse__line()") && msg.contains("on_event()") && msg.contains("rename"),
             "{msg}"
         );
-        assert!(!msg.contains('\n'), "one paragraph: {msg}");
+        assert!(
+            !msg.contains('\n') && !msg.contains("  "),
+            "one paragraph: {msg}"
+        );
     }
 
     #[test]
@@ -461,11 +476,25 @@ mod tests {
         let note = unserved_note("s.py", &p).unwrap();
         assert!(note.contains("process_stat()"), "{note}");
         assert!(!note.contains("context_switch"), "{note}");
-        let stat = found(&["process_stat", "stat__interval", "trace_end"], &[]);
+        // stat-cpi.py: perf stat's per-counter hooks are no tracepoint handlers.
+        let stat = found(
+            &[
+                "stat__cycles_k",
+                "process_stat",
+                "stat__interval",
+                "trace_end",
+            ],
+            &[],
+        );
         let p = judge(&stat).unwrap();
+        assert!(p.tracepoints.is_empty(), "{p:?}");
         let msg = refusal("stat.py", &p, &stat).unwrap();
-        assert!(msg.contains("process_stat(), stat__interval()"), "{msg}");
+        assert!(
+            msg.contains("stat__cycles_k(), process_stat(), stat__interval()"),
+            "{msg}"
+        );
         assert!(msg.contains("nothing for perfwatch to call"), "{msg}");
+        assert!(!msg.contains("  "), "{msg}");
     }
 
     #[test]
