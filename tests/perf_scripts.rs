@@ -332,6 +332,39 @@ fn stackcollapse_folds_the_live_stacks() {
     assert!(total >= 100, "{total} samples:\n{text}");
 }
 
+/// flamegraph.py binds its handlers under `if __name__ == "__main__":`: perf runs a script
+/// as `__main__`, and so does perfwatch.
+#[test]
+fn flamegraph_runs_as_main_and_writes_its_json() {
+    require_perf!();
+    let Some(path) = shipped("flamegraph.py") else {
+        skip!("flamegraph.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwflame", SPIN);
+    let json = dir.path().join("flame.json");
+    let r = run(common::perfwatch()
+        .args(["--plain", "-g", "-e", "task-clock", "-F", "997", "--script"])
+        .arg(&path)
+        .args([
+            "--script-arg=--format=json",
+            "--script-arg=-o",
+            "--script-arg",
+        ])
+        .arg(&json)
+        .arg("--")
+        .arg(&prog)
+        .arg("300"));
+    r.exited(0);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {}", r.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["n"], "all", "{text}");
+    assert!(
+        text.contains("\"pwflame (") && text.contains("spin_inner"),
+        "{text}"
+    );
+}
+
 /// A perf script written here: perf's argument lists and types (an array as a bytearray,
 /// the perf_sample_dict as the last argument of a handler that takes one more), trace_unhandled
 /// with the dict form, sys.argv, perf_trace_context; run with perfwatch's own Core and Util.

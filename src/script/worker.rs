@@ -277,8 +277,6 @@ fn load_one(
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let module_name = CString::new(format!("perfwatch_script_{index}_{stem}"))
-        .map_err(|_| format!("cannot load script '{shown}': bad name"))?;
     if let Some(dir) = &script.import_dir {
         // Helpers beside the script are importable: its directory passed the same checks
         // as the script, and nobody else can add a module to it.
@@ -289,11 +287,6 @@ fn load_one(
     }
     // Tracebacks show the lines that were compiled, not whatever the path holds by then.
     let _ = seed_linecache(py, &file_name, &script.source);
-    // A fresh module: from_code would run the code in an existing one of the same name.
-    let _ = py
-        .import("sys")
-        .and_then(|s| s.getattr("modules"))
-        .and_then(|m| m.call_method1("pop", (module_name.to_str().unwrap_or(""), py.None())));
     // A script written for perf script gets perf script's environment before any of it runs
     // (one that mixes both conventions is refused).
     let mut perf =
@@ -301,6 +294,19 @@ fn load_one(
     if perf.is_some() {
         perf_env(py, path, script_args, &shown)?;
     }
+    // perf runs a script as `__main__` (flamegraph.py binds its handlers under `if __name__
+    // == "__main__":`); perfwatch's own scripts get a module name of their own.
+    let module_name = match perf.is_some() {
+        true => "__main__".to_string(),
+        false => format!("perfwatch_script_{index}_{stem}"),
+    };
+    let module_name =
+        CString::new(module_name).map_err(|_| format!("cannot load script '{shown}': bad name"))?;
+    // A fresh module: from_code would run the code in an existing one of the same name.
+    let _ = py
+        .import("sys")
+        .and_then(|s| s.getattr("modules"))
+        .and_then(|m| m.call_method1("pop", (module_name.to_str().unwrap_or(""), py.None())));
     let m = PyModule::from_code(py, &source, &file_name, &module_name).map_err(|e| {
         format!(
             "script '{shown}' failed to load:\n{}",
