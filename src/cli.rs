@@ -145,9 +145,24 @@ pub struct Cli {
     pub json: bool,
 
     /// Run this Python script on every event (repeatable; scripts run in the order given). It
-    /// may define trace_begin(), trace_end(), filter(event), on_event(event), on_tick().
+    /// may define trace_begin(), trace_end(), filter(event), on_event(event), on_tick(); or
+    /// be written for perf script (SUBSYS__EVENT handlers, process_event, trace_unhandled),
+    /// whose handlers are called as perf script calls them, whose tracepoints are opened
+    /// when no -e is given, and whose prints are what stdout carries with --plain/--json
+    /// (see the README's perf scripts section).
     #[arg(long = "script", value_name = "FILE.py")]
     pub script: Vec<std::path::PathBuf>,
+
+    /// An argument for scripts written for perf script (repeatable, in order): their
+    /// sys.argv is [FILE.py, ARG...], as `perf script -s FILE.py ARG...` gives it, e.g.
+    /// --script syscall-counts.py --script-arg bash.
+    #[arg(
+        long = "script-arg",
+        value_name = "ARG",
+        requires = "script",
+        allow_hyphen_values = true
+    )]
+    pub script_arg: Vec<String>,
 
     /// Run scripts that other users could have written (as root, perfwatch refuses a script
     /// that it, a directory above it or a link on its path is not owned by root or the sudo

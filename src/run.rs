@@ -170,7 +170,25 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     // Scripts load (and fail, with their traceback) before anything is opened or the TUI
     // takes the screen.
-    let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
+    let scripts = crate::script::Scripts::load(&cli.script, cli.force_script, &cli.script_arg)?;
+    // No -e and a perf script with tracepoint handlers: open what they handle, as `perf
+    // script record SCRIPT` records it.
+    let perf_events = match cli.events.is_empty() {
+        true => scripts.perf_events(),
+        false => Vec::new(),
+    };
+    if !perf_events.is_empty() {
+        let events = perf_events.join(",");
+        eprintln!(
+            "perfwatch: note: no -e: opening the tracepoints the script's handlers are for: {events}"
+        );
+        let c = Cli {
+            events: vec![events],
+            ..cli.clone()
+        };
+        cfg = monitor_config(&c)?;
+        cfg.exec_argv = argv_wanted(&c, interactive);
+    }
     // `--folded FILE` is created now: a path it cannot use stops perfwatch before it starts.
     let folding = match &cli.folded {
         Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
@@ -233,6 +251,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         .clone()
         .filter(|f| !f.is_empty())
         .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
+    // A perf script's output takes the records' place on stdout, as with `perf script -s`.
+    let filter = match scripts.perf_style() {
+        true => Some(Box::new(|_: &_, _: &_| false) as plain::EventFilter),
+        false => filter,
+    };
     let opts = PlainOptions::new(format, filter, folding.clone());
     let mut out = crate::output::StdoutQueue::stdout()?;
     let (mut pipe, scripts) =

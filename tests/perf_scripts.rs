@@ -1,32 +1,575 @@
-//! Scripts written for `perf script -s` are refused at start, naming the handlers perfwatch
-//! would never call; they never run to an exit status of 0 having called none of them.
+//! Scripts written for `perf script -s` run live under `perfwatch --script`, and print what
+//! perf script prints for the same workload: perf's shipped scripts (Debian's linux-perf
+//! puts them in /usr/lib/perf-core/scripts/python), run side by side with `perf record` +
+//! `perf script -s` on C programs with known counts, and scripts of the convention written
+//! here.
 #![cfg(feature = "python")]
 
 mod common;
 
-use common::{Run, run, temp_script};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{InTime, Run, run, temp_script};
 
 /// Where Debian's `linux-perf` puts perf's own Python scripts.
 const PERF_SCRIPTS: &str = "/usr/lib/perf-core/scripts/python";
 
-/// perfwatch with `--script path`, watching nothing much for at most a second.
-fn with_script(path: &std::path::Path) -> Run {
-    run(common::perfwatch()
-        .args(["--plain", "-e", "dummy", "-d", "1", "--script"])
-        .arg(path))
+/// N failing `openat`s (EBADF: a directory descriptor that is not open), which nothing
+/// else in the program makes.
+const FAIL_OPEN: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 0;
+    for (int i = 0; i < n; i++) openat(12345, "perfwatch-no-such-file", O_RDONLY);
+    return 0;
+}
+"#;
+
+/// N `FUTEX_WAIT`s on a word that does not hold the value waited for: each returns EAGAIN
+/// at once, and each is a wait futex-contention.py counts.
+const FUTEX_WAIT: &str = r#"
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static int word = 1;
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 0;
+    for (int i = 0; i < n; i++) syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    return 0;
+}
+"#;
+
+/// Spins in main -> outer -> inner (frame pointers kept) for about `argv[1]` ms of CPU.
+const SPIN: &str = r#"
+#include <stdlib.h>
+#include <time.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) static void spin_inner(void) { for (int i = 0; i < 100000; i++) sink += i; }
+__attribute__((noinline)) static void spin_outer(void) { spin_inner(); }
+int main(int argc, char **argv) {
+    long ms = argc > 1 ? atol(argv[1]) : 100;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    do {
+        spin_outer();
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    return 0;
+}
+"#;
+
+/// A C program built here (`cc -O1 -fno-omit-frame-pointer`).
+fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let out = dir.join(name);
+    let st = Command::new("cc")
+        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(&out)
+        .arg(&c)
+        .status_in_time()
+        .expect("cc (a C compiler is needed: .ci/run installs one)");
+    assert!(st.success(), "cc failed");
+    out
 }
 
-/// The same in the environment `perf script` gives its scripts: there, those that import
-/// perf's helpers import cleanly, and (before) ran to exit 0 having been called for nothing.
-fn with_script_in_perfs_env(path: &std::path::Path) -> Run {
-    run(common::perfwatch()
-        .env("PERF_EXEC_PATH", "/usr/lib/perf-core")
-        .args(["--plain", "-e", "dummy", "-d", "1", "--script"])
-        .arg(path))
+fn shipped(name: &str) -> Option<PathBuf> {
+    let p = Path::new(PERF_SCRIPTS).join(name);
+    p.is_file().then_some(p)
+}
+
+/// `perf record -e EVENTS -- PROG ARGS`, then `perf script -s SCRIPT SCRIPT_ARGS`: its stdout.
+fn perf_side(dir: &Path, events: &str, prog: &[&str], script: &Path, args: &[&str]) -> String {
+    let data = dir.join("perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", events, "-o"])
+        .arg(&data)
+        .arg("--")
+        .args(prog)
+        .output_in_time()
+        .unwrap();
+    assert!(rec.status.success(), "perf record: {rec:?}");
+    let out = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&data)
+        .arg("-s")
+        .arg(script)
+        .args(args)
+        .output_in_time()
+        .unwrap();
+    assert!(out.status.success(), "perf script: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `perfwatch --plain -e EVENTS --script SCRIPT --script-arg ARGS... -- PROG`.
+fn perfwatch_side(events: &str, prog: &[&str], script: &Path, args: &[&str]) -> Run {
+    let mut c = common::perfwatch();
+    c.args(["--plain", "-e", events, "--script"]).arg(script);
+    for a in args {
+        c.arg(format!("--script-arg={a}"));
+    }
+    let r = run(c.arg("--").args(prog));
+    r.exited(0);
+    r
+}
+
+/// The lines of a script's output that say something about the workload: without perf's
+/// audit notice (perfwatch's own Util says it on stderr instead), and with `[PID]` made
+/// `[PID]` (two runs, two pids).
+fn lines(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| {
+            !(l.contains("audit-libs-python")
+                || l.starts_with("For example:")
+                || l.starts_with("  # ")
+                || l.trim() == "etc.")
+        })
+        .map(|l| {
+            let mut s = l.trim_end().to_string();
+            if let (Some(a), Some(b)) = (s.rfind('['), s.rfind(']')) {
+                if a < b && s[a + 1..b].bytes().all(|c| c.is_ascii_digit()) && b > a + 1 {
+                    s.replace_range(a + 1..b, "PID");
+                }
+            }
+            s
+        })
+        // perf's audit notice ends with an empty line.
+        .skip_while(|l| l.is_empty())
+        .collect()
+}
+
+macro_rules! require_perf_tool {
+    () => {
+        if Command::new("perf")
+            .arg("--version")
+            .output_in_time()
+            .is_err()
+        {
+            skip!("perf is not installed (Debian: linux-perf)");
+        }
+    };
 }
 
 #[test]
-fn perfs_own_scripts_are_refused_with_their_handlers_named() {
+fn failed_syscalls_and_syscall_counts_print_what_perf_script_prints() {
+    let _tracefs = require_tracefs!();
+    require_perf_tool!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwfailopen", FAIL_OPEN);
+    let prog = prog.to_str().unwrap();
+    const N: usize = 173;
+    let n = N.to_string();
+    for (script, event) in [
+        ("failed-syscalls-by-pid.py", "raw_syscalls:sys_exit"),
+        ("syscall-counts.py", "raw_syscalls:sys_enter"),
+        ("syscall-counts-by-pid.py", "raw_syscalls:sys_enter"),
+    ] {
+        let Some(path) = shipped(script) else {
+            skip!("{script} is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+        };
+        let perf = perf_side(dir.path(), event, &[prog, &n], &path, &["pwfailopen"]);
+        let ours = perfwatch_side(event, &[prog, &n], &path, &["pwfailopen"]);
+        assert_eq!(
+            lines(&ours.stdout),
+            lines(&perf),
+            "{script}: perfwatch's stdout, then perf script's"
+        );
+        // And the count the program is known to make: N openat (257 on x86_64) from it.
+        let words = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let known = ours.stdout.lines().map(words).any(|w| match script {
+            "failed-syscalls-by-pid.py" => w == ["err", "=", "EBADF", &n],
+            _ => w.len() == 2 && w[0] == "257" && w[1].parse::<usize>().is_ok_and(|c| c >= N),
+        });
+        assert!(
+            known,
+            "{script}: the {N} openat are not counted:\n{}",
+            ours.stdout
+        );
+        // Only the script's output on stdout: no record lines.
+        assert!(!ours.stdout.contains("cpu: "), "{}", ours.stdout);
+    }
+}
+
+#[test]
+fn futex_contention_counts_every_wait() {
+    let _tracefs = require_tracefs!();
+    require_perf_tool!();
+    let Some(path) = shipped("futex-contention.py") else {
+        skip!("futex-contention.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwfutex", FUTEX_WAIT);
+    let prog = prog.to_str().unwrap();
+    let events = "syscalls:sys_enter_futex,syscalls:sys_exit_futex";
+    // "pwfutex[PID] lock ADDR contended N times, ..." (addresses and times vary).
+    let counted = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("pwfutex["))
+            .filter_map(|l| l.split(" contended ").nth(1))
+            .map(|l| l.split(',').next().unwrap_or("").to_string())
+            .collect()
+    };
+    let perf = perf_side(dir.path(), events, &[prog, "91"], &path, &[]);
+    let ours = perfwatch_side(events, &[prog, "91"], &path, &[]);
+    assert_eq!(
+        counted(&ours.stdout),
+        counted(&perf),
+        "{}\n{perf}",
+        ours.stdout
+    );
+    assert!(
+        ours.stdout.contains("contended 91 times"),
+        "{}",
+        ours.stdout
+    );
+    // Without -e: the tracepoints its handlers are for, said on stderr.
+    let r = run(common::perfwatch()
+        .args(["--plain", "--script"])
+        .arg(&path)
+        .args(["--", prog, "23"]));
+    r.exited(0).said(&[
+        "no -e: opening the tracepoints the script's handlers are for: \
+         syscalls:sys_enter_futex,syscalls:sys_exit_futex",
+    ]);
+    assert!(r.stdout.contains("contended 23 times"), "{}", r.stdout);
+}
+
+#[test]
+fn check_perf_trace_counts_the_unhandled_and_names_symbolic_values() {
+    let _tracefs = require_tracefs!();
+    require_perf_tool!();
+    let Some(path) = shipped("check-perf-trace.py") else {
+        skip!("check-perf-trace.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwcheck", FAIL_OPEN);
+    let prog = prog.to_str().unwrap();
+    let events = "syscalls:sys_enter_openat";
+    let perf = perf_side(dir.path(), events, &[prog, "57"], &path, &[]);
+    let ours = perfwatch_side(events, &[prog, "57"], &path, &[]);
+    // trace_unhandled counted every openat, as perf's did.
+    let unhandled = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("syscalls__sys_enter_openat"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert_eq!(unhandled(&ours.stdout), unhandled(&perf), "{}", ours.stdout);
+    assert_eq!(unhandled(&ours.stdout).len(), 1, "{}", ours.stdout);
+    assert_eq!(lines(&ours.stdout), lines(&perf));
+    // Its softirq handler names `vec` through the symbolic values defined from the print
+    // fmt, and reads the common fields through perf_trace_context (the whole system for a
+    // second: softirqs run every tick somewhere).
+    let r = run(common::perfwatch()
+        .args([
+            "--plain",
+            "-a",
+            "-e",
+            "irq:softirq_entry",
+            "-d",
+            "1",
+            "--script",
+        ])
+        .arg(&path));
+    r.exited(0);
+    let vecs: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("vec=")).collect();
+    assert!(!vecs.is_empty(), "no softirq:\n{}", r.stdout);
+    let names = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    assert!(
+        vecs.iter().all(|l| names.contains(&&l["vec=".len()..])),
+        "{vecs:?}"
+    );
+    assert!(
+        r.stdout.contains("common_preempt_count=") && r.stdout.contains("common_lock_depth=-1"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn stackcollapse_folds_the_live_stacks() {
+    require_perf!();
+    let Some(path) = shipped("stackcollapse.py") else {
+        skip!("stackcollapse.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwspin", SPIN);
+    // With perfwatch's own Core and EventClass (it imports both); the folded stacks into a
+    // file, bare as `perf script -s stackcollapse.py > FILE` writes them.
+    let folded = dir.path().join("stacks.folded");
+    let r = run(common::perfwatch()
+        .env("PERFWATCH_BUILTIN_PERF_TRACE", "1")
+        .args(["--plain", "-g", "-e", "task-clock", "-F", "997", "--script"])
+        .arg(&path)
+        .arg("--script-output")
+        .arg(&folded)
+        .arg("--")
+        .arg(&prog)
+        .arg("400"));
+    r.exited(0);
+    assert_eq!(
+        r.stdout, "",
+        "neither records nor the script's output on stdout"
+    );
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let mut total = 0;
+    for l in text.lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap_or_else(|| panic!("{l:?}"));
+        assert!(stack.starts_with("pwspin;"), "{l}");
+        total += n.parse::<u64>().unwrap_or_else(|_| panic!("{l:?}"));
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.contains(";main;") && l.contains("spin_inner")),
+        "{text}"
+    );
+    assert!(total >= 100, "{total} samples:\n{text}");
+}
+
+/// flamegraph.py binds its handlers under `if __name__ == "__main__":`: perf runs a script
+/// as `__main__`, and so does perfwatch.
+#[test]
+fn flamegraph_runs_as_main_and_writes_its_json() {
+    require_perf!();
+    let Some(path) = shipped("flamegraph.py") else {
+        skip!("flamegraph.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwflame", SPIN);
+    let json = dir.path().join("flame.json");
+    let r = run(common::perfwatch()
+        .args(["--plain", "-g", "-e", "task-clock", "-F", "997", "--script"])
+        .arg(&path)
+        .args([
+            "--script-arg=--format=json",
+            "--script-arg=-o",
+            "--script-arg",
+        ])
+        .arg(&json)
+        .arg("--")
+        .arg(&prog)
+        .arg("300"));
+    r.exited(0);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {}", r.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["n"], "all", "{text}");
+    assert!(
+        text.contains("\"pwflame (") && text.contains("spin_inner"),
+        "{text}"
+    );
+}
+
+/// A perf script written here: perf's argument lists and types (an array as a bytearray,
+/// the perf_sample_dict as the last argument of a handler that takes one more), trace_unhandled
+/// with the dict form, sys.argv, perf_trace_context; run with perfwatch's own Core and Util.
+const OWN: &str = r#"
+import os, struct, sys
+sys.path.append(os.environ['PERF_EXEC_PATH'] + '/scripts/python/Perf-Trace-Util/lib/Perf/Trace')
+from perf_trace_context import *
+from Core import *
+from Util import *
+
+target = sys.argv[1]
+bad_dirfd = 0
+failed = 0
+unhandled = {}
+problems = []
+
+def trace_begin():
+    # Defined from the print fmt before trace_begin, for a tracepoint a handler names.
+    print("argv", sys.argv[1:], symbol_str("irq__softirq_entry", "vec", 1))
+
+def irq__softirq_entry(event_name, context, common_cpu, common_secs, common_nsecs,
+                       common_pid, common_comm, common_callchain, vec):
+    pass
+
+def raw_syscalls__sys_enter(event_name, context, common_cpu, common_secs, common_nsecs,
+                            common_pid, common_comm, common_callchain, id, args):
+    global bad_dirfd
+    if common_comm != target:
+        return
+    if not isinstance(args, bytearray) or len(args) != 48:
+        problems.append("args %r" % (args,))
+    if id == 257 and struct.unpack("6q", args)[0] == 12345:
+        bad_dirfd += 1
+    if not isinstance(common_pc(context), int):
+        problems.append("common_pc")
+
+def raw_syscalls__sys_exit(event_name, context, common_cpu, common_secs, common_nsecs,
+                           common_pid, common_comm, common_callchain, id, ret,
+                           perf_sample_dict):
+    global failed
+    if common_comm != target:
+        return
+    s = perf_sample_dict["sample"]
+    if perf_sample_dict["ev_name"] != "raw_syscalls:sys_exit" or s["pid"] != common_pid \
+            or s["cpu"] != common_cpu or nsecs(common_secs, common_nsecs) != s["time"] \
+            or s["cpumode"] != 1:
+        problems.append("sample dict %r" % (s,))
+    if event_name != "raw_syscalls__sys_exit" or common_callchain != []:
+        problems.append("common args")
+    if id == 257 and ret == -9:
+        failed += 1
+
+def trace_unhandled(event_name, context, event_fields_dict, perf_sample_dict):
+    if event_fields_dict["common_comm"] == target and event_fields_dict["ret"] == -9:
+        unhandled[event_name] = unhandled.get(event_name, 0) + 1
+        if perf_sample_dict["comm"] != target:
+            problems.append("unhandled dict")
+
+def trace_end():
+    print("bad dirfd %d, EBADF %d, %s, problems %s" % (bad_dirfd, failed, sorted(unhandled.items()), problems[:3]))
+    print("flags", flag_str("x", "y", 1) == "", strerror(-9), syscall_name(257) in ("257", "openat"),
+          perf_set_itrace_options(perf_script_context, "i") == -1)
+"#;
+
+#[test]
+fn a_perf_script_written_here_gets_perfs_arguments_and_types() {
+    let _tracefs = require_tracefs!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwown", FAIL_OPEN);
+    let (_d, script) = temp_script("own_perf_style.py", OWN);
+    let r = run(common::perfwatch()
+        .env("PERFWATCH_BUILTIN_PERF_TRACE", "1")
+        .args([
+            "--plain",
+            "-e",
+            "raw_syscalls:sys_enter,raw_syscalls:sys_exit,syscalls:sys_exit_openat",
+            "--script",
+        ])
+        .arg(&script)
+        .args(["--script-arg", "pwown", "--"])
+        .arg(&prog)
+        .arg("61"));
+    r.exited(0);
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        [
+            "argv ['pwown'] TIMER",
+            "bad dirfd 61, EBADF 61, [('syscalls__sys_exit_openat', 61)], problems []",
+            "flags True EBADF True True",
+        ],
+        "stderr:\n{}",
+        r.stderr
+    );
+    // perfwatch's own Util says why syscall_name gives numbers, on stderr.
+    r.said(&["perfwatch's Util: the audit module cannot be imported"]);
+}
+
+/// N sleeps of a command: at least N switches out of it, each given to `context_switch`
+/// with perf 6.1's eleven arguments.
+#[test]
+fn context_switch_gets_the_switch_records() {
+    require_perf!();
+    let (_d, script) = temp_script(
+        "switches.py",
+        "from perf_trace_context import *\n\
+         outs = 0\nbad = []\n\
+         def context_switch(ts, cpu, pid, tid, np_pid, np_tid, machine_pid, out, out_preempt, \
+         sample_machine_pid, vcpu):\n    global outs\n\
+         \x20   if not (isinstance(ts, int) and isinstance(out, bool) and machine_pid == -1):\n\
+         \x20       bad.append((ts, out, machine_pid))\n\
+         \x20   if out and not out_preempt:\n        outs += 1\n\
+         def trace_end():\n    print('voluntary switches out', outs >= 20, 'bad', bad[:2])\n",
+    );
+    let r = run(common::perfwatch()
+        .args(["--plain", "--switch", "-e", "dummy", "--script"])
+        .arg(&script)
+        .args(["--", "sh", "-c", "for i in $(seq 20); do sleep 0.01; done"]));
+    r.exited(0);
+    assert_eq!(
+        r.stdout.trim(),
+        "voluntary switches out True bad []",
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn perfwatchs_own_core_and_util_print_what_perfs_do() {
+    let _tracefs = require_tracefs!();
+    let Some(path) = shipped("failed-syscalls-by-pid.py") else {
+        skip!("failed-syscalls-by-pid.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "pwbuiltin", FAIL_OPEN);
+    let prog = prog.to_str().unwrap();
+    let installed = perfwatch_side(
+        "raw_syscalls:sys_exit",
+        &[prog, "33"],
+        &path,
+        &["pwbuiltin"],
+    );
+    let own = run(common::perfwatch()
+        .env("PERFWATCH_BUILTIN_PERF_TRACE", "1")
+        .args(["--plain", "-e", "raw_syscalls:sys_exit", "--script"])
+        .arg(&path)
+        .args(["--script-arg", "pwbuiltin", "--", prog, "33"]));
+    own.exited(0);
+    assert_eq!(lines(&own.stdout), lines(&installed.stdout));
+    assert!(own.stdout.contains("EBADF"), "{}", own.stdout);
+}
+
+#[test]
+fn handlers_made_at_import_are_found_in_the_module() {
+    let _tracefs = require_tracefs!();
+    // No `def` of a perf handler in the source: it is made at import time.
+    let (_d, s) = temp_script(
+        "dynamic.py",
+        "n = 0\ndef _h(*args):\n    global n\n    n += 1\nglobals()['raw_syscalls__sys_enter'] = _h\ndef trace_end():\n    print('calls', n > 0, perf_script_context is not None)\n",
+    );
+    let r = run(common::perfwatch()
+        .args(["--plain", "-e", "raw_syscalls:sys_enter", "--script"])
+        .arg(&s)
+        .args(["--", "true"]));
+    r.exited(0);
+    // perf_script_context is a global of the script, as perf sets it (intel-pt-events.py
+    // uses it without importing it).
+    assert_eq!(r.stdout.trim(), "calls True True", "{}", r.stderr);
+}
+
+#[test]
+fn mixed_and_unservable_scripts_are_refused_before_they_run() {
+    for (name, body, said) in [
+        (
+            "mixed.py",
+            "def on_event(e):\n    pass\ndef irq__irq_handler_entry(*a):\n    pass\n",
+            &[
+                "two conventions",
+                "on_event()",
+                "irq__irq_handler_entry()",
+                "rename",
+            ][..],
+        ),
+        (
+            "stat.py",
+            "import os\nx = os.environ['PERF_EXEC_PATH']\ndef process_stat(*a):\n    pass\ndef stat__interval(t):\n    pass\ndef trace_end():\n    pass\n",
+            &[
+                "perfwatch does not call process_stat(), stat__interval()",
+                "nothing for perfwatch to call",
+            ][..],
+        ),
+    ] {
+        let (_d, s) = temp_script(name, body);
+        let r = run(common::perfwatch()
+            .args(["--plain", "-e", "dummy", "-d", "1", "--script"])
+            .arg(&s));
+        r.exited(1)
+            .said(said)
+            .never_said(&["Traceback", "KeyError"]);
+        assert!(r.stdout.is_empty(), "{name}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn perfs_shipped_scripts_find_their_environment() {
+    require_perf!();
     let Ok(dir) = std::fs::read_dir(PERF_SCRIPTS) else {
         skip!("{PERF_SCRIPTS} is absent (Debian's linux-perf ships perf's scripts there)");
     };
@@ -35,144 +578,27 @@ fn perfs_own_scripts_are_refused_with_their_handlers_named() {
         .filter(|p| p.extension().is_some_and(|x| x == "py"))
         .collect();
     scripts.sort();
-    assert!(!scripts.is_empty(), "no .py in {PERF_SCRIPTS}");
-    let mut perf_style = 0;
-    for (s, in_perfs_env) in scripts.iter().flat_map(|s| [(s, false), (s, true)]) {
-        let t0 = std::time::Instant::now();
-        let r = if in_perfs_env {
-            with_script_in_perfs_env(s)
-        } else {
-            with_script(s)
-        };
+    let mut ran = 0;
+    for s in &scripts {
+        let r = run(common::perfwatch()
+            .args(["--plain", "-e", "dummy", "-d", "300ms", "--script"])
+            .arg(s));
         let name = s.file_name().unwrap().to_string_lossy().into_owned();
-        // Refused at start: never 0, never a monitoring run.
-        assert_ne!(r.code, 0, "{name} ran:\n{}", r.stderr);
-        assert!(
-            r.stdout.is_empty(),
-            "{name} started monitoring:\n{}",
-            r.stdout
-        );
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(20),
-            "{name} took {:?}",
-            t0.elapsed()
-        );
-        let source = std::fs::read_to_string(s).unwrap_or_default();
-        // A top-level `def` of a handler perf calls (methods are indented), or a handler
-        // bound by name (flamegraph.py: `process_event = cli.process_event`).
-        let has_handler = source.lines().any(|l| {
-            let name = l.strip_prefix("def ").and_then(|r| r.split('(').next());
-            name.is_some_and(|n| {
-                ["process_event", "trace_unhandled", "process_stat"].contains(&n)
-                    || (!n.starts_with('_') && n.contains("__"))
-            }) || l.trim_start().starts_with("process_event = ")
-        });
-        if has_handler || source.contains("PERF_EXEC_PATH") {
-            perf_style += usize::from(!in_perfs_env);
-            r.exited(1).said(&[
-                &format!("{name}' is written for perf script"),
-                "which perfwatch would never call",
-                "perfwatch does not run perf script handlers",
-            ]);
-            // Before any of it ran: no KeyError from os.environ['PERF_EXEC_PATH'].
-            r.never_said(&["KeyError", "Traceback"]);
+        // Whatever else a script needs (PySide, a database, an argument), never perf
+        // script's environment.
+        r.never_said(&[
+            "KeyError: 'PERF_EXEC_PATH'",
+            "No module named 'perf_trace_context'",
+            "No module named 'Core'",
+            "No module named 'Util'",
+        ]);
+        if r.code == 0 {
+            ran += 1;
         } else {
-            // Not a perf script at all (a viewer, a helper library): refused as any
-            // script perfwatch has nothing to call in, or that fails to import.
-            assert!(
-                r.stderr.contains("there is nothing for perfwatch to call")
-                    || r.stderr.contains("failed to load"),
-                "{name}:\n{}",
-                r.stderr
-            );
+            assert_eq!(r.code, 1, "{name}:\n{}", r.stderr);
         }
     }
-    assert!(
-        perf_style >= 10,
-        "only {perf_style} perf scripts among {scripts:?}"
-    );
-}
-
-#[test]
-fn futex_contention_names_its_futex_handlers_and_tracepoints() {
-    let path = std::path::Path::new(PERF_SCRIPTS).join("futex-contention.py");
-    if !path.is_file() {
-        skip!("{} is absent", path.display());
-    }
-    with_script(&path).exited(1).said(&[
-        "syscalls__sys_enter_futex(), syscalls__sys_exit_futex()",
-        "imports Util, reads PERF_EXEC_PATH",
-        "perf record -e syscalls:sys_enter_futex,syscalls:sys_exit_futex",
-    ]);
-}
-
-#[test]
-fn crafted_perf_scripts_are_refused_before_they_run() {
-    for (name, body, said) in [
-        (
-            "process_event.py",
-            "def process_event(param_dict):\n    print(param_dict)\n",
-            "process_event()",
-        ),
-        (
-            "unhandled.py",
-            "import sys\ndef trace_end():\n    pass\ndef trace_unhandled(event_name, context, fields):\n    pass\n",
-            "trace_unhandled()",
-        ),
-        (
-            // Would raise KeyError at import if it ran.
-            "exec_path.py",
-            "import os, sys\nsys.path.append(os.environ['PERF_EXEC_PATH'] + '/x')\ndef trace_end():\n    pass\n",
-            "reads PERF_EXEC_PATH",
-        ),
-        (
-            "tracepoint.py",
-            "def sched__sched_switch(event_name, context, common_cpu, *args):\n    pass\n",
-            "sched__sched_switch()",
-        ),
-        (
-            // Bound only when run as a program, as perf runs it (flamegraph.py does this).
-            "main.py",
-            "class Cli:\n    def process_event(self, e):\n        pass\nif __name__ == '__main__':\n    cli = Cli()\n    process_event = cli.process_event\n",
-            "process_event()",
-        ),
-        (
-            // Mixed: a perfwatch handler too; still refused, with the advice to rename.
-            "mixed.py",
-            "def on_event(e):\n    pass\ndef irq__irq_handler_entry(*a):\n    pass\n",
-            "rename it",
-        ),
-    ] {
-        let (_d, s) = temp_script(name, body);
-        let r = with_script(&s);
-        r.exited(1)
-            .said(&["is written for perf script", said])
-            .never_said(&["Traceback", "KeyError"]);
-        assert!(r.stdout.is_empty(), "{name}: {}", r.stdout);
-    }
-}
-
-#[test]
-fn handlers_made_at_import_are_found_in_the_module() {
-    // No `def` of a perf handler in the source: it is made at import time.
-    let (_d, s) = temp_script(
-        "dynamic.py",
-        "def _h(*args):\n    pass\nglobals()['raw_syscalls__sys_enter'] = _h\ndef trace_end():\n    pass\n",
-    );
-    with_script(&s).exited(1).said(&[
-        "raw_syscalls__sys_enter()",
-        "which perfwatch would never call",
-    ]);
-}
-
-#[test]
-fn a_perfwatch_script_with_only_trace_end_still_runs() {
-    require_perf!();
-    let (_d, s) = temp_script(
-        "only_end.py",
-        "import os\nseen = os.environ.get('PERF_EXEC_PATH_NOT', 'x')\ndef trace_end():\n    print('END', seen)\n",
-    );
-    let r = with_script(&s);
-    r.exited(0).said(&["[only_end.py] END x"]);
-    r.never_said(&["perf script"]);
+    // syscall-counts, -by-pid, failed-syscalls-by-pid, futex-contention, check-perf-trace,
+    // stackcollapse, sctop, net_dropmonitor, ... at least.
+    assert!(ran >= 8, "only {ran} of {scripts:?} ran");
 }

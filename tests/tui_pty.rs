@@ -433,6 +433,46 @@ fn script_on_tick_lines_fill_their_pane() {
     s.quit_restored("script pane");
 }
 
+/// perf's `sctop.py` (a thread of its own clears the screen and prints its table every
+/// interval): each clear is a new frame of its pane, never escapes on the screen.
+#[test]
+fn a_perf_scripts_clear_screen_frames_fill_its_pane() {
+    require_perf!();
+    let sctop = std::path::Path::new("/usr/lib/perf-core/scripts/python/sctop.py");
+    if !sctop.is_file() {
+        skip!("{} is absent (Debian: linux-perf)", sctop.display());
+    }
+    // Large enough for every pane (the scripts' one among them).
+    let mut s = Screen::spawn_at(
+        &[
+            "-e",
+            "raw_syscalls:sys_enter",
+            "--script",
+            sctop.to_str().expect("utf-8 path"),
+            "--script-arg",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "while :; do sleep 0.1; done",
+        ],
+        45,
+        160,
+    );
+    s.wait_for("sctop's table in its pane", Duration::from_secs(20), |t| {
+        t.contains("sctop.py")
+            && t.contains("syscall events:")
+            && t.contains("│event ")
+            && t.contains("│--------------------")
+    });
+    let screen = s.parser.screen().contents();
+    assert!(
+        !screen.contains("[2J") && !screen.contains("\\x1b"),
+        "escapes on the screen:\n{screen}"
+    );
+    s.quit_restored("sctop pane");
+}
+
 impl Screen {
     /// The local modes of the pty (its terminal attributes, read through the master).
     fn lflag(&self) -> libc::tcflag_t {
@@ -733,6 +773,36 @@ fn script_output_after_the_tui_quits_is_not_lost() {
     let raw = String::from_utf8_lossy(&s.raw);
     let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
     assert!(!after.contains("FINAL TABLE"), "{after}");
+}
+
+/// What a perf script prints in trace_end() reaches the terminal after the TUI is gone,
+/// bare, as perf script prints it.
+#[test]
+fn a_perf_scripts_trace_end_output_follows_the_tui_bare() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("perf_final.py");
+    std::fs::write(
+        &script,
+        "from perf_trace_context import *\n\
+         def raw_syscalls__sys_enter(*args):\n\
+         \x20   pass\n\
+         def trace_end():\n\
+         \x20   print('PERF FINAL TABLE')\n",
+    )
+    .expect("script");
+    let mut s = Screen::spawn(&["-e", "dummy", "--script", script.to_str().expect("utf-8")]);
+    s.wait_for("the TUI", Duration::from_secs(20), |t| {
+        t.contains("records")
+    });
+    s.quit_restored("perf script");
+    let raw = String::from_utf8_lossy(&s.raw);
+    let after = &raw[raw.rfind("\x1b[?1049l").expect("left")..];
+    assert!(after.contains("PERF FINAL TABLE"), "{after}");
+    assert!(
+        !after.contains("[perf_final.py] PERF FINAL TABLE"),
+        "{after}"
+    );
 }
 
 /// A program that spends its time in `pwhot_spin`, called from `main` through `pwhot_outer`,

@@ -441,6 +441,16 @@ fn apply_terms(spec: &mut EventSpec, terms: &str, whole: &str) -> Result<(), Eve
     Ok(())
 }
 
+/// Read and parse the format of tracepoint `SYS:NAME` (a perf script's handler names one).
+pub fn read_tracepoint_format(name: &str) -> Result<Format, EventError> {
+    match name.split_once(':') {
+        Some((sys_name, tp)) if !sys_name.contains('/') && !tp.contains('/') => {
+            tracepoint_format(name, sys_name, tp)
+        }
+        _ => Err(EventError::Unknown(name.to_string())),
+    }
+}
+
 /// Read and parse the format of tracepoint `sys:tp`.
 fn tracepoint_format(name: &str, sys_name: &str, tp: &str) -> Result<Format, EventError> {
     for root in TRACEFS {

@@ -21,6 +21,10 @@ mod lookup;
 #[cfg(feature = "python")]
 pub mod module;
 #[cfg(feature = "python")]
+mod perfcall;
+#[cfg(feature = "python")]
+pub mod perfenv;
+#[cfg(feature = "python")]
 pub mod perfstyle;
 #[cfg(feature = "python")]
 pub mod pyevent;
@@ -105,21 +109,73 @@ pub const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 impl Scripts {
     /// Check and load `--script` files (none: nothing happens). Call before the frontend
     /// takes the terminal: errors carry the Python traceback.
-    pub fn load(paths: &[PathBuf], force: bool) -> Result<Scripts> {
+    /// `args` are `sys.argv[1:]` of scripts written for perf script (`--script-arg`).
+    pub fn load(paths: &[PathBuf], force: bool, args: &[String]) -> Result<Scripts> {
         let scripts = check_scripts(paths, force)?;
         #[cfg(feature = "python")]
         {
             let stage = if scripts.is_empty() {
                 None
             } else {
-                Some(ScriptStage::load_opened(scripts, StageOptions::default())?)
+                let opts = StageOptions {
+                    script_args: args.to_vec(),
+                    ..StageOptions::default()
+                };
+                Some(ScriptStage::load_opened(scripts, opts)?)
             };
             Ok(Scripts { stage })
         }
         #[cfg(not(feature = "python"))]
         {
-            let _ = scripts;
+            let _ = (scripts, args);
             Ok(Scripts {})
+        }
+    }
+
+    /// Without `-e`: the tracepoints the perf scripts' handlers are for, those this kernel
+    /// has (`SUBSYS:EVENT`, once each), as `perf script record SCRIPT` would record them.
+    pub fn perf_events(&self) -> Vec<String> {
+        #[cfg(feature = "python")]
+        {
+            let Some(stage) = &self.stage else {
+                return Vec::new();
+            };
+            let Some(root) = crate::perf::events::tracefs_root() else {
+                return Vec::new();
+            };
+            let mut out: Vec<String> = Vec::new();
+            for tp in stage.perf_tracepoints() {
+                let Some((subsys, event)) = tp.split_once(':') else {
+                    continue;
+                };
+                let there = Path::new(root)
+                    .join("events")
+                    .join(subsys)
+                    .join(event)
+                    .join("format")
+                    .is_file();
+                if there && !out.contains(tp) {
+                    out.push(tp.clone());
+                }
+            }
+            out
+        }
+        #[cfg(not(feature = "python"))]
+        {
+            Vec::new()
+        }
+    }
+
+    /// A script is written for perf script: with `--plain`/`--json`, stdout carries its
+    /// output instead of the records, as `perf script -s` prints only the script's.
+    pub fn perf_style(&self) -> bool {
+        #[cfg(feature = "python")]
+        {
+            self.stage.as_ref().is_some_and(ScriptStage::perf_style)
+        }
+        #[cfg(not(feature = "python"))]
+        {
+            false
         }
     }
 
@@ -141,9 +197,18 @@ impl Scripts {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
             let sink = printer::Sink::open(output, printer::Sink::None)?;
-            let (pipe, pane, handle) = link(stage, pipe, stats)?;
+            let sink = match stage.perf_style() {
+                true => sink.for_perf_script(),
+                false => sink,
+            };
             let capacity = StageOptions::default().pane_messages;
+            let perf_style = stage.perf_style();
+            let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let (router, panes) = printer::PaneRouter::spawn_for_panes(pane, sink, capacity)?;
+            let router = match perf_style {
+                true => router.bare_epilogue(),
+                false => router,
+            };
             return Ok((
                 pipe,
                 Some(panes),
@@ -164,7 +229,7 @@ impl Scripts {
     }
 
     /// For `--plain`/`--json`: put the scripts between `pipe`'s model and the writer; their
-    /// pane goes to stderr or `output`.
+    /// pane goes to stderr or `output` (a perf script's to stdout, bare, or `output`).
     pub fn attach_plain(
         self,
         pipe: Pipeline,
@@ -173,7 +238,15 @@ impl Scripts {
     ) -> Result<(Pipeline, RunningScripts)> {
         #[cfg(feature = "python")]
         if let Some(stage) = self.stage {
-            let sink = printer::Sink::open(output, printer::Sink::Stderr)?;
+            let fallback = match stage.perf_style() {
+                true => printer::Sink::Stdout,
+                false => printer::Sink::Stderr,
+            };
+            let sink = printer::Sink::open(output, fallback)?;
+            let sink = match stage.perf_style() {
+                true => sink.for_perf_script(),
+                false => sink,
+            };
             let (pipe, pane, handle) = link(stage, pipe, stats)?;
             let router = printer::PaneRouter::spawn(pane, sink)?;
             return Ok((

@@ -1,18 +1,24 @@
 //! Scripts written for `perf script -s`, told apart from perfwatch scripts before they run.
 //!
 //! perf calls a script's `SUBSYS__EVENT(...)` handlers, `process_event(param_dict)`,
-//! `trace_unhandled(...)` and a few others; perfwatch calls `filter`, `on_event`, `on_tick`,
-//! `trace_begin` and `trace_end`. A perf script loaded as a perfwatch script would either
-//! fail at import (`os.environ['PERF_EXEC_PATH']`: a `KeyError` that says nothing useful) or,
-//! worse, run to its end with none of its handlers ever called and exit 0: 321 540 futex
-//! samples and no output from `futex-contention.py`. So such a script is refused at start,
-//! naming the handlers perfwatch would never call.
+//! `trace_unhandled(...)` and a few others; perfwatch's own convention is `filter`,
+//! `on_event`, `on_tick` (`trace_begin` and `trace_end` are shared). A script of perf's
+//! convention gets perf script's environment before it is imported ([`super::perfenv`]) and
+//! its handlers called as perf calls them ([`super::perfcall`]). Told apart here:
 //!
-//! It is judged twice: from its source, before any of it runs (Python's `ast`: parsing runs
-//! nothing, so a script that would fail at import is still named for what it is), and from
-//! its module's namespace after the import, for handlers a script makes without a `def` of
-//! its own (`from helpers import *`, `globals()[name] = f`). The judging itself is
-//! [`judge`], a pure function of what was found.
+//! - a script that defines handlers of both conventions is refused, naming them (a helper
+//!   called `parse__line` beside `on_event` must be renamed, or it would be taken for a
+//!   tracepoint handler);
+//! - hooks perf calls that perfwatch does not serve (`process_stat`, `auxtrace_error`, the
+//!   database export tables, ...) are named at start; a script with nothing else to call
+//!   is refused.
+//!
+//! A script is judged twice: from its source, before any of it runs (Python's `ast`:
+//! parsing runs nothing, so a script that reads `PERF_EXEC_PATH` at import is known for what
+//! it is before its import needs it), and from its module's namespace after the import, for
+//! handlers a script makes without a `def` of its own (`from helpers import *`,
+//! `globals()[name] = f`). The judging itself is [`judge`], a pure function of what was
+//! found.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyModule};
@@ -129,7 +135,9 @@ pub fn judge(found: &Found) -> Option<PerfScript> {
         } else if let Some((subsys, event)) = tracepoint_handler(name) {
             strong_handler = true;
             handlers.push(name.clone());
-            tracepoints.push(format!("{subsys}:{event}"));
+            if !is_stat_hook(name) {
+                tracepoints.push(format!("{subsys}:{event}"));
+            }
         }
     }
     let perf = strong_handler || strong_import || found.perf_exec_path || found.db_export;
@@ -148,51 +156,94 @@ pub fn judge(found: &Found) -> Option<PerfScript> {
     })
 }
 
-/// The one paragraph that refuses `shown` (the script's escaped path).
-pub fn refusal(shown: &str, p: &PerfScript, found: &Found) -> String {
-    let mut why = Vec::new();
-    if !p.handlers.is_empty() {
-        let list: Vec<String> = p.handlers.iter().map(|h| format!("{h}()")).collect();
-        why.push(format!(
-            "it defines {}, which perfwatch would never call",
-            list.join(", ")
-        ));
-    }
-    if !p.signs.is_empty() {
-        why.push(format!("it {}", p.signs.join(", ")));
-    }
+/// The handlers of `p` that perfwatch calls: tracepoint handlers, `process_event`,
+/// `trace_unhandled`.
+pub fn served(p: &PerfScript) -> Vec<&str> {
+    p.handlers
+        .iter()
+        .map(String::as_str)
+        .filter(|h| is_served(h))
+        .collect()
+}
+
+/// The handlers of `p` perf would call and perfwatch does not.
+pub fn unserved(p: &PerfScript) -> Vec<&str> {
+    p.handlers
+        .iter()
+        .map(String::as_str)
+        .filter(|h| !is_served(h))
+        .collect()
+}
+
+/// `stat__interval` and `stat__EVENT` look like tracepoint handlers but are perf stat's
+/// hooks (`perf stat record` + `perf script -s`).
+fn is_served(h: &str) -> bool {
+    SERVED.contains(&h) || (tracepoint_handler(h).is_some() && !is_stat_hook(h))
+}
+
+fn is_stat_hook(h: &str) -> bool {
+    PERF_HANDLERS.contains(&h) || h.starts_with("stat__")
+}
+
+/// perf script handlers perfwatch calls (besides `SUBSYS__EVENT` ones).
+const SERVED: &[&str] = &[
+    "process_event",
+    "trace_unhandled",
+    "context_switch",
+    "throttle",
+    "unthrottle",
+];
+
+fn listed(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|c| format!("{c}()"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why a perf script cannot run (None: it can). `shown` is the script's escaped path.
+pub fn refusal(shown: &str, p: &PerfScript, found: &Found) -> Option<String> {
     let own: Vec<&str> = found
         .callables
         .iter()
         .map(String::as_str)
         .filter(|c| OWN_PER_EVENT.contains(c))
         .collect();
-    let rename = if own.is_empty() {
-        String::new()
-    } else {
+    let perf = served(p);
+    if !own.is_empty() && !perf.is_empty() {
+        return Some(format!(
+            "script '{shown}' defines handlers of two conventions: {} (perfwatch's) and {} \
+             (perf script's, which perfwatch calls as perf script does). Write it in one of \
+             them; if a function above is a helper of its own, rename it so that it has no \
+             `__` in its name",
+            crate::text::escape(listed(&own).as_bytes()),
+            crate::text::escape(listed(&perf).as_bytes()),
+        ));
+    }
+    let unserved = unserved(p);
+    if perf.is_empty() && !unserved.is_empty() {
+        return Some(format!(
+            "script '{shown}' is written for perf script, but perfwatch does not call {}: \
+             there is nothing for perfwatch to call in it (run it with perf: perf record ... \
+             && perf script -s FILE)",
+            crate::text::escape(listed(&unserved).as_bytes()),
+        ));
+    }
+    None
+}
+
+/// The one line said at start about the hooks a perf script has that perfwatch does not
+/// call (None when there are none).
+pub fn unserved_note(shown: &str, p: &PerfScript) -> Option<String> {
+    let unserved = unserved(p);
+    (!unserved.is_empty()).then(|| {
         format!(
-            " (it also defines {}: if a function above is a helper of its own, rename it)",
-            own.iter()
-                .map(|c| format!("{c}()"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "script '{shown}': perfwatch does not call {} (perf script hooks it has no data \
+             for); its other handlers run",
+            crate::text::escape(listed(&unserved).as_bytes())
         )
-    };
-    let record = if p.tracepoints.is_empty() {
-        "perf record ... && perf script -s FILE".to_string()
-    } else {
-        format!(
-            "perf record -e {} -a ... && perf script -s FILE",
-            p.tracepoints.join(",")
-        )
-    };
-    format!(
-        "script '{shown}' is written for perf script (perf script -s), not for perfwatch: \
-         {}{rename}. perfwatch does not run perf script handlers: run it with perf ({record}), \
-         or write it with perfwatch's handlers filter(event), on_event(event), on_tick(), \
-         trace_begin(), trace_end() (perfwatch --help, and the README's Scripts section)",
-        crate::text::escape(why.join("; ").as_bytes())
-    )
+    })
 }
 
 /// The static look: parse the source with `ast` (nothing of the script runs) and collect
@@ -258,33 +309,40 @@ fn scan(py: Python<'_>, source: &[u8], filename: &str) -> PyResult<Option<Found>
     }))
 }
 
-/// Refuse a perf script from its source, before it runs. `shown` is the escaped path.
-pub fn check_source(
+/// Judge a script from its source, before it runs: `Ok(Some)` for a perf script that can
+/// run, `Err` for one that cannot. `shown` is the escaped path.
+pub fn from_source(
     py: Python<'_>,
     source: &[u8],
     filename: &str,
     shown: &str,
-) -> Result<(), String> {
+) -> Result<Option<PerfScript>, String> {
     // A failure of the look itself (an interpreter without `ast`?) leaves the judging to the
     // namespace check after the import.
     let Ok(Some(found)) = scan(py, source, filename) else {
-        return Ok(());
+        return Ok(None);
     };
-    match judge(&found) {
-        Some(p) => Err(refusal(shown, &p, &found)),
-        None => Ok(()),
+    settle(shown, &found)
+}
+
+fn settle(shown: &str, found: &Found) -> Result<Option<PerfScript>, String> {
+    match judge(found) {
+        Some(p) => match refusal(shown, &p, found) {
+            Some(why) => Err(why),
+            None => Ok(Some(p)),
+        },
+        None => Ok(None),
     }
 }
 
-/// Refuse a perf script from the callables its module holds after the import (handlers it
-/// did not `def` itself).
-pub fn check_module(py: Python<'_>, m: &Bound<'_, PyModule>, shown: &str) -> Result<(), String> {
-    let _ = py;
+/// Judge a script from the callables its module holds after the import (handlers it did
+/// not `def` itself).
+pub fn from_module(m: &Bound<'_, PyModule>, shown: &str) -> Result<Option<PerfScript>, String> {
     let Ok(dict) = m.getattr("__dict__") else {
-        return Ok(());
+        return Ok(None);
     };
     let Ok(dict) = dict.cast_into::<PyDict>() else {
-        return Ok(());
+        return Ok(None);
     };
     let mut found = Found::default();
     for (k, v) in dict.iter() {
@@ -294,10 +352,7 @@ pub fn check_module(py: Python<'_>, m: &Bound<'_, PyModule>, shown: &str) -> Res
         // Modules are not callable; classes and functions are.
         found.callables.push(name);
     }
-    match judge(&found) {
-        Some(p) => Err(refusal(shown, &p, &found)),
-        None => Ok(()),
-    }
+    settle(shown, &found)
 }
 
 #[cfg(test)]
@@ -360,13 +415,10 @@ mod tests {
             p.signs,
             ["imports perf_trace_context", "imports Core", "imports Util"]
         );
-        let msg = refusal("f.py", &p, &f);
-        assert!(msg.contains("syscalls__sys_enter_futex()"), "{msg}");
-        assert!(
-            msg.contains("perf record -e syscalls:sys_enter_futex,syscalls:sys_exit_futex"),
-            "{msg}"
-        );
-        assert!(!msg.contains('\n'), "one paragraph: {msg}");
+        // It runs: every handler it has is one perfwatch calls.
+        assert_eq!(refusal("f.py", &p, &f), None);
+        assert_eq!(unserved_note("f.py", &p), None);
+        assert_eq!(served(&p).len(), 3);
     }
 
     #[test]
@@ -397,11 +449,52 @@ mod tests {
     fn a_mixed_script_is_told_to_rename_its_helper() {
         let f = found(&["on_event", "parse__line"], &[]);
         let p = judge(&f).unwrap();
-        let msg = refusal("m.py", &p, &f);
+        let msg = refusal("m.py", &p, &f).unwrap();
         assert!(
-            msg.contains("parse__line()") && msg.contains("rename it"),
+            msg.contains("parse__line()") && msg.contains("on_event()") && msg.contains("rename"),
             "{msg}"
         );
+        assert!(
+            !msg.contains('\n') && !msg.contains("  "),
+            "one paragraph: {msg}"
+        );
+    }
+
+    #[test]
+    fn hooks_perfwatch_does_not_call_are_named_and_alone_refused() {
+        let f = found(
+            &[
+                "trace_begin",
+                "process_event",
+                "context_switch",
+                "process_stat",
+            ],
+            &["perf_trace_context"],
+        );
+        let p = judge(&f).unwrap();
+        assert_eq!(refusal("s.py", &p, &f), None);
+        let note = unserved_note("s.py", &p).unwrap();
+        assert!(note.contains("process_stat()"), "{note}");
+        assert!(!note.contains("context_switch"), "{note}");
+        // stat-cpi.py: perf stat's per-counter hooks are no tracepoint handlers.
+        let stat = found(
+            &[
+                "stat__cycles_k",
+                "process_stat",
+                "stat__interval",
+                "trace_end",
+            ],
+            &[],
+        );
+        let p = judge(&stat).unwrap();
+        assert!(p.tracepoints.is_empty(), "{p:?}");
+        let msg = refusal("stat.py", &p, &stat).unwrap();
+        assert!(
+            msg.contains("stat__cycles_k(), process_stat(), stat__interval()"),
+            "{msg}"
+        );
+        assert!(msg.contains("nothing for perfwatch to call"), "{msg}");
+        assert!(!msg.contains("  "), "{msg}");
     }
 
     #[test]

@@ -45,18 +45,38 @@ pub fn write_msg(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
     out.write_all(&buf)
 }
 
+/// Write one pane message as bare lines, as a perf script's prints reach stdout under
+/// `perf script -s` (escaped all the same).
+pub fn write_bare(out: &mut impl Write, msg: &PaneMsg) -> io::Result<()> {
+    let lines: Vec<&str> = match msg {
+        PaneMsg::Lines { lines, .. } => lines.iter().map(String::as_str).collect(),
+        PaneMsg::Text { text, .. } => text.split('\n').collect(),
+    };
+    let mut buf = Vec::new();
+    for l in lines {
+        buf.extend_from_slice(escape(l.as_bytes()).as_bytes());
+        buf.push(b'\n');
+    }
+    out.write_all(&buf)
+}
+
 /// Where the router writes.
 pub enum Sink {
     /// Nowhere: the TUI without `--script-output` (the panes show it; what they cannot show
     /// at the end is returned by [`PaneRouter::finish`]).
     None,
     Stderr,
+    /// A perf script with `--plain`/`--json`: its output on stdout, bare (as `perf script
+    /// -s` prints it), its errors on stderr.
+    Stdout,
     /// `--script-output FILE`: written to a temporary file beside it (`output`), renamed over
-    /// it when the run ends without a write error ([`OutputFile`]).
+    /// it when the run ends without a write error ([`OutputFile`]). `bare`: lines without
+    /// the script's name (a perf script's prints).
     File {
         path: PathBuf,
         file: io::LineWriter<File>,
         output: Option<OutputFile>,
+        bare: bool,
     },
 }
 
@@ -75,6 +95,7 @@ impl Sink {
                     path: p.to_path_buf(),
                     file: io::LineWriter::new(output.file().try_clone()?),
                     output: Some(output),
+                    bare: false,
                 }
             }
             None => fallback,
@@ -89,7 +110,37 @@ impl Sink {
                 let _ = write_msg(&mut io::stderr().lock(), m);
                 Ok(())
             }
-            Sink::File { file, .. } => write_msg(file, m),
+            Sink::Stdout => {
+                if matches!(m, PaneMsg::Text { is_error: true, .. }) {
+                    let _ = write_msg(&mut io::stderr().lock(), m);
+                    return Ok(());
+                }
+                // A closed stdout ends the run through the records' own writer; nothing
+                // more to say here.
+                let mut out = io::stdout().lock();
+                let _ = write_bare(&mut out, m).and_then(|()| out.flush());
+                Ok(())
+            }
+            Sink::File { file, bare, .. } => match bare {
+                true if !matches!(m, PaneMsg::Text { is_error: true, .. }) => write_bare(file, m),
+                _ => write_msg(file, m),
+            },
+        }
+    }
+
+    /// A perf script's output: a file gets its prints bare (as `perf script -s > FILE`
+    /// would), its errors still named.
+    pub fn for_perf_script(self) -> Sink {
+        match self {
+            Sink::File {
+                path, file, output, ..
+            } => Sink::File {
+                path,
+                file,
+                output,
+                bare: true,
+            },
+            other => other,
         }
     }
 
@@ -128,9 +179,77 @@ pub struct RouterReport {
     pub stuck: bool,
 }
 
+/// Clear-screen in a script's prints (perf's `clear_term()`, `sctop.py` redrawing its table
+/// from a thread of its own): in the TUI each clear starts a new frame, shown as the pane's
+/// lines (replaced line by line as the frame grows), never as escapes in its text.
+#[derive(Debug, Default)]
+pub struct Frames {
+    /// Per script, the frame being printed, once it has cleared the screen.
+    open: Vec<(String, Vec<String>)>,
+}
+
+/// The erase-display sequence (`ESC [ 2 J`, with or without a cursor-home before it).
+const CLEAR: &str = "\x1b[2J";
+/// Lines one frame keeps (as `on_tick()`'s).
+const MAX_FRAME_LINES: usize = 1000;
+
+impl Frames {
+    /// The message the panes get for `m`.
+    pub fn translate(&mut self, m: PaneMsg) -> PaneMsg {
+        let PaneMsg::Text {
+            script,
+            text,
+            is_error: false,
+        } = m
+        else {
+            return m;
+        };
+        let strip = |t: &str| t.replace("\x1b[H", "");
+        let added: Vec<String> = match text.rfind(CLEAR) {
+            Some(at) => {
+                // A new frame: what came before the clear belonged to the old one.
+                let rest = strip(&text[at + CLEAR.len()..]);
+                match self.open.iter_mut().find(|(s, _)| *s == script) {
+                    Some((_, f)) => f.clear(),
+                    None => self.open.push((script.clone(), Vec::new())),
+                }
+                let body = rest.trim_start_matches('\n');
+                match body.is_empty() {
+                    true => Vec::new(),
+                    false => body.split('\n').map(str::to_string).collect(),
+                }
+            }
+            None => match self.open.iter().any(|(s, _)| *s == script) {
+                true => strip(&text).split('\n').map(str::to_string).collect(),
+                false => {
+                    return PaneMsg::Text {
+                        script,
+                        text,
+                        is_error: false,
+                    };
+                }
+            },
+        };
+        let Some((_, frame)) = self.open.iter_mut().find(|(s, _)| *s == script) else {
+            return PaneMsg::Lines {
+                script,
+                lines: added,
+            };
+        };
+        let room = MAX_FRAME_LINES.saturating_sub(frame.len());
+        frame.extend(added.into_iter().take(room));
+        PaneMsg::Lines {
+            script,
+            lines: frame.clone(),
+        }
+    }
+}
+
 struct RouterState {
     sink: Sink,
     forward: Option<Sender<PaneMsg>>,
+    /// Clear-screen frames, for the panes.
+    frames: Frames,
     /// Each script's last `on_tick()` lines (only kept when the TUI is the only reader).
     last_lines: Vec<(String, Vec<String>)>,
     keep_last: bool,
@@ -155,7 +274,7 @@ impl RouterState {
             }
         }
         if let Some(tx) = &self.forward {
-            match tx.try_send(m) {
+            match tx.try_send(self.frames.translate(m)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(_)) => self.report.not_shown += 1,
             }
@@ -207,6 +326,9 @@ pub struct PaneRouter {
     input: Receiver<PaneMsg>,
     /// The panes' end of the forward channel, to take back what the TUI did not read.
     shown: Option<Receiver<PaneMsg>>,
+    /// The epilogue's prints without the script's name (a perf script's, as perf script
+    /// prints them).
+    bare: bool,
 }
 
 /// How long [`PaneRouter::finish`] waits for the writer.
@@ -242,6 +364,7 @@ impl PaneRouter {
         let mut state = RouterState {
             sink,
             forward,
+            frames: Frames::default(),
             last_lines: Vec::new(),
             keep_last,
             say_errors_now,
@@ -272,7 +395,14 @@ impl PaneRouter {
             thread: Some(thread),
             input,
             shown: None,
+            bare: false,
         })
+    }
+
+    /// A perf script's router: what it prints after the TUI is gone reaches stderr bare.
+    pub fn bare_epilogue(mut self) -> PaneRouter {
+        self.bare = true;
+        self
     }
 
     /// Once the scripts have stopped: write what is still queued, and return what the user
@@ -322,7 +452,15 @@ impl PaneRouter {
                 let _ = write_msg(&mut out, &PaneMsg::Lines { script, lines });
             }
             for m in &texts {
-                let _ = write_msg(&mut out, m);
+                let _ = match (self.bare, m) {
+                    (
+                        true,
+                        PaneMsg::Text {
+                            is_error: false, ..
+                        },
+                    ) => write_bare(&mut out, m),
+                    _ => write_msg(&mut out, m),
+                };
             }
             state.report.epilogue = out;
         }
@@ -399,6 +537,7 @@ mod tests {
             path: "/dev/full".into(),
             file: io::LineWriter::new(file),
             output: None,
+            bare: false,
         };
         let (router, _panes) = PaneRouter::spawn_for_panes(rx, sink, 16).unwrap();
         for i in 0..5 {
@@ -413,5 +552,46 @@ mod tests {
         );
         assert_eq!(r.unwritten, 5);
         assert!(r.epilogue.is_empty());
+    }
+
+    #[test]
+    fn a_clear_screen_starts_a_frame_of_pane_lines() {
+        let t = |text: &str| PaneMsg::Text {
+            script: "sctop.py".into(),
+            text: text.into(),
+            is_error: false,
+        };
+        let lines = |l: &[&str]| PaneMsg::Lines {
+            script: "sctop.py".into(),
+            lines: l.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut f = Frames::default();
+        // Before any clear: text, as it was.
+        assert_eq!(f.translate(t("hello")), t("hello"));
+        assert_eq!(f.translate(t("\x1b[H\x1b[2J")), lines(&[]));
+        assert_eq!(
+            f.translate(t("syscall events:")),
+            lines(&["syscall events:"])
+        );
+        assert_eq!(
+            f.translate(t("a  1\nb  2")),
+            lines(&["syscall events:", "a  1", "b  2"])
+        );
+        // The next clear: a new frame.
+        assert_eq!(f.translate(t("\x1b[H\x1b[2J\nx  3")), lines(&["x  3"]));
+        // Errors stay text.
+        let e = PaneMsg::Text {
+            script: "sctop.py".into(),
+            text: "Traceback".into(),
+            is_error: true,
+        };
+        assert_eq!(f.translate(e.clone()), e);
+        // Another script is not in a frame.
+        let other = PaneMsg::Text {
+            script: "o.py".into(),
+            text: "x".into(),
+            is_error: false,
+        };
+        assert_eq!(f.translate(other.clone()), other);
     }
 }

@@ -71,6 +71,8 @@ pub struct StageOptions {
     pub stall_stopping: Duration,
     /// Pane messages queued before more are dropped.
     pub pane_messages: usize,
+    /// `sys.argv[1:]` of scripts written for perf script (`--script-arg`).
+    pub script_args: Vec<String>,
 }
 
 impl Default for StageOptions {
@@ -82,6 +84,7 @@ impl Default for StageOptions {
             stall: Duration::from_secs(1),
             stall_stopping: Duration::from_millis(200),
             pane_messages: 4096,
+            script_args: Vec::new(),
         }
     }
 }
@@ -97,6 +100,7 @@ pub struct ScriptStage {
     pane_dropped: Arc<AtomicU64>,
     worker: JoinHandle<()>,
     worker_done: Receiver<()>,
+    loaded: super::worker::Loaded,
 }
 
 /// What the stage did, for the end-of-run report.
@@ -183,6 +187,7 @@ impl ScriptStage {
         let worker = {
             let (names, shared, tick, work_rx) =
                 (names.clone(), shared.clone(), opts.tick, work_rx.clone());
+            let script_args = opts.script_args.clone();
             std::thread::Builder::new()
                 .name("perfwatch-python".into())
                 .spawn(move || {
@@ -195,13 +200,14 @@ impl ScriptStage {
                         loaded: loaded_tx,
                         work: work_rx,
                         results: results_tx,
+                        script_args,
                     });
                     drop(done_tx);
                 })
                 .context("cannot start the Python thread")?
         };
-        match loaded_rx.recv() {
-            Ok(Ok(())) => {}
+        let loaded = match loaded_rx.recv() {
+            Ok(Ok(loaded)) => loaded,
             Ok(Err(e)) => {
                 let _ = worker.join();
                 return Err(anyhow!(e));
@@ -210,7 +216,7 @@ impl ScriptStage {
                 let _ = worker.join();
                 return Err(anyhow!("the Python interpreter failed to start"));
             }
-        }
+        };
         Ok(ScriptStage {
             shared,
             opts,
@@ -221,7 +227,19 @@ impl ScriptStage {
             pane_dropped,
             worker,
             worker_done,
+            loaded,
         })
+    }
+
+    /// A script is written for perf script (`perf script -s`): in `--plain`/`--json` its
+    /// output is what stdout carries, as perf script's is.
+    pub fn perf_style(&self) -> bool {
+        self.loaded.perf_style
+    }
+
+    /// The tracepoints the perf scripts' `SUBSYS__EVENT` handlers are for (`SUBSYS:EVENT`).
+    pub fn perf_tracepoints(&self) -> &[String] {
+        &self.loaded.tracepoints
     }
 
     /// Put the stage between the pipeline and a frontend: read ordered chunks from `input`,

@@ -61,7 +61,12 @@ impl Handler {
 struct Script {
     name: String,
     handlers: [Option<Py<PyAny>>; 5],
-    failures: [u32; 5],
+    /// Per handler of [`Handler::ALL`], then the perf script handlers together.
+    failures: [u32; 6],
+    /// A script written for perf script: its handlers, called as perf calls them.
+    perf: Option<super::perfcall::PerfCalls>,
+    /// The tracepoints its `SUBSYS__EVENT` handlers are for (`SUBSYS:EVENT`).
+    tracepoints: Vec<String>,
     /// The first cut of its `on_tick()` output has been reported.
     tick_cut_said: bool,
 }
@@ -70,6 +75,27 @@ impl Script {
     fn get(&self, h: Handler) -> Option<&Py<PyAny>> {
         self.handlers[h as usize].as_ref()
     }
+
+    /// It has `filter` or `on_event`.
+    fn own_per_event(&self) -> bool {
+        self.get(Handler::Filter).is_some() || self.get(Handler::OnEvent).is_some()
+    }
+
+    /// It has something to call for every event.
+    fn per_event(&self) -> bool {
+        self.get(Handler::Filter).is_some()
+            || self.get(Handler::OnEvent).is_some()
+            || self.perf.is_some()
+    }
+}
+
+/// What loading found, for the stage.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// A script is written for perf script.
+    pub perf_style: bool,
+    /// The tracepoints the perf scripts' handlers are for (`SUBSYS:EVENT`, in order).
+    pub tracepoints: Vec<String>,
 }
 
 /// The Python text of an exception with its traceback (file, line), without the final newline.
@@ -96,8 +122,12 @@ pub struct Worker {
     sink: Arc<PaneSink>,
     shared: Arc<Shared>,
     tick: Duration,
-    /// Set once any script has `filter` or `on_event`: otherwise batches need no Python.
+    /// Set once any script has `filter` or `on_event` (or is a perf script): otherwise
+    /// batches need no Python.
     per_event: bool,
+    /// Set once any script has `filter` or `on_event`: events are made into `perfwatch.Event`
+    /// objects.
+    own_per_event: bool,
 }
 
 /// What the worker thread starts with.
@@ -109,7 +139,9 @@ pub struct WorkerArgs {
     pub shared: Arc<Shared>,
     pub tick: Duration,
     /// Where the outcome of loading goes (with the traceback on failure).
-    pub loaded: Sender<Result<(), String>>,
+    pub loaded: Sender<Result<Loaded, String>>,
+    /// `sys.argv[1:]` of the scripts written for perf script (`--script-arg`).
+    pub script_args: Vec<String>,
     pub work: Receiver<Work>,
     pub results: Sender<Done>,
 }
@@ -126,8 +158,9 @@ pub fn run(args: WorkerArgs) {
         loaded,
         work,
         results,
+        script_args,
     } = args;
-    let scripts = Python::attach(|py| load_all(py, &scripts, &names, &sink, &shared));
+    let scripts = Python::attach(|py| load_all(py, &scripts, &names, &sink, &shared, &script_args));
     let scripts = match scripts {
         Ok(s) => s,
         Err(e) => {
@@ -135,21 +168,28 @@ pub fn run(args: WorkerArgs) {
             return;
         }
     };
-    let per_event = scripts
-        .iter()
-        .any(|s| s.get(Handler::Filter).is_some() || s.get(Handler::OnEvent).is_some());
+    let info = Loaded {
+        perf_style: scripts.iter().any(|s| s.perf.is_some()),
+        tracepoints: scripts
+            .iter()
+            .flat_map(|s| s.tracepoints.iter().cloned())
+            .collect(),
+    };
+    let per_event = scripts.iter().any(Script::per_event);
+    let own_per_event = scripts.iter().any(Script::own_per_event);
     let mut w = Worker {
         scripts,
         sink,
         shared,
         tick,
         per_event,
+        own_per_event,
     };
     if let Err(e) = Python::attach(|py| w.trace_begin(py)) {
         let _ = loaded.send(Err(e));
         return;
     }
-    let _ = loaded.send(Ok(()));
+    let _ = loaded.send(Ok(info));
     drop(loaded);
     w.serve(work, results);
     w.shared.busy_since.store(0, Ordering::Release);
@@ -184,6 +224,7 @@ fn load_all(
     names: &[String],
     sink: &Arc<PaneSink>,
     shared: &Shared,
+    script_args: &[String],
 ) -> Result<Vec<Script>, String> {
     let setup = || -> PyResult<()> {
         let sys = py.import("sys")?;
@@ -211,7 +252,7 @@ fn load_all(
     let mut loaded = Vec::with_capacity(scripts.len());
     for (i, (script, name)) in scripts.iter().zip(names).enumerate() {
         sink.current.store(i, Ordering::Relaxed);
-        loaded.push(load_one(py, i, script, name)?);
+        loaded.push(load_one(py, i, script, name, script_args)?);
     }
     Ok(loaded)
 }
@@ -223,6 +264,7 @@ fn load_one(
     index: usize,
     script: &OpenedScript,
     name: &str,
+    script_args: &[String],
 ) -> Result<Script, String> {
     let path = &script.path;
     let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
@@ -235,8 +277,6 @@ fn load_one(
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let module_name = CString::new(format!("perfwatch_script_{index}_{stem}"))
-        .map_err(|_| format!("cannot load script '{shown}': bad name"))?;
     if let Some(dir) = &script.import_dir {
         // Helpers beside the script are importable: its directory passed the same checks
         // as the script, and nobody else can add a module to it.
@@ -247,13 +287,26 @@ fn load_one(
     }
     // Tracebacks show the lines that were compiled, not whatever the path holds by then.
     let _ = seed_linecache(py, &file_name, &script.source);
+    // A script written for perf script gets perf script's environment before any of it runs
+    // (one that mixes both conventions is refused).
+    let mut perf =
+        super::perfstyle::from_source(py, &script.source, &file_name.to_string_lossy(), &shown)?;
+    if perf.is_some() {
+        perf_env(py, path, script_args, &shown)?;
+    }
+    // perf runs a script as `__main__` (flamegraph.py binds its handlers under `if __name__
+    // == "__main__":`); perfwatch's own scripts get a module name of their own.
+    let module_name = match perf.is_some() {
+        true => "__main__".to_string(),
+        false => format!("perfwatch_script_{index}_{stem}"),
+    };
+    let module_name =
+        CString::new(module_name).map_err(|_| format!("cannot load script '{shown}': bad name"))?;
     // A fresh module: from_code would run the code in an existing one of the same name.
     let _ = py
         .import("sys")
         .and_then(|s| s.getattr("modules"))
         .and_then(|m| m.call_method1("pop", (module_name.to_str().unwrap_or(""), py.None())));
-    // A script written for perf script is refused before any of it runs.
-    super::perfstyle::check_source(py, &script.source, &file_name.to_string_lossy(), &shown)?;
     let m = PyModule::from_code(py, &source, &file_name, &module_name).map_err(|e| {
         format!(
             "script '{shown}' failed to load:\n{}",
@@ -279,8 +332,40 @@ fn load_one(
             }
         }
     }
-    super::perfstyle::check_module(py, &m, &shown)?;
-    if handlers.iter().all(Option::is_none) {
+    if perf.is_none() {
+        // Handlers made at import time, without a `def` of their own.
+        perf = super::perfstyle::from_module(&m, &shown)?;
+        if perf.is_some() {
+            perf_env(py, path, script_args, &shown)?;
+        }
+    }
+    let tracepoints = perf
+        .as_ref()
+        .map(|p| p.tracepoints.clone())
+        .unwrap_or_default();
+    let perf = match perf {
+        Some(p) => {
+            if let Some(note) = super::perfstyle::unserved_note(&shown, &p) {
+                eprintln!("perfwatch: note: {note}");
+            }
+            // perf script calls neither of these: they are perfwatch's only.
+            handlers[Handler::Filter as usize] = None;
+            handlers[Handler::OnTick as usize] = None;
+            let fail = |e: &PyErr| {
+                format!(
+                    "script '{shown}': {}",
+                    escape_lines(&format_exception(py, e))
+                )
+            };
+            let mut calls = super::perfcall::PerfCalls::new(py, &m).map_err(|e| fail(&e))?;
+            calls
+                .define_ahead(py, &tracepoints)
+                .map_err(|(name, e)| format!("{name}(): {}", fail(&e)))?;
+            Some(calls)
+        }
+        None => None,
+    };
+    if handlers.iter().all(Option::is_none) && perf.is_none() {
         return Err(format!(
             "script '{shown}' defines none of trace_begin(), trace_end(), filter(event), \
              on_event(event), on_tick(): there is nothing for perfwatch to call"
@@ -289,8 +374,31 @@ fn load_one(
     Ok(Script {
         name: name.to_string(),
         handlers,
-        failures: [0; 5],
+        failures: [0; 6],
+        perf,
+        tracepoints,
         tick_cut_said: false,
+    })
+}
+
+/// perf script's environment for the script at `path` (once per run, the library note).
+fn perf_env(
+    py: Python<'_>,
+    path: &std::path::Path,
+    args: &[String],
+    shown: &str,
+) -> Result<(), String> {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        if let Some(note) = super::perfenv::library_note() {
+            eprintln!("perfwatch: note: {note}");
+        }
+    });
+    super::perfenv::prepare(py, path, args).map_err(|e| {
+        format!(
+            "cannot give script '{shown}' perf script's environment: {}",
+            escape_lines(&format_exception(py, &e))
+        )
     })
 }
 
@@ -376,20 +484,25 @@ impl Worker {
             // Lookups (perfwatch.comm) answer as of this event.
             lookup::set_event_time(ev.time);
             self.shared.done(1);
-            let obj = match Bound::new(py, PyEvent { ev: ev.clone() }) {
-                Ok(o) => o,
-                Err(_) => {
-                    kept.push(ev);
-                    continue;
+            // perfwatch's event object, only for scripts of perfwatch's own convention.
+            let obj = if self.own_per_event {
+                match Bound::new(py, PyEvent { ev: ev.clone() }) {
+                    Ok(o) => Some(o),
+                    Err(_) => {
+                        kept.push(ev);
+                        continue;
+                    }
                 }
+            } else {
+                None
             };
             let mut keep = true;
             for i in 0..self.scripts.len() {
-                let Some(f) = self.scripts[i].get(Handler::Filter) else {
+                let (Some(f), Some(obj)) = (self.scripts[i].get(Handler::Filter), &obj) else {
                     continue;
                 };
                 self.sink.current.store(i, Ordering::Relaxed);
-                match f.call1(py, (&obj,)).and_then(|r| r.is_truthy(py)) {
+                match f.call1(py, (obj,)).and_then(|r| r.is_truthy(py)) {
                     Ok(true) => {}
                     Ok(false) => {
                         keep = false;
@@ -400,11 +513,17 @@ impl Worker {
             }
             if keep {
                 for i in 0..self.scripts.len() {
-                    let Some(f) = self.scripts[i].get(Handler::OnEvent) else {
+                    self.sink.current.store(i, Ordering::Relaxed);
+                    if let Some(p) = self.scripts[i].perf.as_mut() {
+                        if let Err((name, e)) = p.call(py, &ev) {
+                            self.fail_perf(py, i, &name, &e);
+                        }
+                        continue;
+                    }
+                    let (Some(f), Some(obj)) = (self.scripts[i].get(Handler::OnEvent), &obj) else {
                         continue;
                     };
-                    self.sink.current.store(i, Ordering::Relaxed);
-                    if let Err(e) = f.call1(py, (&obj,)) {
+                    if let Err(e) = f.call1(py, (obj,)) {
                         self.fail(py, i, Handler::OnEvent, &e);
                     }
                 }
@@ -504,10 +623,42 @@ impl Worker {
                 ),
                 is_error: true,
             });
-            self.per_event = self
-                .scripts
-                .iter()
-                .any(|s| s.get(Handler::Filter).is_some() || s.get(Handler::OnEvent).is_some());
+            self.per_event = self.scripts.iter().any(Script::per_event);
+            self.own_per_event = self.scripts.iter().any(Script::own_per_event);
+        }
+    }
+}
+
+impl Worker {
+    /// Show a perf script handler's exception in the script's pane (perf script would stop
+    /// at the first); stop calling the script's perf handlers after [`MAX_FAILURES`].
+    fn fail_perf(&mut self, py: Python<'_>, i: usize, name: &str, e: &PyErr) {
+        let tb = format_exception(py, e);
+        let s = &mut self.scripts[i];
+        s.failures[5] += 1;
+        let n = s.failures[5];
+        let interrupted = e.is_instance_of::<PyKeyboardInterrupt>(py) && self.shared.stopping();
+        let what = if interrupted {
+            format!("{name}() interrupted: perfwatch is stopping")
+        } else {
+            format!("{name}() raised an exception")
+        };
+        self.sink.send(PaneMsg::Text {
+            script: s.name.clone(),
+            text: format!("{what}\n{tb}"),
+            is_error: true,
+        });
+        if n >= MAX_FAILURES && s.perf.is_some() {
+            s.perf = None;
+            self.sink.send(PaneMsg::Text {
+                script: s.name.clone(),
+                text: format!(
+                    "its perf script handlers failed {n} times; perfwatch has switched them off \
+                     for the rest of the run"
+                ),
+                is_error: true,
+            });
+            self.per_event = self.scripts.iter().any(Script::per_event);
         }
     }
 }

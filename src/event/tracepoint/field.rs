@@ -259,6 +259,12 @@ impl Field {
         }
     }
 
+    /// This field's bytes in a sample's RAW bytes as they are (perf script hands arrays
+    /// and unprintable strings to its scripts so); None when they lie outside the record.
+    pub fn raw_bytes<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {
+        self.bytes(raw)
+    }
+
     /// Decode this field from a sample's RAW bytes.
     #[inline]
     pub fn value<'a>(&self, raw: &'a [u8]) -> Value<'a> {

@@ -76,6 +76,17 @@ pub struct Render {
     pub symbol: bool,
 }
 
+/// One `__print_flags` (with its delimiter) or `__print_symbolic` table of a print fmt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueTable<'a> {
+    /// The field whose value the table names.
+    pub field: &'a str,
+    /// `Some` for flags: the text between two names.
+    pub delim: Option<&'a [u8]>,
+    /// Value and name, in the print fmt's order.
+    pub values: &'a [(u64, Box<[u8]>)],
+}
+
 /// A parsed `print fmt`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrintFmt {
@@ -256,6 +267,54 @@ impl PrintFmt {
                 )
             )
         })
+    }
+
+    /// The `__print_flags` and `__print_symbolic` tables of the arguments, in the order a
+    /// walk of them meets each (perf script defines its scripts' flag and symbolic values
+    /// from these, `define_flag_value` and the like), each with the name of the first field
+    /// its value reads (`fields` are the format's).
+    pub fn value_tables<'s>(&'s self, fields: &'s [Field]) -> Vec<ValueTable<'s>> {
+        fn walk<'s>(e: &'s Expr, fields: &'s [Field], out: &mut Vec<ValueTable<'s>>) {
+            let mut table =
+                |v: &'s Expr, delim: Option<&'s [u8]>, values: &'s [(u64, Box<[u8]>)]| {
+                    let mut named = Vec::new();
+                    fields_of(v, &mut named);
+                    if let Some(f) = named.first().and_then(|i| fields.get(*i as usize)) {
+                        out.push(ValueTable {
+                            field: &f.name,
+                            delim,
+                            values,
+                        });
+                    }
+                };
+            match e {
+                Expr::Symbolic(v, t) => {
+                    table(v, None, t);
+                    walk(v, fields, out);
+                }
+                Expr::Flags(v, d, t) => {
+                    table(v, Some(d), t);
+                    walk(v, fields, out);
+                }
+                Expr::Index(_, i) => walk(i, fields, out),
+                Expr::Cast { e, .. } | Expr::Unary(_, e) => walk(e, fields, out),
+                Expr::Binary(_, a, b) => {
+                    walk(a, fields, out);
+                    walk(b, fields, out);
+                }
+                Expr::Cond(c, a, b) => {
+                    walk(c, fields, out);
+                    walk(a, fields, out);
+                    walk(b, fields, out);
+                }
+                Expr::Field(_) | Expr::Num(_) | Expr::Str(_) | Expr::Rec | Expr::Unknown => {}
+            }
+        }
+        let mut out = Vec::new();
+        for a in self.args.iter() {
+            walk(a, fields, &mut out);
+        }
+        out
     }
 
     /// The fields this format renders as text, with their member names.

@@ -260,3 +260,19 @@ proptest::proptest! {
         proptest::prop_assert_eq!(String::from_utf8(line).unwrap(), want);
     }
 }
+
+#[test]
+fn value_tables_name_their_field_in_walk_order() {
+    let f = fmt(
+        "\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:unsigned long fl;\toffset:16;\tsize:8;\tsigned:0;",
+        r#""%s %s %s", (REC->fl & 3) ? __print_flags(REC->fl & 3, "|", { 1, "A" }, { 2, "B" }) : "none", __print_symbolic(REC->vec, { 0, "HI" }, { 7, "SCHED" }), REC->vec ? "x" : "y""#,
+    );
+    let p = f.print.as_ref().unwrap();
+    let t = p.value_tables(&f.fields);
+    assert_eq!(t.len(), 2, "{t:?}");
+    assert_eq!((t[0].field, t[0].delim), ("fl", Some(&b"|"[..])));
+    assert_eq!(t[0].values.len(), 2);
+    assert_eq!((t[0].values[1].0, &*t[0].values[1].1), (2, &b"B"[..]));
+    assert_eq!((t[1].field, t[1].delim), ("vec", None));
+    assert_eq!((t[1].values[1].0, &*t[1].values[1].1), (7, &b"SCHED"[..]));
+}
