@@ -56,13 +56,16 @@ fn stderr_of(child: &mut Child) -> String {
     s
 }
 
-/// Whether a thread of process `pid` sleeps in the kernel's pipe_write (its wchan).
+/// Whether a thread of process `pid` sleeps in the kernel's pipe_write (its wchan:
+/// `anon_pipe_write` on this kernel).
 fn waits_in_pipe_write(pid: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };
     tasks.flatten().any(|t| {
-        std::fs::read_to_string(t.path().join("wchan")).is_ok_and(|w| w.trim() == "pipe_write")
+        // pipe_write, or anon_pipe_write on newer kernels.
+        std::fs::read_to_string(t.path().join("wchan"))
+            .is_ok_and(|w| w.trim().ends_with("pipe_write"))
     })
 }
 
