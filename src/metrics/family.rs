@@ -1,0 +1,197 @@
+//! A counter family whose label values come from the monitored system (command names,
+//! control groups, symbols): bounded to the `top` most active values plus `other`, and still
+//! monotonic, as Prometheus counters must be within a run.
+//!
+//! Each value is counted exactly while tracked ([`TRACKED_PER_TOP`] × `top` values at most;
+//! beyond that new values count straight into `other`). At each publication, while fewer than
+//! `top` values have a series, the most active tracked values since the last publication get
+//! one. A value's series shows what was never published inside `other`; what `other` showed of
+//! it stays there. A series idle for [`IDLE_EVICT`] publications gives its room back: what it
+//! showed moves into `other` (which only grows), and the value may come back later as a new
+//! series starting from 0.
+
+use std::collections::HashMap;
+
+/// Values tracked per series allowed.
+pub const TRACKED_PER_TOP: usize = 8;
+/// Publications without activity after which a series gives its room back.
+pub const IDLE_EVICT: u32 = 1200;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+#[derive(Debug, Default)]
+struct Tracked {
+    count: u64,
+    /// `count` at the last publication (activity is what came since).
+    last: u64,
+    /// What `other` has shown of this value (frozen once it has a series).
+    in_other: u64,
+    exported: bool,
+    idle: u32,
+}
+
+/// One labelled counter family with at most `top` series and `other`.
+#[derive(Debug)]
+pub struct TopFamily {
+    top: usize,
+    values: FastMap<Box<str>, Tracked>,
+    exported: usize,
+    /// Counts of values never tracked, or dropped from tracking (all shown in `other`).
+    untracked: u64,
+}
+
+impl TopFamily {
+    pub fn new(top: usize) -> TopFamily {
+        TopFamily {
+            top,
+            values: FastMap::default(),
+            exported: 0,
+            untracked: 0,
+        }
+    }
+
+    /// Count `n` for `value` (already sanitized text).
+    pub fn add(&mut self, value: &str, n: u64) {
+        if let Some(t) = self.values.get_mut(value) {
+            t.count += n;
+            return;
+        }
+        if self.top == 0 || self.values.len() >= self.top * TRACKED_PER_TOP {
+            self.untracked += n;
+            return;
+        }
+        self.values.insert(
+            value.into(),
+            Tracked {
+                count: n,
+                ..Tracked::default()
+            },
+        );
+    }
+
+    /// Decide the series (see the module's doc) and return them, sorted by value, with
+    /// `other`'s count last (`None` when `other` has never counted anything).
+    pub fn publish(&mut self) -> (Vec<(Box<str>, u64)>, Option<u64>) {
+        // Idle series give their room back; idle values that other shows wholly are dropped.
+        let mut dropped = Vec::new();
+        for (k, t) in self.values.iter_mut() {
+            if t.count == t.last {
+                t.idle = t.idle.saturating_add(1);
+            } else {
+                t.idle = 0;
+            }
+            if t.idle >= IDLE_EVICT {
+                if t.exported {
+                    t.exported = false;
+                    self.exported -= 1;
+                    t.in_other = t.count;
+                } else if t.in_other == t.count {
+                    dropped.push(k.clone());
+                }
+            }
+        }
+        for k in dropped {
+            if let Some(t) = self.values.remove(&k) {
+                self.untracked += t.count;
+            }
+        }
+        if self.exported < self.top {
+            let mut candidates: Vec<(u64, &Box<str>)> = self
+                .values
+                .iter()
+                .filter(|(_, t)| !t.exported && t.count > t.in_other)
+                .map(|(k, t)| (t.count - t.last, k))
+                .collect();
+            candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            let admit: Vec<Box<str>> = candidates
+                .into_iter()
+                .take(self.top - self.exported)
+                .map(|(_, k)| k.clone())
+                .collect();
+            for k in admit {
+                if let Some(t) = self.values.get_mut(&k) {
+                    t.exported = true;
+                    self.exported += 1;
+                }
+            }
+        }
+        let mut series = Vec::with_capacity(self.exported);
+        let mut other = self.untracked;
+        for (k, t) in self.values.iter_mut() {
+            if t.exported {
+                series.push((k.clone(), t.count - t.in_other));
+                other += t.in_other;
+            } else {
+                t.in_other = t.count;
+                other += t.count;
+            }
+            t.last = t.count;
+        }
+        series.sort_unstable();
+        (series, (other > 0).then_some(other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(s: &[(Box<str>, u64)], k: &str) -> Option<u64> {
+        s.iter().find(|(v, _)| &**v == k).map(|(_, n)| *n)
+    }
+
+    #[test]
+    fn the_most_active_get_series_and_the_rest_is_other() {
+        let mut f = TopFamily::new(2);
+        f.add("a", 5);
+        f.add("b", 1);
+        f.add("c", 9);
+        let (s, other) = f.publish();
+        assert_eq!(get(&s, "c"), Some(9));
+        assert_eq!(get(&s, "a"), Some(5));
+        assert_eq!(other, Some(1));
+    }
+
+    #[test]
+    fn every_series_and_other_only_grow_and_the_sum_is_exact() {
+        let mut f = TopFamily::new(3);
+        let mut last: HashMap<String, u64> = HashMap::new();
+        let mut total = 0u64;
+        for round in 0..3000u64 {
+            for i in 0..(round % 7 + 1) {
+                let name = format!("v{}", (round * 31 + i * 17) % 40);
+                f.add(&name, i + 1);
+                total += i + 1;
+            }
+            let (s, other) = f.publish();
+            assert!(s.len() <= 3);
+            let mut sum = other.unwrap_or(0);
+            for (k, n) in &s {
+                sum += n;
+                let key = k.to_string();
+                if let Some(&before) = last.get(&key) {
+                    assert!(*n >= before, "{key} went back from {before} to {n}");
+                }
+                last.insert(key, *n);
+            }
+            let o = other.unwrap_or(0);
+            assert!(o >= *last.get("\0other").unwrap_or(&0), "other went back");
+            last.insert("\0other".into(), o);
+            // A series evicted disappears; one that reappears starts again (a new series).
+            last.retain(|k, _| k == "\0other" || s.iter().any(|(v, _)| &**v == k));
+            assert_eq!(sum, total);
+        }
+    }
+
+    #[test]
+    fn tracking_is_bounded() {
+        let mut f = TopFamily::new(1);
+        for i in 0..10_000 {
+            f.add(&format!("comm{i}"), 1);
+        }
+        assert!(f.values.len() <= TRACKED_PER_TOP);
+        let (s, other) = f.publish();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].1 + other.unwrap(), 10_000);
+    }
+}
