@@ -3,23 +3,28 @@
 //! monotonic, as Prometheus counters must be within a run.
 //!
 //! Each value is counted exactly while tracked ([`TRACKED_PER_TOP`] × `top` values at most;
-//! beyond that new values count straight into `other`). At each publication, while fewer than
-//! `top` values have a series, the most active tracked values since the last publication get
-//! one. A value's series shows what was never published inside `other`; what `other` showed of
-//! it stays there. A series idle for [`IDLE_EVICT`] publications gives its room back: what it
-//! showed moves into `other` (which only grows), and the value may come back later as a new
-//! series starting from 0.
+//! beyond that new values count straight into `other`). Activity is a decaying score of what
+//! came between publications. At each publication the most active values without a series get
+//! one: into free room, or in place of the least active series that has had one for at least
+//! [`MIN_RESIDENCY`] publications and is less than half as active. A value's series shows what
+//! was never published inside `other`; what `other` showed of it stays there. A series that
+//! gives its room back (so, or idle for [`IDLE_EVICT`] publications) moves what it showed into
+//! `other`, which only grows; the value may come back later as a new series starting from 0.
 
 use std::collections::HashMap;
 
 /// Values tracked per series allowed.
 pub const TRACKED_PER_TOP: usize = 8;
 /// Publications without activity after which a series gives its room back.
-pub const IDLE_EVICT: u32 = 1200;
+pub const IDLE_EVICT: u32 = 240;
+/// Publications a series keeps its room at least, before a more active value takes it.
+pub const MIN_RESIDENCY: u32 = 40;
+/// How much of its activity score a value keeps from one publication to the next.
+const DECAY: f64 = 0.9;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Tracked {
     count: u64,
     /// `count` at the last publication (activity is what came since).
@@ -28,7 +33,15 @@ struct Tracked {
     in_other: u64,
     exported: bool,
     idle: u32,
+    /// Decaying activity.
+    score: f64,
+    /// Publications since it got its series (or since it was first counted).
+    resident: u32,
 }
+
+/// Publications a new value waits, outside `other`, for a series (a burst that straddles
+/// a publication still gets its whole count in its series).
+const GRACE: u32 = 2;
 
 /// One labelled counter family with at most `top` series and `other`.
 #[derive(Debug)]
@@ -75,11 +88,14 @@ impl TopFamily {
         // Idle series give their room back; idle values that other shows wholly are dropped.
         let mut dropped = Vec::new();
         for (k, t) in self.values.iter_mut() {
-            if t.count == t.last {
-                t.idle = t.idle.saturating_add(1);
+            let delta = t.count - t.last;
+            t.score = t.score * DECAY + delta as f64;
+            t.resident = t.resident.saturating_add(1);
+            t.idle = if delta == 0 {
+                t.idle.saturating_add(1)
             } else {
-                t.idle = 0;
-            }
+                0
+            };
             if t.idle >= IDLE_EVICT {
                 if t.exported {
                     t.exported = false;
@@ -95,24 +111,35 @@ impl TopFamily {
                 self.untracked += t.count;
             }
         }
-        if self.exported < self.top {
-            let mut candidates: Vec<(u64, &Box<str>)> = self
-                .values
-                .iter()
-                .filter(|(_, t)| !t.exported && t.count > t.in_other)
-                .map(|(k, t)| (t.count - t.last, k))
-                .collect();
-            candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-            let admit: Vec<Box<str>> = candidates
-                .into_iter()
-                .take(self.top - self.exported)
-                .map(|(_, k)| k.clone())
-                .collect();
-            for k in admit {
-                if let Some(t) = self.values.get_mut(&k) {
-                    t.exported = true;
-                    self.exported += 1;
+        let mut candidates: Vec<(f64, Box<str>)> = self
+            .values
+            .iter()
+            .filter(|(_, t)| !t.exported && t.count > t.in_other && t.score > 0.0)
+            .map(|(k, t)| (t.score, k.clone()))
+            .collect();
+        candidates.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (score, k) in candidates {
+            if self.exported >= self.top {
+                // The least active series that has had its room long enough, if much less
+                // active than this value.
+                let victim = self
+                    .values
+                    .iter()
+                    .filter(|(_, t)| t.exported && t.resident >= MIN_RESIDENCY)
+                    .min_by(|a, b| a.1.score.total_cmp(&b.1.score))
+                    .filter(|(_, t)| t.score * 2.0 < score)
+                    .map(|(v, _)| v.clone());
+                let Some(v) = victim else { break };
+                if let Some(t) = self.values.get_mut(&v) {
+                    t.exported = false;
+                    t.in_other = t.count;
+                    self.exported -= 1;
                 }
+            }
+            if let Some(t) = self.values.get_mut(&k) {
+                t.exported = true;
+                t.resident = 0;
+                self.exported += 1;
             }
         }
         let mut series = Vec::with_capacity(self.exported);
@@ -121,6 +148,8 @@ impl TopFamily {
             if t.exported {
                 series.push((k.clone(), t.count - t.in_other));
                 other += t.in_other;
+            } else if t.in_other == 0 && t.resident <= GRACE {
+                // New: not shown anywhere yet (see GRACE).
             } else {
                 t.in_other = t.count;
                 other += t.count;
@@ -147,6 +176,10 @@ mod tests {
         f.add("b", 1);
         f.add("c", 9);
         let (s, other) = f.publish();
+        assert_eq!(other, None, "b waits for a series");
+        assert_eq!(get(&s, "c"), Some(9));
+        f.publish();
+        let (s, other) = f.publish();
         assert_eq!(get(&s, "c"), Some(9));
         assert_eq!(get(&s, "a"), Some(5));
         assert_eq!(other, Some(1));
@@ -157,6 +190,7 @@ mod tests {
         let mut f = TopFamily::new(3);
         let mut last: HashMap<String, u64> = HashMap::new();
         let mut total = 0u64;
+        let mut seen_series = std::collections::HashSet::new();
         for round in 0..3000u64 {
             for i in 0..(round % 7 + 1) {
                 let name = format!("v{}", (round * 31 + i * 17) % 40);
@@ -165,6 +199,7 @@ mod tests {
             }
             let (s, other) = f.publish();
             assert!(s.len() <= 3);
+            seen_series.extend(s.iter().map(|(k, _)| k.to_string()));
             let mut sum = other.unwrap_or(0);
             for (k, n) in &s {
                 sum += n;
@@ -179,8 +214,42 @@ mod tests {
             last.insert("\0other".into(), o);
             // A series evicted disappears; one that reappears starts again (a new series).
             last.retain(|k, _| k == "\0other" || s.iter().any(|(v, _)| &**v == k));
-            assert_eq!(sum, total);
+            assert!(sum <= total, "{sum} > {total}");
         }
+        // Quiet publications show what new values held back.
+        for _ in 0..=GRACE {
+            let (s, other) = f.publish();
+            let sum = s.iter().map(|(_, n)| n).sum::<u64>() + other.unwrap_or(0);
+            if sum == total {
+                break;
+            }
+        }
+        let (s, other) = f.publish();
+        assert_eq!(
+            s.iter().map(|(_, n)| n).sum::<u64>() + other.unwrap_or(0),
+            total
+        );
+        assert!(
+            seen_series.len() > 3,
+            "series were replaced: {seen_series:?}"
+        );
+    }
+
+    #[test]
+    fn a_burst_of_a_new_value_takes_the_room_of_a_quiet_series_whole() {
+        let mut f = TopFamily::new(2);
+        for _ in 0..100 {
+            f.add("busy", 3);
+            f.add("slow", 1);
+            f.add("slower", 1);
+            f.publish();
+        }
+        f.add("marker", 17);
+        f.publish();
+        f.add("marker", 20);
+        let (s, _) = f.publish();
+        assert_eq!(get(&s, "marker"), Some(37), "{s:?}");
+        assert!(get(&s, "busy").is_some());
     }
 
     #[test]
@@ -190,6 +259,8 @@ mod tests {
             f.add(&format!("comm{i}"), 1);
         }
         assert!(f.values.len() <= TRACKED_PER_TOP);
+        f.publish();
+        f.publish();
         let (s, other) = f.publish();
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].1 + other.unwrap(), 10_000);
