@@ -521,3 +521,56 @@ fn pprof_every_writes_a_profile_per_period_and_a_full_disk_is_said_once() {
         r.stderr
     );
 }
+
+/// The systemd unit's capabilities are enough: perfwatch run as `nobody` with exactly the
+/// unit's `AmbientCapabilities` (through setpriv, as systemd would give them) watches the
+/// whole system, serves /metrics and stops with status 0 at SIGINT (the unit's KillSignal).
+#[test]
+fn the_agent_units_capabilities_are_enough_without_root() {
+    require_root!("to drop to nobody with capabilities");
+    require_perf!();
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/perfwatch-agent.service"),
+    )
+    .unwrap();
+    let caps: Vec<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .expect("AmbientCapabilities= in the unit")
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    assert!(unit.contains("KillSignal=SIGINT") && unit.contains("--quiet"));
+    let caps = caps.join(",");
+    // A copy nobody can run (the build tree may sit under a private directory).
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("perfwatch");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("perfwatch"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let err = dir.path().join("err");
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps={caps}"))
+        .arg(format!("--ambient-caps={caps}"))
+        .arg(&bin)
+        .args(["-a", "--quiet", "--metrics", &metrics.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap());
+    common::default_signals(&mut c);
+    let mut pw = Reaped(c.spawn().unwrap());
+    common::wait_until_watching(&mut pw.0);
+    wait_for("/metrics as nobody", || {
+        http(metrics, "GET", "/metrics").is_some_and(|(c, b)| {
+            c == 200
+                && b.contains("perfwatch_samples_total{cpu=")
+                && b.contains("process_cpu_seconds_total")
+        })
+    });
+    let said = interrupt(pw, &err);
+    assert!(said.contains("records in"), "{said}");
+    assert!(!said.contains("perfwatch: error"), "{said}");
+}
