@@ -212,9 +212,19 @@ fn prometheus_counts_a_marker_commands_forks_exactly() {
     // Scraped once the forks are in: exactly N, and it stays N.
     let forks = "sum(perfwatch_process_forks_total{comm=\"fleetmark\"})";
     let exits = "sum(perfwatch_process_exits_total{comm=\"fleetmark\"})";
-    wait_for("the marker's exits in Prometheus", || {
-        promql(prom, exits) == Some((N + 1) as f64)
-    });
+    let mut seen = None;
+    let t0 = Instant::now();
+    while seen != Some((N + 1) as f64) {
+        seen = promql(prom, exits);
+        assert!(
+            t0.elapsed() < common::deadline(),
+            "{exits} is {seen:?}, not {}; forks {:?}; perfwatch said: {}",
+            N + 1,
+            promql(prom, forks),
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // One more scrape: it stays so.
     let scraped = "timestamp(up{job=\"perfwatch\"})";
     let t0 = promql(prom, scraped).unwrap_or(0.0);

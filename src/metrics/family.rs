@@ -17,8 +17,8 @@ use std::collections::HashMap;
 pub const TRACKED_PER_TOP: usize = 8;
 /// Publications without activity after which a series gives its room back.
 pub const IDLE_EVICT: u32 = 240;
-/// Publications a series keeps its room at least, before a more active value takes it.
-pub const MIN_RESIDENCY: u32 = 40;
+/// Publications a series keeps its room at least (2 s), before a more active value takes it.
+pub const MIN_RESIDENCY: u32 = 8;
 /// How much of its activity score a value keeps from one publication to the next.
 const DECAY: f64 = 0.9;
 

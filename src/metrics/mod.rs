@@ -19,7 +19,7 @@
 pub mod family;
 pub mod server;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -85,8 +85,13 @@ pub struct MetricsTap {
     comm: [TopFamily; 3],
     cgroup: [TopFamily; 3],
     symbols: TopFamily,
+    /// The label text of each symbol seen (see [`MAX_SYMBOL_KEYS`]).
+    symbol_keys: HashMap<Option<crate::symbols::SymbolKey>, Box<str>>,
     text: String,
 }
+
+/// Symbols whose label text is kept; the cache starts again past it.
+const MAX_SYMBOL_KEYS: usize = 1 << 16;
 
 const TASK_KINDS: [&str; 3] = ["fork", "exec", "exit"];
 
@@ -104,6 +109,7 @@ impl MetricsTap {
             comm: fam(),
             cgroup: fam(),
             symbols: TopFamily::new(top),
+            symbol_keys: HashMap::new(),
             text: String::new(),
         }
     }
@@ -124,8 +130,14 @@ impl MetricsTap {
                         t.1 += period;
                     }
                 }
-                // Names are escaped text already; a NUL joins the two labels.
-                let key = match sym.as_deref().and_then(|n| n.sym()) {
+                // Names are escaped text already; a NUL joins the two labels. Made once per
+                // symbol (a bounded cache), not per sample.
+                let known = sym.as_deref().and_then(|n| n.sym());
+                let id = known.map(|s| s.symbol().key());
+                if self.symbol_keys.len() >= MAX_SYMBOL_KEYS {
+                    self.symbol_keys.clear();
+                }
+                let key = self.symbol_keys.entry(id).or_insert_with(|| match known {
                     Some(s) => {
                         let dso = s.dso();
                         let dso = if dso.name().is_empty() {
@@ -138,10 +150,13 @@ impl MetricsTap {
                             s.symbol().display_name().replace('\0', "?"),
                             dso.replace('\0', "?")
                         )
+                        .into()
                     }
-                    None => format!("{}\0{}", crate::symbols::UNKNOWN, crate::symbols::UNKNOWN),
-                };
-                self.symbols.add(&key, 1);
+                    None => {
+                        format!("{}\0{}", crate::symbols::UNKNOWN, crate::symbols::UNKNOWN).into()
+                    }
+                });
+                self.symbols.add(key, 1);
                 return;
             }
             // Processes, not threads: a new thread has its own tid.

@@ -55,18 +55,21 @@ struct Binary {
     build_id: Option<String>,
 }
 
-#[derive(Hash, PartialEq, Eq)]
-struct StackKey {
+/// Who a stack is of: the process, its name and control group.
+#[derive(Clone, Hash, PartialEq, Eq)]
+struct Owner {
     pid: u32,
     comm: Arc<str>,
     cgroup: Option<Arc<str>>,
-    /// (owner, address), leaf first.
-    frames: Box<[(u32, u64)]>,
 }
 
 /// The samples of one profile.
 pub struct Profiles {
-    stacks: FastMap<StackKey, (u64, u64)>,
+    /// Samples and summed periods by `[owner id, (frame owner, address)...]`, leaf first; a
+    /// frame's owner is the pid, or [`KERNEL`].
+    stacks: FastMap<Box<[u64]>, (u64, u64)>,
+    owners: Vec<Owner>,
+    owner_ids: FastMap<Owner, u32>,
     names: FastMap<(u32, u64), FrameName>,
     comms: FastMap<Box<[u8]>, Arc<str>>,
     cgroups: FastMap<Arc<str>, Arc<str>>,
@@ -78,6 +81,7 @@ pub struct Profiles {
     samples: u64,
     dropped: u64,
     scratch: Vec<(u32, u64)>,
+    key: Vec<u64>,
 }
 
 impl Default for Profiles {
@@ -96,6 +100,8 @@ impl Profiles {
     pub fn new() -> Profiles {
         Profiles {
             stacks: FastMap::default(),
+            owners: Vec::new(),
+            owner_ids: FastMap::default(),
             names: FastMap::default(),
             comms: FastMap::default(),
             cgroups: FastMap::default(),
@@ -106,6 +112,7 @@ impl Profiles {
             samples: 0,
             dropped: 0,
             scratch: Vec::new(),
+            key: Vec::new(),
         }
     }
 
@@ -149,12 +156,15 @@ impl Profiles {
         }
         // What the symbolize step said of each frame.
         if let Some(n) = sym.as_deref() {
-            let named: Vec<_> = match callchain.as_ref().filter(|c| !c.is_empty()) {
-                Some(_) => n.frames.iter().collect(),
-                None => vec![&n.ip],
+            let chain = callchain.as_ref().is_some_and(|c| !c.is_empty());
+            let named = if chain {
+                &n.frames[..]
+            } else {
+                std::slice::from_ref(&n.ip)
             };
-            for (i, s) in named.into_iter().enumerate() {
-                if let (Some(s), Some(&(o, a))) = (s, self.scratch.get(i)) {
+            for (i, s) in named.iter().enumerate().take(self.scratch.len()) {
+                if let Some(s) = s {
+                    let (o, a) = self.scratch[i];
                     self.learn(o, a, s);
                 }
             }
@@ -183,20 +193,34 @@ impl Profiles {
                     e
                 }
             });
-        let key = StackKey {
+        let owner = Owner {
             pid: ev.pid,
             comm,
             cgroup,
-            frames: self.scratch.as_slice().into(),
         };
+        let owner_id = match self.owner_ids.get(&owner) {
+            Some(&id) => id,
+            None => {
+                let id = self.owners.len() as u32;
+                self.owners.push(owner.clone());
+                self.owner_ids.insert(owner, id);
+                id
+            }
+        };
+        self.key.clear();
+        self.key.push(owner_id as u64);
+        for &(o, a) in &self.scratch {
+            self.key.push(o as u64);
+            self.key.push(a);
+        }
         let full = self.stacks.len() >= MAX_STACKS;
-        match self.stacks.get_mut(&key) {
+        match self.stacks.get_mut(&self.key[..]) {
             Some(v) => {
                 v.0 += 1;
                 v.1 += period;
             }
             None if !full => {
-                self.stacks.insert(key, (1, *period));
+                self.stacks.insert(self.key.as_slice().into(), (1, *period));
             }
             None => self.dropped += 1,
         }
@@ -263,14 +287,17 @@ impl Profiles {
             build_id: None,
         });
         let mut sample = Vec::with_capacity(self.stacks.len());
-        let mut keys: Vec<(&StackKey, &(u64, u64))> = self.stacks.iter().collect();
+        let mut keys: Vec<_> = self.stacks.iter().collect();
         // The same samples give the same bytes.
-        keys.sort_unstable_by(|a, b| {
-            (a.0.pid, &a.0.frames, &a.0.comm).cmp(&(b.0.pid, &b.0.frames, &b.0.comm))
-        });
+        keys.sort_unstable();
         for (key, &(count, ns)) in keys {
-            let mut ids = Vec::with_capacity(key.frames.len());
-            for &(owner, ip) in key.frames.iter() {
+            let Some((&owner_id, frames)) = key.split_first() else {
+                continue;
+            };
+            let who = &self.owners[owner_id as usize];
+            let mut ids = Vec::with_capacity(frames.len() / 2);
+            for f in frames.chunks_exact(2) {
+                let (owner, ip) = (f[0] as u32, f[1]);
                 let id = match locations.get(&(owner, ip)) {
                     Some(&id) => id,
                     None => {
@@ -327,16 +354,16 @@ impl Profiles {
             let mut label = vec![
                 proto::Label {
                     key: k_pid,
-                    num: key.pid as i64,
+                    num: who.pid as i64,
                     ..proto::Label::default()
                 },
                 proto::Label {
                     key: k_comm,
-                    str: strings.id(&key.comm),
+                    str: strings.id(&who.comm),
                     ..proto::Label::default()
                 },
             ];
-            if let Some(cg) = &key.cgroup {
+            if let Some(cg) = &who.cgroup {
                 label.push(proto::Label {
                     key: k_cgroup,
                     str: strings.id(cg),
