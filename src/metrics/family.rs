@@ -106,6 +106,20 @@ impl TopFamily {
                 }
             }
         }
+        // Tracking nearly full: values that `other` shows wholly and that were quiet since the
+        // last publication make room for new ones (the quietest first), down to half.
+        let cap = self.top * TRACKED_PER_TOP;
+        if self.values.len() - dropped.len() > cap * 3 / 4 {
+            let mut quiet: Vec<(u32, &Box<str>)> = self
+                .values
+                .iter()
+                .filter(|(_, t)| !t.exported && t.in_other == t.count && t.idle > 0)
+                .map(|(k, t)| (t.idle, k))
+                .collect();
+            quiet.sort_unstable_by_key(|q| std::cmp::Reverse(q.0));
+            let excess = (self.values.len() - dropped.len()).saturating_sub(cap / 2);
+            dropped.extend(quiet.into_iter().take(excess).map(|(_, k)| k.clone()));
+        }
         for k in dropped {
             if let Some(t) = self.values.remove(&k) {
                 self.untracked += t.count;
@@ -250,6 +264,23 @@ mod tests {
         let (s, _) = f.publish();
         assert_eq!(get(&s, "marker"), Some(37), "{s:?}");
         assert!(get(&s, "busy").is_some());
+    }
+
+    #[test]
+    fn a_new_value_finds_room_after_many_others_came_and_went() {
+        let mut f = TopFamily::new(2);
+        for round in 0..20 {
+            for i in 0..40 {
+                f.add(&format!("r{round}-{i}"), 1);
+            }
+            f.publish();
+        }
+        for _ in 0..30 {
+            f.publish();
+        }
+        f.add("marker", 37);
+        let (s, _) = f.publish();
+        assert_eq!(get(&s, "marker"), Some(37), "{s:?}");
     }
 
     #[test]

@@ -35,7 +35,8 @@ struct Periodic {
     every: Duration,
     dir: PathBuf,
     profile: Profiles,
-    cut_at: Instant,
+    /// When the current period ends (from the first chunk on: start-up is no period's).
+    cut_at: Option<Instant>,
     tx: Option<Sender<Profiles>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -91,7 +92,7 @@ impl PprofTap {
                     every,
                     dir,
                     profile: Profiles::new(),
-                    cut_at: Instant::now() + every,
+                    cut_at: None,
                     tx: Some(tx),
                     thread: Some(thread),
                 })
@@ -193,11 +194,16 @@ impl Tap for PprofTap {
         }
         if let Some(p) = &mut g.periodic {
             let now = Instant::now();
-            if now >= p.cut_at {
-                p.cut_at += p.every;
-                if p.cut_at <= now {
-                    p.cut_at = now + p.every;
+            let Some(cut_at) = p.cut_at else {
+                p.cut_at = Some(now + p.every);
+                return;
+            };
+            if now >= cut_at {
+                let mut next = cut_at + p.every;
+                if next <= now {
+                    next = now + p.every;
                 }
+                p.cut_at = Some(next);
                 let done = std::mem::take(&mut p.profile);
                 if let Some(tx) = &p.tx {
                     match tx.try_send(done) {
