@@ -601,3 +601,36 @@ fn the_agent_units_capabilities_are_enough_without_root() {
     assert!(said.contains("records in"), "{said}");
     assert!(!said.contains("perfwatch: error"), "{said}");
 }
+
+/// The endpoint beside the line frontends: `--plain` prints its lines and `/metrics` answers.
+#[test]
+fn metrics_are_served_beside_plain_lines() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut pw = Reaped(
+        common::perfwatch()
+            .args([
+                "-a",
+                "--plain",
+                "-e",
+                "dummy",
+                "--metrics",
+                &metrics.to_string(),
+            ])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_until_watching(&mut pw.0);
+    let st = Command::new("true").status_in_time().unwrap();
+    assert!(st.success());
+    wait_for("a scraped exit of true", || {
+        http(metrics, "GET", "/metrics")
+            .is_some_and(|(c, b)| c == 200 && b.contains("perfwatch_process_exits_total{"))
+            && std::fs::read_to_string(&out).is_ok_and(|t| t.contains("type: exit"))
+    });
+    interrupt(pw, &err);
+}
