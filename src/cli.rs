@@ -198,6 +198,36 @@ pub struct Cli {
     #[arg(long = "history", value_name = "N", default_value_t = crate::frontend::tui::app::DEFAULT_HISTORY, value_parser = history_len)]
     pub history: usize,
 
+    /// Serve Prometheus text at GET /metrics on ADDR (a bare PORT binds 127.0.0.1; other
+    /// interfaces only when written out: 0.0.0.0:9464), beside any frontend.
+    #[arg(long = "metrics", value_name = "ADDR", value_parser = metrics_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
+
+    /// Series per labelled family in --metrics (command names, control groups, symbols): the
+    /// N most active get one, the rest count in "other".
+    #[arg(
+        long = "metrics-top",
+        value_name = "N",
+        default_value_t = 20,
+        requires = "metrics"
+    )]
+    pub metrics_top: usize,
+
+    /// Write a pprof profile (profile.proto, gzip) of the samples to FILE at the end (implies
+    /// -g): stacks, functions, mappings, cpu/nanoseconds from each sample's period.
+    #[arg(long = "pprof", value_name = "FILE")]
+    pub pprof: Option<std::path::PathBuf>,
+
+    /// Write one pprof profile per PERIOD into DIR (named by the period's start time, the last
+    /// one at stop), for continuous profiling (implies -g).
+    #[arg(long = "pprof-every", value_names = ["PERIOD", "DIR"], num_args = 2)]
+    pub pprof_every: Vec<OsString>,
+
+    /// No screen and no lines: run headless (with --metrics, --pprof-every, --folded FILE)
+    /// until a signal or -d; the summary still goes to stderr.
+    #[arg(long = "quiet", conflicts_with_all = ["plain", "json"])]
+    pub quiet: bool,
+
     /// Command to run and watch (from its exec, with its children); perfwatch stops when it
     /// exits and exits with its status. With -a or -C, watch the whole system while it runs.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, conflicts_with_all = ["pid", "tid"])]
@@ -429,6 +459,19 @@ fn mmap_pages(s: &str) -> Result<MmapPages, String> {
 }
 
 /// Parse `--duration`: seconds (`2.5`) or with a unit (`500ms`, `10s`, `5m`, `1h`).
+/// `--metrics ADDR`: a bare port (or `:PORT`) binds the loopback interface.
+pub fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let t = s.trim();
+    if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    t.to_socket_addrs()
+        .map_err(|e| format!("'{s}' is not ADDRESS:PORT or PORT ({e})"))?
+        .next()
+        .ok_or_else(|| format!("'{s}' names no address"))
+}
+
 pub fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {

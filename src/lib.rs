@@ -4,6 +4,7 @@
 //! [`event::Event`] model and send batches over a bounded channel; a frontend consumes them:
 //! `--plain`/`--json` ([`plain`]), or the TUI.
 
+pub mod agent;
 pub mod callchain;
 pub mod callgraph;
 pub mod cli;
@@ -19,12 +20,14 @@ pub mod format;
 pub mod frontend;
 pub mod generate;
 
+pub mod metrics;
 pub mod monitor;
 pub mod order;
 pub mod output;
 pub mod pane;
 pub mod perf;
 pub mod pipeline;
+pub mod pprof;
 pub mod process;
 pub mod run;
 pub mod script;

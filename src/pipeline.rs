@@ -165,6 +165,13 @@ pub struct StageLink {
 mod ending;
 pub use ending::StageProgress;
 
+/// A consumer beside the frontend (`--metrics`, `--pprof`): it sees every ordered chunk once
+/// the model has learnt it and its samples are named, before the scripts and the frontend's
+/// filter, on the pipeline's thread. It must never wait (it hands work to threads of its own).
+pub trait Tap {
+    fn chunk(&mut self, events: &[Event], model: &ProcessModel);
+}
+
 /// The ordering stage, the model's writer and the link to the script stage.
 pub struct Pipeline {
     rx: Receiver<Batch>,
@@ -205,6 +212,8 @@ pub struct Pipeline {
     /// a frontend that shows it again at the end (the TUI).
     notes: Vec<String>,
     said: Vec<String>,
+    /// Consumers beside the frontend.
+    taps: Vec<Box<dyn Tap>>,
 }
 
 impl Pipeline {
@@ -242,6 +251,7 @@ impl Pipeline {
             symbolize,
             notes: Vec::new(),
             said: Vec::new(),
+            taps: Vec::new(),
             rx,
             no_batches: never(),
             order: OrderingStage::new(cpus, opts.max_reorder),
@@ -263,6 +273,12 @@ impl Pipeline {
             held: VecDeque::new(),
             held_events: 0,
         }
+    }
+
+    /// Add a consumer beside the frontend.
+    pub fn with_tap(mut self, tap: Box<dyn Tap>) -> Pipeline {
+        self.taps.push(tap);
+        self
     }
 
     /// Put the script stage between the model and the frontend.
@@ -596,6 +612,12 @@ impl Pipeline {
 
     /// To the script stage, or to the frontend.
     fn pass_on(&mut self, chunk: Chunk) {
+        if !self.taps.is_empty() {
+            let m = self.model.read();
+            for t in &mut self.taps {
+                t.chunk(&chunk.events, &m);
+            }
+        }
         match &self.stage {
             Some(_) => {
                 self.to_stage.push_back(chunk);

@@ -90,11 +90,34 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     })
 }
 
+/// `--pprof-every PERIOD DIR`.
+fn pprof_every(cli: &Cli) -> Result<Option<(std::time::Duration, std::path::PathBuf)>> {
+    let [period, dir] = cli.pprof_every.as_slice() else {
+        return Ok(None);
+    };
+    let p = period.to_string_lossy();
+    let every = crate::cli::duration(&p).map_err(|e| {
+        UsageError(format!(
+            "invalid value '{p}' for '--pprof-every <PERIOD> <DIR>': {e}"
+        ))
+    })?;
+    if every < std::time::Duration::from_secs(1) {
+        return Err(UsageError(format!(
+            "--pprof-every '{p}': a period of at least 1s (one file per period)"
+        ))
+        .into());
+    }
+    Ok(Some((every, std::path::PathBuf::from(dir))))
+}
+
 /// Whether to record call chains (`-g`, `--call-graph fp`, `--folded`), and how deep: the
 /// `--max-stack` asked for, else the kernel's `perf_event_max_stack` (the monitor lowers a
 /// value above the kernel's limit, and says so).
 fn call_graph_of(cli: &Cli) -> Result<Option<u16>> {
-    let on = cli.callchains || cli.call_graph.is_some() || cli.folded.is_some();
+    let on = cli.callchains
+        || cli.call_graph.is_some()
+        || cli.folded.is_some()
+        || crate::agent::Agent::profiles(cli);
     if !on {
         if let Some(n) = cli.max_stack {
             return Err(UsageError(format!(
@@ -142,6 +165,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     // on stdout) was asked for, and the terminal can show it.
     let mut interactive = !cli.json
         && !cli.plain
+        && !cli.quiet
         && cli.folded.as_deref() != Some(std::path::Path::new("-"))
         && std::io::stdout().is_terminal();
     if interactive {
@@ -194,6 +218,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
         None => None,
     };
+    // `--metrics` binds and `--pprof FILE` is created now, for the same reason.
+    let mut agent = crate::agent::Agent::prepare(&cli, interactive, pprof_every(&cli)?)?;
     let mut mon = Monitor::start(cfg)?;
     // The events are enabled: what /proc shows now is what existed before them.
     let pipe = Pipeline::new(
@@ -211,6 +237,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
         },
     );
+    let pipe = agent.attach(pipe, &mon)?;
     let stop = StopRule::new(
         {
             let signals = signals.clone();
@@ -239,8 +266,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         let scripts = scripts.finish();
         scripts.print();
         let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
+        let agent_ok = agent.finish();
         return finish(&mut mon, reason?)
-            .map(|code| with_lost_output(code, scripts.output_lost || !folded_ok));
+            .map(|code| with_lost_output(code, scripts.output_lost || !folded_ok || !agent_ok));
     }
 
     for note in &mon.info.notes {
@@ -251,10 +279,15 @@ pub fn run(cli: Cli) -> Result<i32> {
         .clone()
         .filter(|f| !f.is_empty())
         .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
-    // A perf script's output takes the records' place on stdout, as with `perf script -s`.
-    let filter = match scripts.perf_style() {
-        true => Some(Box::new(|_: &_, _: &_| false) as plain::EventFilter),
-        false => filter,
+    // A perf script's output takes the records' place on stdout, as with `perf script -s`;
+    // `--quiet`: headless, no lines (the taps and --folded FILE still see everything).
+    let filter = if scripts.perf_style() || cli.quiet {
+        Some(
+            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
+                as plain::EventFilter,
+        )
+    } else {
+        filter
     };
     let opts = PlainOptions::new(format, filter, folding.clone());
     let mut out = crate::output::StdoutQueue::stdout()?;
@@ -280,6 +313,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     });
     let scripts = scripts.finish();
     scripts.print();
+    let agent_ok = agent.finish();
     let stdout_lost = flushed.unwritten > 0
         && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
     if stdout_lost {
@@ -309,8 +343,12 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         r => r,
     };
-    finish(&mut mon, reason?)
-        .map(|code| with_lost_output(code, scripts.output_lost || stdout_lost || !folded_ok))
+    finish(&mut mon, reason?).map(|code| {
+        with_lost_output(
+            code,
+            scripts.output_lost || stdout_lost || !folded_ok || !agent_ok,
+        )
+    })
 }
 
 /// How long an ordered chunk waits, at most, for the binaries its samples meet to be read
@@ -352,6 +390,7 @@ fn pipeline_options(
             || !cli.script.is_empty()
             || names
             || cli.folded.is_some()
+            || crate::agent::Agent::wanted(cli)
             || symbols.is_some(),
         symbols,
         seed: Some(SeedOptions {

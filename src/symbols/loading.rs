@@ -294,6 +294,9 @@ impl Symbolizer {
     pub(super) fn install(&mut self, id: BinaryId, outcome: Outcome) {
         let table = match outcome {
             Outcome::Elf(Ok(le)) => {
+                if let Some(b) = le.build_id {
+                    self.binaries[id as usize].dso.set_build_id(b);
+                }
                 match &le.from {
                     SymbolsFrom::Nothing => self.note(
                         id,

@@ -33,6 +33,8 @@ pub struct Dso {
     kind: DsoKind,
     /// What a frame in it without a function name is called: `unnamed_label`.
     label: Box<str>,
+    /// The build id of the file its symbols were read from, once read (pprof's mappings).
+    build_id: std::sync::OnceLock<super::request::BuildId>,
 }
 
 /// How stack collapsers name a frame whose function is not known (FlameGraph's
@@ -58,7 +60,12 @@ impl Dso {
     pub(crate) fn new(name: impl Into<Box<str>>, kind: DsoKind) -> Arc<Dso> {
         let name = name.into();
         let label = unnamed_label(&name, kind).into();
-        Arc::new(Dso { name, kind, label })
+        Arc::new(Dso {
+            name,
+            kind,
+            label,
+            build_id: std::sync::OnceLock::new(),
+        })
     }
 
     /// What an unnamed frame in this binary is called, `[liblzma.so.5.4.1]` (see
@@ -70,6 +77,15 @@ impl Dso {
     /// The escaped name: a path, `[kernel.kallsyms]`, `[MODULE]`, `[vdso]`, `//anon`, ...
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The build id of the file its symbols were read from, once read.
+    pub fn build_id(&self) -> Option<&super::request::BuildId> {
+        self.build_id.get()
+    }
+
+    pub(crate) fn set_build_id(&self, b: super::request::BuildId) {
+        let _ = self.build_id.set(b);
     }
 
     pub fn kind(&self) -> DsoKind {

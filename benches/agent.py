@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""The headless agent's cost per host, side by side with perf record, in one run (issue 28).
+
+Three phases, each with both monitors running at the same time on the same load:
+  idle   nothing but the machine's own activity;
+  busy   perfwatch-stress spin on every CPU and 200 fork+exec a second;
+  procs  10 000 live processes (a C helper's sleeping children): one scrape's latency.
+
+perfwatch runs as the agent would: `-a --quiet -F 1000 --metrics 127.0.0.1:PORT
+--pprof-every 60s DIR`, scraped once a second by this script (as Prometheus would); perf runs
+`perf record -a -F 1000 -o /dev/null`. For each phase: CPU seconds per second of wall time
+(the larger of utime+stime from /proc/PID/stat, which counts exited threads, and the
+live threads' schedstat, which counts below a clock tick), RSS at the end and the peak (VmHWM), and
+the ratio perfwatch / perf. Run as root, on the release build:
+
+    cargo build --release --bins && sudo benches/agent.py
+    benches/agent.py --seconds 20 --procs 10000 --perfwatch target/release/perfwatch
+"""
+
+import argparse
+import http.client
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+HOLDER_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) {
+        pid_t p = fork();
+        if (p == 0) { for (;;) pause(); }
+        if (p < 0) { perror("fork"); break; }
+    }
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) pause();
+}
+"""
+
+
+def cpu_seconds(pid):
+    """(utime+stime of /proc/PID/stat: every thread, the exited ones too, in clock ticks;
+    the live threads' time on a CPU from their schedstat, in nanoseconds), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return ticks, total / 1e9
+
+
+def used(c0, c1, wall):
+    """CPU seconds per second between two cpu_seconds(): the larger of the two clocks' deltas
+    (ticks miss what is under 10 ms, schedstat misses threads that ended)."""
+    return max(c1[0] - c0[0], c1[1] - c0[1]) / wall
+
+
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def scrape(port):
+    """One GET /metrics: (seconds, bytes)."""
+    t0 = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    if r.status != 200:
+        raise RuntimeError(f"/metrics answered {r.status}")
+    return time.perf_counter() - t0, len(body)
+
+
+class Monitors:
+    """perfwatch (the agent) and perf record, started together, scraped once a second."""
+
+    def __init__(self, perfwatch, pprof_dir):
+        self.port = free_port()
+        self.pw = subprocess.Popen(
+            [perfwatch, "-a", "--quiet", "-F", "1000", "--metrics", f"127.0.0.1:{self.port}",
+             "--pprof-every", "60s", pprof_dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.perf = subprocess.Popen(
+            ["perf", "record", "-a", "-F", "1000", "-o", "/dev/null", "-q"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while True:
+            try:
+                scrape(self.port)
+                break
+            except OSError:
+                if time.time() > deadline or self.pw.poll() is not None:
+                    raise RuntimeError("perfwatch's /metrics never answered: "
+                                       + (self.pw.stderr.read() if self.pw.poll() is not None else ""))
+                time.sleep(0.1)
+        self.stop = threading.Event()
+        self.scrapes = []
+        self.thread = threading.Thread(target=self.scraper, daemon=True)
+        self.thread.start()
+
+    def scraper(self):
+        while not self.stop.wait(1.0):
+            try:
+                self.scrapes.append(scrape(self.port)[0])
+            except OSError:
+                pass
+
+    def measure(self, seconds):
+        """CPU s/s of both over `seconds`, and their RSS now and at peak (MiB)."""
+        t0 = time.time()
+        c0 = (cpu_seconds(self.pw.pid), cpu_seconds(self.perf.pid))
+        time.sleep(seconds)
+        c1 = (cpu_seconds(self.pw.pid), cpu_seconds(self.perf.pid))
+        wall = time.time() - t0
+        return {
+            "perfwatch": (used(c0[0], c1[0], wall), status_kib(self.pw.pid, "VmRSS") / 1024,
+                          status_kib(self.pw.pid, "VmHWM") / 1024),
+            "perf": (used(c0[1], c1[1], wall), status_kib(self.perf.pid, "VmRSS") / 1024,
+                     status_kib(self.perf.pid, "VmHWM") / 1024),
+        }
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        for p in (self.pw, self.perf):
+            p.send_signal(signal.SIGINT)
+        err = self.pw.communicate(timeout=60)[1]
+        self.perf.wait(timeout=60)
+        return self.pw.returncode, err
+
+
+def report(phase, m):
+    pw, perf = m["perfwatch"], m["perf"]
+    ratio = pw[0] / perf[0] if perf[0] > 0 else float("inf")
+    print(f"{phase:<6} perfwatch agent: {pw[0] * 100:6.3f}% of a CPU, RSS {pw[1]:6.1f} MiB "
+          f"(peak {pw[2]:6.1f})   perf record: {perf[0] * 100:6.3f}% of a CPU, RSS "
+          f"{perf[1]:6.1f} MiB (peak {perf[2]:6.1f})   CPU ratio {ratio:.1f}x")
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--perfwatch", default=os.path.join(ROOT, "target/release/perfwatch"))
+    ap.add_argument("--stress", default=os.path.join(ROOT, "target/release/perfwatch-stress"))
+    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--procs", type=int, default=10000)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("agent.py: run as root (system-wide events for both monitors)")
+    for tool in ("perf", "cc"):
+        if shutil.which(tool) is None:
+            sys.exit(f"agent.py: needs {tool}")
+    tmp = tempfile.mkdtemp(prefix="perfwatch-agent-bench-")
+    print(f"agent.py: {os.cpu_count()} CPUs, {a.seconds:.0f} s per phase, "
+          f"perfwatch {a.perfwatch}")
+    mon = Monitors(a.perfwatch, tmp)
+    time.sleep(3)  # both settled (kallsyms read, /proc seeded)
+    report("idle", mon.measure(a.seconds))
+
+    load = [
+        subprocess.Popen([a.stress, "spin", "--duration", str(a.seconds + 5)],
+                         stdout=subprocess.DEVNULL),
+        subprocess.Popen([a.stress, "exec", "--duration", str(a.seconds + 5), "--rate", "200"],
+                         stdout=subprocess.DEVNULL),
+    ]
+    time.sleep(2)
+    report("busy", mon.measure(a.seconds))
+    for p in load:
+        p.wait()
+
+    holder_bin = os.path.join(tmp, "holder")
+    with open(holder_bin + ".c", "w") as f:
+        f.write(HOLDER_C)
+    subprocess.run(["cc", "-O1", "-o", holder_bin, holder_bin + ".c"], check=True)
+    holder = subprocess.Popen([holder_bin, str(a.procs)], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        if holder.stdout.readline().strip() != "ready":
+            raise RuntimeError("the holder did not start its children")
+        live = len([d for d in os.listdir("/proc") if d.isdigit()])
+        time.sleep(3)  # the forks are through the pipeline
+        lat = []
+        size = 0
+        for _ in range(50):
+            t, size = scrape(mon.port)
+            lat.append(t * 1000)
+            time.sleep(0.02)
+        lat.sort()
+        print(f"procs  {live} live processes: one scrape ({size} bytes) median "
+              f"{statistics.median(lat):.2f} ms, p90 {lat[int(len(lat) * 0.9)]:.2f} ms, max "
+              f"{lat[-1]:.2f} ms (goal <= 10 ms)")
+        report("procs", mon.measure(min(a.seconds, 5)))
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    code, err = mon.close()
+    scraped = sorted(mon.scrapes)
+    if scraped:
+        print(f"scrapes once a second during the run: {len(scraped)}, median "
+              f"{statistics.median(scraped) * 1000:.2f} ms, max {scraped[-1] * 1000:.2f} ms")
+    print(f"perfwatch exit status {code}; its summary:")
+    print("  " + "\n  ".join(err.strip().splitlines()[-6:]))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

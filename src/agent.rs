@@ -1,0 +1,102 @@
+//! The fleet outputs beside any frontend: `--metrics ADDR` ([`crate::metrics`]) and `--pprof`
+//! / `--pprof-every` ([`crate::pprof`]). [`Agent::prepare`] checks and claims what they need
+//! before the events are opened (the socket, the files); [`Agent::attach`] puts their taps on
+//! the pipeline and starts the endpoint; [`Agent::finish`] writes the last profiles.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::cli::Cli;
+use crate::metrics::server::{BoundMetrics, MetricsServer};
+use crate::metrics::{Live, MetricsTap, Published};
+use crate::monitor::Monitor;
+use crate::pipeline::Pipeline;
+use crate::pprof::PprofTap;
+
+/// What the fleet options hold during a run.
+#[derive(Default)]
+pub struct Agent {
+    bound: Option<(BoundMetrics, usize)>,
+    server: Option<MetricsServer>,
+    pprof: Option<PprofTap>,
+}
+
+impl Agent {
+    /// Whether any fleet output is asked for (they need call chains and the process model).
+    pub fn wanted(cli: &Cli) -> bool {
+        cli.metrics.is_some() || Self::profiles(cli)
+    }
+
+    /// `--pprof` or `--pprof-every`: call chains are recorded.
+    pub fn profiles(cli: &Cli) -> bool {
+        cli.pprof.is_some() || !cli.pprof_every.is_empty()
+    }
+
+    /// Bind the endpoint and create `--pprof FILE`, before anything is opened; `every` is
+    /// `--pprof-every`'s period and directory.
+    pub fn prepare(
+        cli: &Cli,
+        interactive: bool,
+        every: Option<(std::time::Duration, std::path::PathBuf)>,
+    ) -> Result<Agent> {
+        let bound = match cli.metrics {
+            Some(addr) => Some((
+                BoundMetrics::bind(addr)
+                    .map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen there: {e}"))?,
+                cli.metrics_top,
+            )),
+            None => None,
+        };
+        let pprof = if cli.pprof.is_some() || every.is_some() {
+            Some(PprofTap::new(cli.pprof.as_deref(), every, !interactive)?)
+        } else {
+            None
+        };
+        Ok(Agent {
+            bound,
+            server: None,
+            pprof,
+        })
+    }
+
+    /// Put the taps on `pipe` and start serving.
+    pub fn attach(&mut self, mut pipe: Pipeline, mon: &Monitor) -> Result<Pipeline> {
+        if let Some((bound, top)) = self.bound.take() {
+            let published = Arc::new(Published::default());
+            let mut tap = MetricsTap::new(top, published.clone());
+            // Something to scrape before the first chunk.
+            tap.publish();
+            pipe = pipe.with_tap(Box::new(tap));
+            let live = Live {
+                stats: mon.stats.clone(),
+                late: mon.late.clone(),
+                hidden: mon.hidden_self.clone(),
+            };
+            self.server = Some(bound.serve(published, live)?);
+        }
+        if let Some(p) = &self.pprof {
+            pipe = pipe.with_tap(Box::new(p.clone()));
+        }
+        Ok(pipe)
+    }
+
+    /// Where the endpoint listens.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().map(MetricsServer::addr)
+    }
+
+    /// At the end: stop serving, write the last profiles and say where they went. False when
+    /// a profile could not be written.
+    pub fn finish(self) -> bool {
+        drop(self.server);
+        let Some(p) = self.pprof else {
+            return true;
+        };
+        let (lines, ok) = p.finish();
+        for l in lines {
+            crate::output::stderr_bounded(format!("perfwatch: {l}\n").as_bytes());
+        }
+        ok
+    }
+}
