@@ -26,6 +26,7 @@ pub mod pane;
 pub mod perf;
 pub mod pipeline;
 pub mod process;
+pub mod record_file;
 pub mod run;
 pub mod script;
 pub mod signals;

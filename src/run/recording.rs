@@ -1,0 +1,204 @@
+//! `-i FILE` / `-i -`: a recording through the same pipeline and line frontends as a live run.
+//! What differs from a live run is said here and nowhere below: no `/proc` seed (the
+//! recording's own side-band records build the process model), no hiding of perfwatch
+//! itself, kernel symbols only when the recording was made on the running kernel, and a
+//! summary that says what the file held that perfwatch does not show.
+
+use std::io::Write;
+
+use anyhow::Result;
+
+use super::{UsageError, with_lost_output, write_folded};
+use crate::cli::Cli;
+use crate::format::Format;
+use crate::frontend::plain::{self, PlainOptions};
+use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::record_file::{Input, Recording};
+use crate::signals::{StopSignals, exit_code_for};
+use crate::stop::{StopReason, StopRule};
+
+/// How long a binary's first read may hold the records up: a recording is not live, so the
+/// names are worth the wait (the total is still bounded per chunk).
+const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The running kernel's release (`uname -r`).
+fn running_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Read the recording `path` with the line frontends; returns the exit code.
+pub fn run(
+    cli: &Cli,
+    path: &std::path::Path,
+    signals: StopSignals,
+    interactive: bool,
+) -> Result<i32> {
+    if interactive {
+        return Err(UsageError(
+            "the full-screen view does not replay recordings yet: give --plain, --json or --folded with -i".into(),
+        )
+        .into());
+    }
+    let scripts = crate::script::Scripts::load(&cli.script, cli.force_script)?;
+    let folding = match &cli.folded {
+        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
+        None => None,
+    };
+    let mut rec = Recording::open(Input::from_arg(path), cli.common_fields)?;
+    let mut notes = vec![rec.info.describe()];
+    notes.extend(rec.info.notes.iter().cloned());
+    // Kernel addresses mean something only on the kernel that wrote them.
+    let same_kernel =
+        rec.info.facts.osrelease.is_some() && rec.info.facts.osrelease == running_release();
+    if !same_kernel {
+        notes.push(format!(
+            "kernel samples are not named: the recording was made on Linux {}, this is Linux {}",
+            crate::text::escape(
+                rec.info
+                    .facts
+                    .osrelease
+                    .as_deref()
+                    .unwrap_or("?")
+                    .as_bytes()
+            ),
+            crate::text::escape(running_release().as_deref().unwrap_or("?").as_bytes()),
+        ));
+    }
+    if let Some(f) = &cli.filter {
+        let formats: Vec<_> = rec
+            .info
+            .descs
+            .iter()
+            .filter_map(|d| d.format.as_ref())
+            .collect();
+        f.check(&formats, rec.info.attrs.iter().any(|a| !a.is_dummy()))
+            .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
+    }
+    for note in &notes {
+        crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
+    }
+    let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let symbols = crate::symbols::Config {
+        load_timeout: LOAD_WAIT,
+        batch_wait: Some(LOAD_WAIT),
+        read_user_fs: cli.read_user_fs,
+        preload_kernel: same_kernel,
+        ..crate::symbols::Config::default()
+    };
+    let symbols = if same_kernel {
+        symbols
+    } else {
+        crate::symbols::Config {
+            kallsyms: "/nonexistent/kallsyms".into(),
+            modules: "/nonexistent/modules".into(),
+            ..symbols
+        }
+    };
+    let pipe = Pipeline::new(
+        rec.rx.clone(),
+        &[0],
+        PipelineOptions {
+            model: true,
+            // The recording's side-band records are the model: this machine's /proc is not.
+            seed: None,
+            argv: false,
+            orphans: false,
+            pool: Some(rec.pool.clone()),
+            symbols: Some(symbols),
+            hide: None,
+            late: Some(late.clone()),
+            stop_time: None,
+            ..PipelineOptions::default()
+        },
+    );
+    let stop = StopRule::new(
+        {
+            let signals = signals.clone();
+            move || signals.pending()
+        },
+        cli.duration,
+    );
+    let filter = cli
+        .filter
+        .clone()
+        .filter(|f| !f.is_empty())
+        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
+    let format = if cli.json {
+        Format::Json
+    } else {
+        Format::Plain
+    };
+    let opts = PlainOptions::new(format, filter, folding.clone());
+    let mut out = crate::output::StdoutQueue::stdout()?;
+    let (mut pipe, scripts) =
+        scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
+    let reason = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        plain::run(&mut pipe, &mut rec, &stop, opts, &mut out)
+    }))
+    .unwrap_or(Ok(StopReason::Panicked));
+    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
+    let cut = || signals.pending().is_some();
+    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
+    let flushed = out.finish(if natural_end {
+        crate::output::FinishWait::WhileWriting {
+            idle: crate::output::FINISH_IDLE,
+            cut: &cut,
+        }
+    } else {
+        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
+    });
+    let scripts = scripts.finish();
+    scripts.print();
+    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    let stdout_lost = flushed.unwritten > 0 && !broken;
+    rec.join(crate::stop::SHUTDOWN_GRACE);
+    let reason = reason?;
+    if reason == StopReason::BrokenPipe || broken {
+        return Ok(0);
+    }
+    let mut err = Vec::new();
+    let failure = rec.counts.failure.get().cloned();
+    if let Some(why) = &failure {
+        let _ = writeln!(
+            err,
+            "perfwatch: error: {}: {why}; the records before it are above",
+            rec.info.input.display()
+        );
+    }
+    if stdout_lost {
+        let _ = writeln!(
+            err,
+            "perfwatch: {} bytes of output were not written",
+            flushed.unwritten
+        );
+    }
+    let _ = err.write_all(
+        rec.stats
+            .snapshot()
+            .summary(rec.started.elapsed())
+            .as_bytes(),
+    );
+    for line in rec.counts.summary() {
+        let _ = writeln!(err, "{line}");
+    }
+    let late = late.load(std::sync::atomic::Ordering::Relaxed);
+    if late > 0 {
+        let _ = writeln!(
+            err,
+            "  out of time order: {late} records came after newer ones had gone out (the recording's rounds overlap more than perf promises)"
+        );
+    }
+    crate::output::stderr_bounded(&err);
+    let code = match reason {
+        StopReason::Signal(sig) => exit_code_for(sig),
+        StopReason::Panicked => super::EXIT_INTERNAL,
+        _ if failure.is_some() => 1,
+        _ => 0,
+    };
+    Ok(with_lost_output(
+        code,
+        scripts.output_lost || stdout_lost || !folded_ok,
+    ))
+}
