@@ -20,7 +20,7 @@ pub const PIPE_HEADER_SIZE: u64 = 16;
 /// The smallest `perf_event_attr` (PERF_ATTR_SIZE_VER0) and the largest this reader takes.
 const ATTR_MIN: usize = 64;
 const ATTR_MAX: usize = 4096;
-/// At most this many events, and ids per event.
+/// At most this many events, and ids of all events together.
 const MAX_ATTRS: usize = 4096;
 const MAX_IDS: usize = 1 << 20;
 /// A feature section larger than this is not read (said in a note).
@@ -230,7 +230,8 @@ pub fn read_file_header<F: Read + Seek>(f: &mut F, len: u64) -> Result<FileHeade
         let (a, ids) = rec.split_at(attr_size - 16);
         let mut attr = FileAttr::parse(a).ok_or_else(|| bad("an event attribute is too short"))?;
         let ids = section(ids, 0).unwrap_or_default();
-        if ids.size % 8 != 0 || ids.size / 8 > MAX_IDS as u64 || !within(ids) {
+        let so_far: usize = attrs.iter().map(|a: &FileAttr| a.ids.len()).sum();
+        if ids.size % 8 != 0 || so_far as u64 + ids.size / 8 > MAX_IDS as u64 || !within(ids) {
             return Err(bad(format!(
                 "the ids of event {} ({} bytes at {}) are not inside the file",
                 attrs.len(),
@@ -374,7 +375,9 @@ impl Facts {
             for _ in 0..nr.min(MAX_IDS as u32) {
                 let Some(id) = u64_at(b, at) else { return };
                 at += 8;
-                self.names.insert(id, name.clone());
+                if self.names.len() < MAX_IDS {
+                    self.names.insert(id, name.clone());
+                }
             }
         }
     }

@@ -258,3 +258,6 @@ impl crate::stop::Watched for Recording {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,7 +12,7 @@ use crossbeam_channel::Sender;
 use super::header::{self, FileAttr, FileHeader, u32_at, u64_at};
 use super::{Input, ReadCounts, RecordingInfo};
 use crate::event::tracepoint::Format;
-use crate::event::{Batch, BufferPool, Event, EventDesc, EventKind, Mmap2Extra};
+use crate::event::{Batch, BufferPool, Event, EventDesc, EventKind, Mmap2Extra, RecordType};
 use crate::perf::record::{
     self, DecodeError, HEADER_SIZE, RECORD_SAMPLE, SAMPLE_IDENTIFIER, SAMPLE_PERIOD, SampleLayout,
 };
@@ -206,7 +206,7 @@ enum Frame {
     Fail(String),
 }
 
-pub(super) struct Stream {
+pub struct Stream {
     r: Box<dyn Read + Send>,
     pipe: bool,
     header: FileHeader,
@@ -225,7 +225,7 @@ pub(super) struct Stream {
 const BATCH_MAX: usize = 4096;
 
 impl Stream {
-    pub(super) fn new(
+    pub fn new(
         r: Box<dyn Read + Send>,
         header: FileHeader,
         pipe: bool,
@@ -357,7 +357,11 @@ impl Stream {
                     .flatten()
                     .and_then(FileAttr::parse);
                 match attr {
-                    Some(mut a) if self.header.attrs.len() < 4096 => {
+                    Some(mut a)
+                        if self.header.attrs.len() < 4096
+                            && self.header.attrs.iter().map(|a| a.ids.len()).sum::<usize>()
+                                < 1 << 20 =>
+                    {
                         a.ids = body[size..]
                             .chunks_exact(8)
                             .filter_map(|c| u64_at(c, 0))
@@ -383,7 +387,9 @@ impl Stream {
                 if let (Some(1), Some(id)) = (u64_at(body, 0), u64_at(body, 8)) {
                     let name = crate::text::until_nul(&body[16..]);
                     let name = String::from_utf8_lossy(name).into_owned();
-                    self.header.facts.names.insert(id, name);
+                    if self.header.facts.names.len() < 1 << 20 {
+                        self.header.facts.names.insert(id, name);
+                    }
                 }
             }
             HEADER_TRACING_DATA => {
@@ -437,13 +443,7 @@ impl Stream {
     }
 
     /// Read every record, sending batches, until the end, a failure, or `stop`.
-    pub(super) fn run(
-        &mut self,
-        tx: &Sender<Batch>,
-        pool: &BufferPool,
-        stats: &Stats,
-        stop: &AtomicBool,
-    ) {
+    pub fn run(&mut self, tx: &Sender<Batch>, pool: &BufferPool, stats: &Stats, stop: &AtomicBool) {
         let mut round = Round::default();
         let mut events = pool.take(BATCH_MAX);
         let mut undecoded: HashMap<usize, u64> = HashMap::new();
@@ -601,18 +601,31 @@ fn count(stats: &Stats, events: &[Event]) {
     let Some(first) = stats.cpus().first() else {
         return;
     };
+    // Counted per CPU here, published once per CPU per batch.
+    let mut local: Vec<(u32, [u64; RecordType::COUNT], u64, u64)> = Vec::new();
     for e in events {
-        let c = stats.cpu(e.cpu).unwrap_or(first);
-        c.records[e.record_type().index()].fetch_add(1, Ordering::Relaxed);
+        let i = match local.iter().position(|l| l.0 == e.cpu) {
+            Some(i) => i,
+            None => {
+                local.push((e.cpu, [0; RecordType::COUNT], 0, 0));
+                local.len() - 1
+            }
+        };
+        let l = &mut local[i];
+        l.1[e.record_type().index()] += 1;
         match e.kind {
-            EventKind::Lost { lost, .. } => {
-                c.lost.fetch_add(lost, Ordering::Relaxed);
-            }
-            EventKind::LostSamples { lost } => {
-                c.lost_samples.fetch_add(lost, Ordering::Relaxed);
-            }
+            EventKind::Lost { lost, .. } => l.2 += lost,
+            EventKind::LostSamples { lost } => l.3 += lost,
             _ => {}
         }
+    }
+    for (cpu, records, lost, lost_samples) in local {
+        let c = stats.cpu(cpu).unwrap_or(first);
+        for (i, n) in records.iter().enumerate().filter(|(_, n)| **n > 0) {
+            c.records[i].fetch_add(*n, Ordering::Relaxed);
+        }
+        c.lost.fetch_add(lost, Ordering::Relaxed);
+        c.lost_samples.fetch_add(lost_samples, Ordering::Relaxed);
     }
 }
 
