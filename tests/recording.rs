@@ -594,3 +594,106 @@ fn live_options_do_not_combine_with_a_recording() {
     let r = common::run(perfwatch_cmd().args(["-i", "x.data", "-a", "--plain"]));
     r.exited(2).said(&["cannot be used with"]);
 }
+
+#[test]
+fn a_binary_is_used_only_where_its_build_id_matches() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join("ids.data");
+    perf_record(
+        &data,
+        &["-e", "cpu-clock", "--", prog.to_str().unwrap(), "300", "0"],
+    );
+    let named = |records: &[serde_json::Value], sym: &str| {
+        records
+            .iter()
+            .filter(|r| r["type"] == "sample" && r["sym"] == sym)
+            .count()
+    };
+    let of_prog = |records: &[serde_json::Value]| {
+        records
+            .iter()
+            .filter(|r| r["type"] == "sample" && r["dso"] == prog.to_str().unwrap())
+            .count()
+    };
+    let (records, _) = perfwatch_json(&data);
+    assert!(
+        named(&records, "hot_a") > 0,
+        "the same binary names its samples"
+    );
+    // Another build at the same path: never used, its samples are the binary's alone.
+    let src = std::fs::read_to_string(dir.path().join("prog.c")).unwrap();
+    std::fs::write(dir.path().join("prog.c"), src.replace("300000", "300001")).unwrap();
+    let st = Command::new("cc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&prog)
+        .arg(dir.path().join("prog.c"))
+        .status_in_time()
+        .unwrap();
+    assert!(st.success());
+    let (records, stderr) = perfwatch_json(&data);
+    assert_eq!(named(&records, "hot_a"), 0, "a mismatched binary was used");
+    assert!(of_prog(&records) > 0, "samples named by their binary");
+    assert!(
+        stderr.contains("not the one that was mapped") && stderr.contains("build id"),
+        "{stderr}"
+    );
+    // Gone: named by their binary too.
+    std::fs::remove_file(&prog).unwrap();
+    let (records, stderr) = perfwatch_json(&data);
+    assert!(of_prog(&records) > 0, "samples named by their binary");
+    assert!(stderr.contains("the file is gone"), "{stderr}");
+}
+
+#[test]
+fn kernel_samples_are_named_only_on_the_kernel_that_recorded_them() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("kernel.data");
+    // Kernel time: a process that reads /proc over and over.
+    perf_record(
+        &data,
+        &[
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "--",
+            "sh",
+            "-c",
+            "for i in $(seq 200); do cat /proc/self/maps >/dev/null; done",
+        ],
+    );
+    let kernel_named = |records: &[serde_json::Value]| {
+        records
+            .iter()
+            .filter(|r| {
+                r["type"] == "sample" && r["dso"] == "[kernel.kallsyms]" && r["sym"].is_string()
+            })
+            .count()
+    };
+    let (records, _) = perfwatch_json(&data);
+    assert!(
+        kernel_named(&records) > 0,
+        "no kernel sample named on the same kernel"
+    );
+    // The same file, said to come from another kernel (the release string changed in place).
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let release = release.trim().as_bytes();
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes
+        .windows(release.len() + 1)
+        .rposition(|w| &w[..release.len()] == release && w[release.len()] == 0)
+        .expect("the OS release in the header");
+    bytes[at] = if bytes[at] == b'9' { b'8' } else { b'9' };
+    let other = dir.path().join("other.data");
+    std::fs::write(&other, bytes).unwrap();
+    let (records, stderr) = perfwatch_json(&other);
+    assert_eq!(
+        kernel_named(&records),
+        0,
+        "kernel samples named from another kernel's recording"
+    );
+    assert!(stderr.contains("kernel samples are not named"), "{stderr}");
+}
