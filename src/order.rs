@@ -25,7 +25,7 @@ use crate::event::{Batch, Chunk, Event};
 use crate::stop::StopTime;
 
 /// Slack for records stamped before a reader's `now` but published after it.
-pub const SLACK_NS: u64 = 10_000_000;
+pub use crate::event::SLACK_NS;
 /// The longest a quiet or slow CPU can hold back the others.
 pub const MAX_WAIT_NS: u64 = 1_000_000_000;
 

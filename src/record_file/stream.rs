@@ -591,7 +591,7 @@ fn send(
         cpu: 0,
         events: std::mem::replace(events, pool.take(BATCH_MAX)),
         // The ordering stage keeps a slack for live readers' in-flight records.
-        now: safe.saturating_add(crate::order::SLACK_NS),
+        now: safe.saturating_add(crate::event::SLACK_NS),
         end: false,
     };
     tx.send(batch).is_ok()

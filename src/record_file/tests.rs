@@ -182,11 +182,11 @@ fn rounds_say_how_far_the_stream_is_complete() {
     );
     let nows: Vec<u64> = rx
         .try_iter()
-        .map(|b| b.now.saturating_sub(crate::order::SLACK_NS))
+        .map(|b| b.now.saturating_sub(crate::event::SLACK_NS))
         .collect();
     // Round 1 ends at 300, round 2 at 500: after round 2, up to 300 is complete; after round
     // 3, up to 500; then the end.
-    assert_eq!(nows, [0, 300, 500, u64::MAX - crate::order::SLACK_NS]);
+    assert_eq!(nows, [0, 300, 500, u64::MAX - crate::event::SLACK_NS]);
 }
 
 #[test]
