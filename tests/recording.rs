@@ -201,6 +201,35 @@ fn a_c_program_reads_as_perf_script_reads_it() {
     let (records, stderr) = perfwatch_json(&data);
     assert!(stderr.contains("recording "), "{stderr}");
     assert!(stderr.contains("events cpu-clock"), "{stderr}");
+    // The header line: what perf's own header says.
+    let head = &records[0];
+    assert_eq!(head["type"], "recording");
+    let header = perf_out(&["report", "--header-only"], &data);
+    let said = |key: &str| {
+        header
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# {key}")))
+            .and_then(|v| v.split_once(": "))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    assert_eq!(
+        head["hostname"].as_str().map(str::to_string),
+        said("hostname")
+    );
+    assert_eq!(
+        head["osrelease"].as_str().map(str::to_string),
+        said("os release")
+    );
+    assert_eq!(
+        head["perf_version"].as_str().map(str::to_string),
+        said("perf version")
+    );
+    assert_eq!(
+        head["nr_cpus_avail"].as_u64().map(|n| n.to_string()),
+        said("nrcpus avail")
+    );
+    assert_eq!(head["events"][0], "cpu-clock");
+    assert_eq!(head["cmdline"][1], "record");
     same_counts(&perf_stats(&data), &types(&records));
 
     // The same samples: (tid, time) for each, exactly.

@@ -132,6 +132,9 @@ pub fn run(
     };
     let opts = PlainOptions::new(format, filter, folding.clone());
     let mut out = crate::output::StdoutQueue::stdout()?;
+    if cli.json && cli.folded.as_deref() != Some(std::path::Path::new("-")) {
+        let _ = out.write_all(&json_header(&rec.info));
+    }
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
     let reason = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -201,4 +204,50 @@ pub fn run(
         code,
         scripts.output_lost || stdout_lost || !folded_ok,
     ))
+}
+
+/// `--json`'s first line for a recording: what the file says about itself, as
+/// `{"type":"recording", ...}` (every string escaped, as the records' are).
+fn json_header(info: &crate::record_file::RecordingInfo) -> Vec<u8> {
+    use crate::format::json::json_str_or_null;
+    let esc = |s: &str| crate::text::escape(s.as_bytes());
+    let f = &info.facts;
+    let mut out = b"{\"type\":\"recording\",\"input\":".to_vec();
+    json_str_or_null(Some(&info.input.display()), &mut out);
+    for (key, v) in [
+        ("hostname", &f.hostname),
+        ("osrelease", &f.osrelease),
+        ("perf_version", &f.version),
+        ("arch", &f.arch),
+    ] {
+        let _ = write!(out, ",\"{key}\":");
+        json_str_or_null(v.as_deref().map(esc).as_deref(), &mut out);
+    }
+    match f.nr_cpus {
+        Some((avail, online)) => {
+            let _ = write!(
+                out,
+                ",\"nr_cpus_avail\":{avail},\"nr_cpus_online\":{online}"
+            );
+        }
+        None => out.extend_from_slice(b",\"nr_cpus_avail\":null,\"nr_cpus_online\":null"),
+    }
+    let list = |out: &mut Vec<u8>, key: &str, items: &mut dyn Iterator<Item = &str>| {
+        let _ = write!(out, ",\"{key}\":[");
+        for (i, s) in items.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_str_or_null(Some(&esc(s)), out);
+        }
+        out.push(b']');
+    };
+    list(
+        &mut out,
+        "cmdline",
+        &mut f.cmdline.iter().map(String::as_str),
+    );
+    list(&mut out, "events", &mut info.descs.iter().map(|d| d.name));
+    out.extend_from_slice(b"}\n");
+    out
 }
