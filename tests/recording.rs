@@ -727,3 +727,57 @@ fn kernel_samples_are_named_only_on_the_kernel_that_recorded_them() {
     );
     assert!(stderr.contains("kernel samples are not named"), "{stderr}");
 }
+
+#[test]
+fn a_stop_is_not_held_up_by_a_pipe_that_writes_nothing() {
+    require_perf!();
+    use std::io::{Read, Write};
+    let piped = Command::new("perf")
+        .args([
+            "record",
+            "-o",
+            "-",
+            "-e",
+            "cpu-clock",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ])
+        .output_in_time()
+        .unwrap()
+        .stdout;
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--plain"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The recording, and then nothing, the pipe kept open (a perf that records a quiet CPU).
+    let mut input = pw.stdin.take().unwrap();
+    input.write_all(&piped).unwrap();
+    let mut err = pw.stderr.take().unwrap();
+    let mut said = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&said).contains("recording stdin") {
+        let n = err.read(&mut chunk).unwrap();
+        assert!(n > 0, "perfwatch ended: {}", String::from_utf8_lossy(&said));
+        said.extend_from_slice(&chunk[..n]);
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pw.id() as i32, libc::SIGINT) };
+    let sent = std::time::Instant::now();
+    let status = common::wait_in_time(&mut pw);
+    assert!(
+        sent.elapsed() < std::time::Duration::from_secs(2),
+        "the stop took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(0));
+    err.read_to_end(&mut said).unwrap();
+    let said = String::from_utf8_lossy(&said);
+    assert!(said.contains("records in"), "{said}");
+    assert!(!said.contains("error"), "{said}");
+    drop(input);
+}

@@ -149,13 +149,98 @@ pub struct Recording {
     pub started: std::time::Instant,
 }
 
+/// Perfwatch was asked to stop before the recording's header came.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped before the recording's header came")]
+pub struct Cancelled;
+
+/// perf's pipe format on stdin: its 16-byte header, then the header records up to the first
+/// record of the kernel's.
+fn pipe_stream(
+    common_fields: bool,
+    counts: Arc<ReadCounts>,
+    stop: Arc<AtomicBool>,
+) -> Result<stream::Stream> {
+    let mut r = BufReader::with_capacity(1 << 16, StdinUntilStop { stop });
+    let mut h = [0u8; 16];
+    r.read_exact(&mut h)
+        .context("it ended before perf's pipe header")?;
+    let magic: [u8; 8] = h[..8].try_into().unwrap_or_default();
+    header::check_magic(&magic)?;
+    if header::u64_at(&h, 8) != Some(header::PIPE_HEADER_SIZE) {
+        anyhow::bail!(
+            "it is not in perf's pipe format (perf record -o -); give a perf.data file as -i FILE"
+        );
+    }
+    let mut s = stream::Stream::new(
+        Box::new(r),
+        header::FileHeader::default(),
+        true,
+        common_fields,
+        counts,
+    );
+    s.read_header_records()?;
+    Ok(s)
+}
+
+/// Stdin, read in waits of at most [`STOP_POLL`], so that a stop is seen while perf (or
+/// whatever writes the pipe) writes nothing: reading then ends with an error the stream
+/// takes as the end.
+struct StdinUntilStop {
+    stop: Arc<AtomicBool>,
+}
+
+const STOP_POLL: i32 = 100;
+
+impl Read for StdinUntilStop {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(std::io::Error::other("perfwatch is stopping"));
+            }
+            let mut p = libc::pollfd {
+                fd: libc::STDIN_FILENO,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, for the duration of the call.
+            let r = unsafe { libc::poll(&mut p, 1, STOP_POLL) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if r == 0 {
+                continue;
+            }
+            // SAFETY: `buf` is valid for writes of its length.
+            let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            return Ok(n as usize);
+        }
+    }
+}
+
 /// Batches the channel holds: the file is read at most this far ahead of the pipeline.
 const CHANNEL_BATCHES: usize = 16;
 
 impl Recording {
     /// Open the recording, read its header, and start reading its records.
-    pub fn open(input: Input, common_fields: bool) -> Result<Recording> {
-        let (source, header): (Box<dyn Read + Send>, header::FileHeader) = match &input {
+    /// `cancel` is asked while perf's pipe header is awaited (a writer that has not written
+    /// yet must not keep a Ctrl-C from stopping perfwatch): true gives up with
+    /// [`Cancelled`].
+    pub fn open(input: Input, common_fields: bool, cancel: &dyn Fn() -> bool) -> Result<Recording> {
+        let counts = Arc::new(ReadCounts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut s = match &input {
             Input::File(path) => {
                 let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
                 let mut f = std::fs::File::open(path)
@@ -165,37 +250,37 @@ impl Recording {
                     .with_context(|| format!("cannot read the recording '{shown}'"))?;
                 f.seek(SeekFrom::Start(h.data.offset))?;
                 let r = BufReader::with_capacity(1 << 20, f).take(h.data.size);
-                (Box::new(r), h)
+                stream::Stream::new(Box::new(r), h, false, common_fields, counts.clone())
             }
             Input::Stdin => {
-                let mut r = BufReader::with_capacity(1 << 16, std::io::stdin());
-                let mut h = [0u8; 16];
-                r.read_exact(&mut h).context(
-                    "cannot read a recording on stdin: it ended before perf's pipe header",
-                )?;
-                let magic: [u8; 8] = h[..8].try_into().unwrap_or_default();
-                header::check_magic(&magic).context("cannot read the recording on stdin")?;
-                if header::u64_at(&h, 8) != Some(header::PIPE_HEADER_SIZE) {
-                    anyhow::bail!(
-                        "cannot read the recording on stdin: it is not in perf's pipe format (perf record -o -); give a perf.data file as -i FILE"
-                    );
+                // Read on a thread of its own: this one keeps looking at `cancel`.
+                let (tx, rx) = bounded(1);
+                let (c, st) = (counts.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("perfwatch-pipe-header".into())
+                    .spawn(move || {
+                        let _ = tx.send(pipe_stream(common_fields, c, st));
+                    })
+                    .context("cannot start the recording's reader thread")?;
+                loop {
+                    match rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                        Ok(r) => break r.context("cannot read the recording on stdin")?,
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) if cancel() => {
+                            stop.store(true, Ordering::Relaxed);
+                            return Err(Cancelled.into());
+                        }
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                            anyhow::bail!("cannot read the recording on stdin: its reader failed")
+                        }
+                    }
                 }
-                (Box::new(r), header::FileHeader::default())
             }
         };
-        let pipe = input == Input::Stdin;
-        let counts = Arc::new(ReadCounts::default());
-        let mut s = stream::Stream::new(source, header, pipe, common_fields, counts.clone());
-        // In pipe mode the attributes and features come first, as records: read them now.
-        if pipe {
-            s.read_header_records()
-                .context("cannot read the recording on stdin")?;
-        }
         let info = s.info(input);
         let stats = Arc::new(Stats::new(&info.cpus));
         let (tx, rx) = bounded(CHANNEL_BATCHES);
         let pool = BufferPool::new(CHANNEL_BATCHES);
-        let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (stats, stop, pool, counts) =
                 (stats.clone(), stop.clone(), pool.clone(), counts.clone());

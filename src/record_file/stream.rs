@@ -455,6 +455,8 @@ impl Stream {
             match self.next() {
                 Ok(()) => {}
                 Err(Frame::End) => break Ok(()),
+                // A stop while a pipe's writer wrote nothing: not the recording's fault.
+                Err(Frame::Fail(_)) if stop.load(Ordering::Relaxed) => break Ok(()),
                 Err(Frame::Fail(why)) => break Err(why),
             }
             let ty = u32_at(&self.buf, 0).unwrap_or(0);

@@ -46,7 +46,17 @@ pub fn run(
         Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
         None => None,
     };
-    let mut rec = Recording::open(Input::from_arg(path), cli.common_fields)?;
+    let pending = {
+        let signals = signals.clone();
+        move || signals.pending().is_some()
+    };
+    let mut rec = match Recording::open(Input::from_arg(path), cli.common_fields, &pending) {
+        Ok(rec) => rec,
+        Err(e) if e.is::<crate::record_file::Cancelled>() => {
+            return Ok(signals.pending().map_or(1, exit_code_for));
+        }
+        Err(e) => return Err(e),
+    };
     let mut notes = vec![rec.info.describe()];
     notes.extend(rec.info.notes.iter().cloned());
     // Kernel addresses mean something only on the kernel that wrote them.
@@ -156,7 +166,8 @@ pub fn run(
     scripts.print();
     let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
     let stdout_lost = flushed.unwritten > 0 && !broken;
-    rec.join(crate::stop::SHUTDOWN_GRACE);
+    // The frontend already waited its grace for the last batch.
+    rec.join(std::time::Duration::from_millis(200));
     let reason = reason?;
     if reason == StopReason::BrokenPipe || broken {
         return Ok(0);
