@@ -223,6 +223,11 @@ pub struct Stream {
 
 /// Events sent in one batch at most, rounds or not (a file without FINISHED_ROUND records).
 const BATCH_MAX: usize = 4096;
+/// Record bytes read without a FINISHED_ROUND after which the stream is taken as complete up
+/// to its newest record: what the ordering window holds stays bounded in bytes, not only in
+/// events, whatever a file (without rounds, or with huge records) does. Anything older
+/// that comes after is passed on and counted as out of time order.
+const ROUND_BYTES_MAX: u64 = if cfg!(test) { 4096 } else { 256 << 20 };
 
 impl Stream {
     pub fn new(
@@ -448,6 +453,7 @@ impl Stream {
         let mut events = pool.take(BATCH_MAX);
         let mut undecoded: HashMap<usize, u64> = HashMap::new();
         let build_ids = !self.header.facts.build_ids.is_empty();
+        let mut round_bytes = 0u64;
         let result = loop {
             if stop.load(Ordering::Relaxed) {
                 break Ok(());
@@ -460,15 +466,23 @@ impl Stream {
                 Err(Frame::Fail(why)) => break Err(why),
             }
             let ty = u32_at(&self.buf, 0).unwrap_or(0);
-            if ty == FINISHED_ROUND {
+            round_bytes += self.buf.len() as u64;
+            if ty == FINISHED_ROUND || round_bytes > ROUND_BYTES_MAX {
                 let before = round.safe;
-                round.finish();
+                if ty == FINISHED_ROUND {
+                    round.finish();
+                } else {
+                    round.overflow();
+                }
+                round_bytes = 0;
                 if (!events.is_empty() || round.safe != before)
                     && !send(tx, &mut events, pool, round.safe, stats)
                 {
                     return;
                 }
-                continue;
+                if ty == FINISHED_ROUND {
+                    continue;
+                }
             }
             if ty >= HEADER_ATTR {
                 match ty {
@@ -576,6 +590,12 @@ impl Round {
 
     fn finish(&mut self) {
         self.safe = self.safe.max(self.previous);
+        self.previous = self.newest;
+    }
+
+    /// Too much without a round: complete up to the newest record seen.
+    fn overflow(&mut self) {
+        self.safe = self.safe.max(self.newest);
         self.previous = self.newest;
     }
 }

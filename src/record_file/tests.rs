@@ -190,6 +190,53 @@ fn rounds_say_how_far_the_stream_is_complete() {
 }
 
 #[test]
+fn a_stream_without_rounds_is_released_as_it_grows() {
+    // No FINISHED_ROUND at all: the ordering window must not hold everything to the end.
+    let l = SampleLayout::default();
+    let mut data = Vec::new();
+    for t in 1..=400u64 {
+        data.extend(sample(
+            &l,
+            Ids {
+                time: t,
+                ..Ids::EXAMPLE
+            },
+            1,
+            1,
+        ));
+    }
+    let header = FileHeader {
+        attrs: vec![attr(DEFAULT_SAMPLE_TYPE, &[])],
+        data: header::Section {
+            offset: 0,
+            size: data.len() as u64,
+        },
+        ..FileHeader::default()
+    };
+    let mut s = Stream::new(
+        Box::new(Cursor::new(data)),
+        header,
+        false,
+        false,
+        Arc::default(),
+    );
+    let (tx, rx) = crossbeam_channel::unbounded();
+    s.run(
+        &tx,
+        &BufferPool::new(4),
+        &Stats::new(&[0]),
+        &AtomicBool::new(false),
+    );
+    let complete: Vec<u64> = rx
+        .try_iter()
+        .filter(|b| !b.end)
+        .map(|b| b.now.saturating_sub(crate::event::SLACK_NS))
+        .collect();
+    assert!(complete.iter().any(|&t| t > 0), "{complete:?}");
+    assert!(complete.is_sorted());
+}
+
+#[test]
 fn feature_sections_as_perf_writes_them() {
     let string = |s: &str| {
         let mut b = Vec::new();
