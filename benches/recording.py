@@ -24,7 +24,7 @@ import time
 
 
 def timed(argv):
-    """Run argv with stdout to /dev/null; (exit status, CPU seconds, wall seconds)."""
+    """Run argv with stdout to /dev/null; (CPU seconds, wall seconds, stderr tail, max RSS KiB)."""
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as err:
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
@@ -35,7 +35,7 @@ def timed(argv):
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit(f"{argv[0]} exited with {code}:\n{tail}")
-    return ru.ru_utime + ru.ru_stime, wall, tail
+    return ru.ru_utime + ru.ru_stime, wall, tail, ru.ru_maxrss
 
 
 def samples_in(path):
@@ -76,13 +76,15 @@ def main():
     n = samples_in(data)
     size = os.path.getsize(data)
     print(f"file: {data}, {size / 1e6:.1f} MB, {n} samples", flush=True)
-    pw_cpu, pw_wall, pw_err = timed([a.perfwatch, "-i", data, "--plain"])
-    perf_cpu, perf_wall, _ = timed(["perf", "script", "-i", data])
+    pw_cpu, pw_wall, pw_err, pw_rss = timed([a.perfwatch, "-i", data, "--plain"])
+    perf_cpu, perf_wall, _, perf_rss = timed(["perf", "script", "-i", data])
     m = re.search(r"by type: sample (\d+)", pw_err)
     pw_samples = int(m.group(1)) if m else -1
-    print(f"{'reader':<38}{'CPU s':>9}{'wall s':>9}{'samples':>10}")
-    print(f"{'perfwatch -i FILE --plain >/dev/null':<38}{pw_cpu:>9.2f}{pw_wall:>9.2f}{pw_samples:>10}")
-    print(f"{'perf script -i FILE >/dev/null':<38}{perf_cpu:>9.2f}{perf_wall:>9.2f}{n:>10}")
+    print(f"{'reader':<38}{'CPU s':>9}{'wall s':>9}{'samples':>10}{'max RSS MB':>12}")
+    print(f"{'perfwatch -i FILE --plain >/dev/null':<38}{pw_cpu:>9.2f}{pw_wall:>9.2f}"
+          f"{pw_samples:>10}{pw_rss / 1024:>12.0f}")
+    print(f"{'perf script -i FILE >/dev/null':<38}{perf_cpu:>9.2f}{perf_wall:>9.2f}{n:>10}"
+          f"{perf_rss / 1024:>12.0f}")
     print(f"ratio (perf script CPU / perfwatch CPU): {perf_cpu / max(pw_cpu, 1e-9):.1f}x "
           f"(goal >= 5x)")
     if tmp and not a.keep:
