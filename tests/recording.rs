@@ -781,3 +781,22 @@ fn a_stop_is_not_held_up_by_a_pipe_that_writes_nothing() {
     assert!(!said.contains("error"), "{said}");
     drop(input);
 }
+
+#[test]
+fn the_full_screen_view_refuses_a_recording_with_a_message() {
+    // A terminal on stdout (script(1) gives one), no line format: the TUI would start.
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let r = common::run(
+        Command::new("script")
+            .args(["-qec"])
+            .arg(format!("{} -i /nonexistent.data", bin.display()))
+            .arg("/dev/null")
+            .env("TERM", "xterm"),
+    );
+    assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("does not replay recordings yet") && r.stdout.contains("--plain"),
+        "{}",
+        r.stdout
+    );
+}
