@@ -800,3 +800,32 @@ fn the_full_screen_view_refuses_a_recording_with_a_message() {
         r.stdout
     );
 }
+
+#[test]
+fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join("dwarf.data");
+    // Stack copies and registers come after the fields perfwatch reads: they do not move them.
+    perf_record(
+        &data,
+        &[
+            "-e",
+            "cpu-clock",
+            "--call-graph",
+            "dwarf",
+            "--",
+            prog.to_str().unwrap(),
+            "300",
+            "0",
+        ],
+    );
+    let (records, _) = perfwatch_json(&data);
+    same_counts(&perf_stats(&data), &types(&records));
+    let hot = records
+        .iter()
+        .filter(|r| r["type"] == "sample" && r["sym"] == "hot_a")
+        .count();
+    assert!(hot > 0, "hot_a named in a dwarf recording");
+}
