@@ -626,15 +626,41 @@ fn live_options_do_not_combine_with_a_recording() {
 }
 
 #[test]
-fn a_binary_is_used_only_where_its_build_id_matches() {
+fn a_binary_is_used_only_where_its_build_id_matches_or_from_perfs_cache() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
     let prog = build(dir.path());
-    let data = dir.path().join("ids.data");
-    perf_record(
-        &data,
-        &["-e", "cpu-clock", "--", prog.to_str().unwrap(), "300", "0"],
-    );
+    let src = std::fs::read_to_string(dir.path().join("prog.c")).unwrap();
+    // Each build of its own (a build id no earlier run put in perf's cache), at one path.
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let rebuild = |variant: &str| {
+        let c = dir.path().join("prog.c");
+        std::fs::write(
+            &c,
+            format!("{src}\nconst char *pw_build = \"{nonce}-{variant}\";\n"),
+        )
+        .unwrap();
+        let st = Command::new("cc")
+            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+            .arg(&prog)
+            .arg(&c)
+            .status_in_time()
+            .unwrap();
+        assert!(st.success());
+    };
+    let record = |name: &str, cache: bool| {
+        let data = dir.path().join(name);
+        let mut args = vec!["-e", "cpu-clock", "--", prog.to_str().unwrap(), "300", "0"];
+        if !cache {
+            // Not into perf's build-id cache: only the file at the path can name them.
+            args.insert(0, "-N");
+        }
+        perf_record(&data, &args);
+        data
+    };
     let named = |records: &[serde_json::Value], sym: &str| {
         records
             .iter()
@@ -647,21 +673,15 @@ fn a_binary_is_used_only_where_its_build_id_matches() {
             .filter(|r| r["type"] == "sample" && r["dso"] == prog.to_str().unwrap())
             .count()
     };
+    rebuild("a");
+    let data = record("ids.data", false);
     let (records, _) = perfwatch_json(&data);
     assert!(
         named(&records, "hot_a") > 0,
         "the same binary names its samples"
     );
     // Another build at the same path: never used, its samples are the binary's alone.
-    let src = std::fs::read_to_string(dir.path().join("prog.c")).unwrap();
-    std::fs::write(dir.path().join("prog.c"), src.replace("300000", "300001")).unwrap();
-    let st = Command::new("cc")
-        .args(["-O1", "-g", "-o"])
-        .arg(&prog)
-        .arg(dir.path().join("prog.c"))
-        .status_in_time()
-        .unwrap();
-    assert!(st.success());
+    rebuild("b");
     let (records, stderr) = perfwatch_json(&data);
     assert_eq!(named(&records, "hot_a"), 0, "a mismatched binary was used");
     assert!(of_prog(&records) > 0, "samples named by their binary");
@@ -669,11 +689,27 @@ fn a_binary_is_used_only_where_its_build_id_matches() {
         stderr.contains("not the one that was mapped") && stderr.contains("build id"),
         "{stderr}"
     );
-    // Gone: named by their binary too.
+    // A recording whose binary perf also kept in its build-id cache: once the binary at the
+    // path is another, named from the cache (as perf script names them), under its own path.
+    let cached = record("cached.data", true);
+    rebuild("c");
+    let (records, _) = perfwatch_json(&cached);
+    assert!(
+        named(&records, "hot_a") > 0,
+        "not named from perf's build-id cache"
+    );
+    assert!(of_prog(&records) > 0);
+    // Gone: named by their binary (or from the cache, for the recording perf cached).
     std::fs::remove_file(&prog).unwrap();
     let (records, stderr) = perfwatch_json(&data);
+    assert_eq!(named(&records, "hot_a"), 0);
     assert!(of_prog(&records) > 0, "samples named by their binary");
     assert!(stderr.contains("the file is gone"), "{stderr}");
+    let (records, _) = perfwatch_json(&cached);
+    assert!(
+        named(&records, "hot_a") > 0,
+        "not named from perf's build-id cache"
+    );
 }
 
 #[test]
