@@ -17,9 +17,12 @@ use crate::record_file::{Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
 
-/// How long a binary's first read may hold the records up: a recording is not live, so the
-/// names are worth the wait (the total is still bounded per chunk).
-const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a binary's first read may take before its samples are `[unknown]` (the read
+/// goes on): as for a live line format. Each ordered chunk waits at most [`super::BATCH_WAIT`]
+/// for all its reads together, as live: a recording made system-wide maps binaries whose
+/// reads can hang (a FUSE mount of the time), and a longer wait per chunk, over the
+/// thousand rounds of a large file, made a 5 s read take minutes.
+const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The running kernel's release (`uname -r`).
 fn running_release() -> Option<String> {
@@ -92,7 +95,7 @@ pub fn run(
     let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let symbols = crate::symbols::Config {
         load_timeout: LOAD_WAIT,
-        batch_wait: Some(LOAD_WAIT),
+        batch_wait: Some(super::BATCH_WAIT),
         read_user_fs: cli.read_user_fs,
         preload_kernel: same_kernel,
         ..crate::symbols::Config::default()
