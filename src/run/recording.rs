@@ -18,11 +18,14 @@ use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
 
 /// How long a binary's first read may take before its samples are `[unknown]` (the read
-/// goes on): as for a live line format. Each ordered chunk waits at most [`super::BATCH_WAIT`]
-/// for all its reads together, as live: a recording made system-wide maps binaries whose
-/// reads can hang (a FUSE mount of the time), and a longer wait per chunk, over the
-/// thousand rounds of a large file, made a 5 s read take minutes.
+/// goes on), as for a live line format.
 const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long each ordered chunk waits, at most, for all its reads together. Longer than live
+/// (100 ms): a recording's chunk is named the moment its round arrives, with no head start
+/// for the reads its MMAP records started, and a recording is worth its names. Far shorter
+/// than a read may hang: a system-wide recording maps binaries whose reads can (a FUSE
+/// mount of the time), and 10 s a chunk over a large file's thousand rounds took minutes.
+const CHUNK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The running kernel's release (`uname -r`).
 fn running_release() -> Option<String> {
@@ -95,7 +98,7 @@ pub fn run(
     let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let symbols = crate::symbols::Config {
         load_timeout: LOAD_WAIT,
-        batch_wait: Some(super::BATCH_WAIT),
+        batch_wait: Some(CHUNK_WAIT),
         read_user_fs: cli.read_user_fs,
         preload_kernel: same_kernel,
         ..crate::symbols::Config::default()
