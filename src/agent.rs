@@ -81,6 +81,14 @@ impl Agent {
         Ok(pipe)
     }
 
+    /// Put the profile taps on a recording's `pipe` (`-i`: there is no live endpoint to serve).
+    pub fn attach_profiles(&self, mut pipe: Pipeline) -> Pipeline {
+        if let Some(p) = &self.pprof {
+            pipe = pipe.with_tap(Box::new(p.clone()));
+        }
+        pipe
+    }
+
     /// Where the endpoint listens.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.server.as_ref().map(MetricsServer::addr)

@@ -59,6 +59,13 @@ pub struct Cli {
     #[arg(short = 'e', long = "event", value_name = "EVENT[,EVENT...]")]
     pub events: Vec<String>,
 
+    /// Read a recording instead of watching live: a perf.data file (`perf record -o FILE`), or
+    /// `-` for perf's pipe format on stdin (`perf record -o - ... | perfwatch -i - --plain`).
+    /// Its records go through the same ordering, symbols, filters, scripts and line formats
+    /// (--plain, --json, --folded); not the full-screen view yet.
+    #[arg(short = 'i', long = "input", value_name = "FILE", conflicts_with_all = ["events", "all_cpus", "cpu", "pid", "tid", "cgroup", "command", "freq", "period", "callchains", "call_graph", "switch", "clockid"])]
+    pub input: Option<std::path::PathBuf>,
+
     /// List the events perfwatch can open (hardware, software, and the tracepoints in
     /// tracefs), those containing FILTER if given, like `perf list`, and exit.
     #[arg(long = "list-events", value_name = "FILTER", num_args = 0..=1, default_missing_value = "")]

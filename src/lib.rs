@@ -29,6 +29,7 @@ pub mod perf;
 pub mod pipeline;
 pub mod pprof;
 pub mod process;
+pub mod record_file;
 pub mod run;
 pub mod script;
 pub mod signals;

@@ -25,7 +25,7 @@ use crate::event::{Batch, Chunk, Event};
 use crate::stop::StopTime;
 
 /// Slack for records stamped before a reader's `now` but published after it.
-pub const SLACK_NS: u64 = 10_000_000;
+pub use crate::event::SLACK_NS;
 /// The longest a quiet or slow CPU can hold back the others.
 pub const MAX_WAIT_NS: u64 = 1_000_000_000;
 
@@ -64,12 +64,14 @@ impl CpuQueue {
             return Vec::from(old);
         }
         let overlaps = self.events.back().is_some_and(|l| l.time > first);
+        let held = self.events.len();
         self.events.extend(events.drain(..));
         if overlaps {
             // A record of this batch is older than one of the last: merge the tail that
-            // overlaps (rare, and short).
+            // overlaps (rare, and short). The search runs over the events held before, the
+            // part that is sorted (the whole queue is not: the batch starts below its end).
             let slice = self.events.make_contiguous();
-            let from = slice.partition_point(|e| e.time <= first);
+            let from = slice[..held].partition_point(|e| e.time <= first);
             slice[from..].sort_by_key(|e| e.time);
         }
         events
@@ -391,6 +393,18 @@ mod tests {
         r.push(batch(0, 200 * MS, &[150 * MS]));
         r.push(batch(1, 200 * MS, &[]));
         assert_eq!(drain(&mut r), ms(&[(1, 95), (0, 150)]));
+        assert_eq!(r.late(), 0);
+    }
+
+    #[test]
+    fn a_batch_that_overlaps_much_of_the_queue_is_merged_in_order() {
+        // A recording's rounds: each overlaps the last by far more than a record or two.
+        let mut r = OrderingStage::new(&[0], 1000);
+        r.push(batch(0, 0, &[1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21]));
+        r.push(batch(0, 0, &[2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22]));
+        r.push(batch(0, 30 + SLACK_NS, &[]));
+        let times: Vec<u64> = drain(&mut r).iter().map(|&(_, t)| t).collect();
+        assert_eq!(times, (1..=22).collect::<Vec<u64>>());
         assert_eq!(r.late(), 0);
     }
 

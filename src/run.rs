@@ -14,6 +14,8 @@ use crate::process::proc::SeedOptions;
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
 
+mod recording;
+
 /// Batches the channel between readers and the frontend holds, per CPU. Small on purpose: a
 /// stalled consumer (a paused terminal, a slow pipe) should make the readers wait and the
 /// kernel rings take the strain (and count it as LOST), not grow perfwatch's memory.
@@ -175,6 +177,9 @@ pub fn run(cli: Cli) -> Result<i32> {
             eprintln!("perfwatch: {why}: no full-screen view; printing --plain lines instead");
             interactive = false;
         }
+    }
+    if let Some(input) = &cli.input {
+        return recording::run(&cli, input, signals, interactive);
     }
     let format = if cli.json {
         Format::Json

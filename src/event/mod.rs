@@ -18,7 +18,7 @@ pub mod members;
 mod names;
 pub mod tracepoint;
 
-pub use batch::{Batch, BufferPool, Chunk};
+pub use batch::{Batch, BufferPool, Chunk, SLACK_NS};
 pub use names::SampleNames;
 
 /// What a sample knows about the event that took it: its name and, for a tracepoint, the

@@ -184,6 +184,23 @@ pub(crate) struct ElfJob {
     pub max_bytes: usize,
 }
 
+/// The copy of the binary with build id `id` in perf's build-id cache
+/// (`~/.debug/.build-id/xx/yyyy.../elf`), if there is one: root's cache when perfwatch runs
+/// as root (never a user's: its links could point root's reads anywhere), else the user's
+/// own, read with the user's own rights.
+fn perf_cache(id: &BuildId) -> Option<Opened> {
+    let hex = id.to_hex();
+    let (head, rest) = (hex.get(..2)?, hex.get(2..)?);
+    // SAFETY: geteuid has no preconditions.
+    let home = if unsafe { libc::geteuid() } == 0 {
+        PathBuf::from("/root")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
+    };
+    let p = home.join(format!(".debug/.build-id/{head}/{rest}/elf"));
+    fs::open_regular(p.as_os_str().as_encoded_bytes(), true).ok()
+}
+
 /// Does the opened file match what the record said?
 fn check_identity(identity: &FileIdentity, o: &Opened) -> Result<(), String> {
     let FileIdentity::Inode { maj, min, ino, .. } = *identity else {
@@ -204,6 +221,15 @@ impl ElfJob {
     /// or replaced, in any mount namespace), then the path inside the process's root, then the
     /// path as it reads here. The first that is the mapped file wins.
     fn open(&self) -> Result<Opened, LoadError> {
+        // A mapping known by its build id (a recording's): perf's build-id cache first, where
+        // `perf record` keeps a copy of each binary it sampled, under the id itself, so it is
+        // the right file even once the one at the path was rebuilt or removed. The id is
+        // checked again once the file is read.
+        if let FileIdentity::BuildId(id) = self.file.identity() {
+            if let Some(o) = perf_cache(id) {
+                return Ok(o);
+            }
+        }
         let path = self.file.path_on_disk();
         let mut mismatch = None;
         let mut other = None;

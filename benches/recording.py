@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Reading a recording side by side (issue 25): `perfwatch -i big.data --plain > /dev/null`
+against `perf script -i big.data > /dev/null` on the same file of >= 1 M samples with call
+chains (-g). Each reader's CPU time (utime + stime of the process and its threads, from
+wait4) and wall time are printed with the ratio; the goal is perfwatch at <= 1/5 of perf
+script's CPU.
+
+Without --data, the file is recorded first: `perf record -g -a -F 20000` over a CPU-bound
+load on every CPU, long enough for --samples samples (the count is checked with
+`perf report --stats`, and the recording made longer if it falls short).
+
+Usage: benches/recording.py --perfwatch target/release/perfwatch [--data big.data]
+       [--samples 1000000] [--keep]
+Needs root (system-wide perf record) and perf. Runs each reader once.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def timed(argv):
+    """Run argv with stdout to /dev/null; (CPU seconds, wall seconds, stderr tail, max RSS KiB)."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        err.seek(0)
+        tail = err.read().decode(errors="replace")[-2000:]
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{argv[0]} exited with {code}:\n{tail}")
+    return ru.ru_utime + ru.ru_stime, wall, tail, ru.ru_maxrss
+
+
+def samples_in(path):
+    out = subprocess.run(["perf", "report", "-i", path, "--stats"], capture_output=True,
+                         text=True, check=True).stdout
+    m = re.search(r"SAMPLE events:\s+(\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def record(path, want):
+    secs = max(5, want // 40000)
+    while True:
+        ncpu = os.cpu_count() or 1
+        load = ["sh", "-c", " & ".join(["timeout %d sh -c 'while :; do :; done'" % secs] * ncpu)
+                + " ; wait"]
+        subprocess.run(["perf", "record", "-q", "-o", path, "-g", "-a", "-F", "20000", "--"] + load,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        n = samples_in(path)
+        print(f"recorded {n} samples in {secs} s", flush=True)
+        if n >= want:
+            return n
+        secs = int(secs * want / max(n, 1) * 1.1) + 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--perfwatch", required=True)
+    ap.add_argument("--data")
+    ap.add_argument("--samples", type=int, default=1_000_000)
+    ap.add_argument("--keep", action="store_true", help="keep the recording made")
+    a = ap.parse_args()
+    tmp = None
+    data = a.data
+    if data is None:
+        tmp = tempfile.mkdtemp(prefix="pw-rec-")
+        data = os.path.join(tmp, "big.data")
+        record(data, a.samples)
+    n = samples_in(data)
+    size = os.path.getsize(data)
+    print(f"file: {data}, {size / 1e6:.1f} MB, {n} samples", flush=True)
+    pw_cpu, pw_wall, pw_err, pw_rss = timed([a.perfwatch, "-i", data, "--plain"])
+    perf_cpu, perf_wall, _, perf_rss = timed(["perf", "script", "-i", data])
+    m = re.search(r"by type: sample (\d+)", pw_err)
+    pw_samples = int(m.group(1)) if m else -1
+    print(f"{'reader':<38}{'CPU s':>9}{'wall s':>9}{'samples':>10}{'max RSS MB':>12}")
+    print(f"{'perfwatch -i FILE --plain >/dev/null':<38}{pw_cpu:>9.2f}{pw_wall:>9.2f}"
+          f"{pw_samples:>10}{pw_rss / 1024:>12.0f}")
+    print(f"{'perf script -i FILE >/dev/null':<38}{perf_cpu:>9.2f}{perf_wall:>9.2f}{n:>10}"
+          f"{perf_rss / 1024:>12.0f}")
+    print(f"ratio (perf script CPU / perfwatch CPU): {perf_cpu / max(pw_cpu, 1e-9):.1f}x "
+          f"(goal >= 5x)")
+    if tmp and not a.keep:
+        os.unlink(data)
+        os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+//! `-i FILE` / `-i -`: a recording through the same pipeline and line frontends as a live run.
+//! What differs from a live run is said here and nowhere below: no `/proc` seed (the
+//! recording's own side-band records build the process model), no hiding of perfwatch
+//! itself, kernel symbols only when the recording was made on the running kernel, and a
+//! summary that says what the file held that perfwatch does not show.
+
+use std::io::Write;
+
+use anyhow::Result;
+
+use super::{UsageError, with_lost_output, write_folded};
+use crate::cli::Cli;
+use crate::format::Format;
+use crate::frontend::plain::{self, PlainOptions};
+use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::record_file::{Input, Recording};
+use crate::signals::{StopSignals, exit_code_for};
+use crate::stop::{StopReason, StopRule};
+
+/// How long a binary's first read may take before its samples are `[unknown]` (the read
+/// goes on), as for a live line format.
+const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long each ordered chunk waits, at most, for all its reads together. Longer than live
+/// (100 ms): a recording's chunk is named the moment its round arrives, with no head start
+/// for the reads its MMAP records started, and a recording is worth its names. Far shorter
+/// than a read may hang: a system-wide recording maps binaries whose reads can (a FUSE
+/// mount of the time), and 10 s a chunk over a large file's thousand rounds took minutes.
+const CHUNK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The running kernel's release (`uname -r`).
+fn running_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Read the recording `path` with the line frontends; returns the exit code.
+pub fn run(
+    cli: &Cli,
+    path: &std::path::Path,
+    signals: StopSignals,
+    interactive: bool,
+) -> Result<i32> {
+    if interactive {
+        return Err(UsageError(
+            "the full-screen view does not replay recordings yet: give --plain, --json or --folded with -i".into(),
+        )
+        .into());
+    }
+    if let Some(addr) = cli.metrics {
+        return Err(UsageError(format!(
+            "--metrics {addr} serves a live run's counters; a recording (-i) gives its numbers with --json, --folded or --pprof"
+        ))
+        .into());
+    }
+    let scripts = crate::script::Scripts::load(&cli.script, cli.force_script, &cli.script_arg)?;
+    let agent = crate::agent::Agent::prepare(cli, false, super::pprof_every(cli)?)?;
+    let folding = match &cli.folded {
+        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
+        None => None,
+    };
+    let pending = {
+        let signals = signals.clone();
+        move || signals.pending().is_some()
+    };
+    let mut rec = match Recording::open(Input::from_arg(path), cli.common_fields, &pending) {
+        Ok(rec) => rec,
+        Err(e) if e.is::<crate::record_file::Cancelled>() => {
+            return Ok(signals.pending().map_or(1, exit_code_for));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut notes = vec![rec.info.describe()];
+    notes.extend(rec.info.notes.iter().cloned());
+    // Kernel addresses mean something only on the kernel that wrote them.
+    let same_kernel =
+        rec.info.facts.osrelease.is_some() && rec.info.facts.osrelease == running_release();
+    if !same_kernel {
+        notes.push(format!(
+            "kernel samples are not named: the recording was made on Linux {}, this is Linux {}",
+            crate::text::escape(
+                rec.info
+                    .facts
+                    .osrelease
+                    .as_deref()
+                    .unwrap_or("?")
+                    .as_bytes()
+            ),
+            crate::text::escape(running_release().as_deref().unwrap_or("?").as_bytes()),
+        ));
+    }
+    if let Some(f) = &cli.filter {
+        let formats: Vec<_> = rec
+            .info
+            .descs
+            .iter()
+            .filter_map(|d| d.format.as_ref())
+            .collect();
+        f.check(&formats, rec.info.attrs.iter().any(|a| !a.is_dummy()))
+            .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
+    }
+    for note in &notes {
+        crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
+    }
+    let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let symbols = crate::symbols::Config {
+        load_timeout: LOAD_WAIT,
+        batch_wait: Some(CHUNK_WAIT),
+        read_user_fs: cli.read_user_fs,
+        preload_kernel: same_kernel,
+        ..crate::symbols::Config::default()
+    };
+    let symbols = if same_kernel {
+        symbols
+    } else {
+        crate::symbols::Config {
+            kallsyms: "/nonexistent/kallsyms".into(),
+            modules: "/nonexistent/modules".into(),
+            ..symbols
+        }
+    };
+    let pipe = Pipeline::new(
+        rec.rx.clone(),
+        &[0],
+        PipelineOptions {
+            model: true,
+            // The recording's side-band records are the model: this machine's /proc is not.
+            seed: None,
+            argv: false,
+            orphans: false,
+            pool: Some(rec.pool.clone()),
+            symbols: Some(symbols),
+            hide: None,
+            late: Some(late.clone()),
+            stop_time: None,
+            ..PipelineOptions::default()
+        },
+    );
+    let stop = StopRule::new(
+        {
+            let signals = signals.clone();
+            move || signals.pending()
+        },
+        cli.duration,
+    );
+    let filter = cli
+        .filter
+        .clone()
+        .filter(|f| !f.is_empty())
+        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
+    // A perf script's output takes the records' place on stdout, as with `perf script -i X
+    // -s S`; `--quiet`: no lines (--folded and --pprof still see everything).
+    let perf_script = scripts.perf_style();
+    let filter = if perf_script || cli.quiet {
+        Some(
+            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
+                as plain::EventFilter,
+        )
+    } else {
+        filter
+    };
+    let pipe = agent.attach_profiles(pipe);
+    let format = if cli.json {
+        Format::Json
+    } else {
+        Format::Plain
+    };
+    let opts = PlainOptions::new(format, filter, folding.clone());
+    let mut out = crate::output::StdoutQueue::stdout()?;
+    if cli.json
+        && !perf_script
+        && !cli.quiet
+        && cli.folded.as_deref() != Some(std::path::Path::new("-"))
+    {
+        let _ = out.write_all(&json_header(&rec.info));
+    }
+    let (mut pipe, scripts) =
+        scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
+    let reason = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        plain::run(&mut pipe, &mut rec, &stop, opts, &mut out)
+    }))
+    .unwrap_or(Ok(StopReason::Panicked));
+    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
+    let cut = || signals.pending().is_some();
+    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
+    let flushed = out.finish(if natural_end {
+        crate::output::FinishWait::WhileWriting {
+            idle: crate::output::FINISH_IDLE,
+            cut: &cut,
+        }
+    } else {
+        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
+    });
+    let scripts = scripts.finish();
+    scripts.print();
+    let agent_ok = agent.finish();
+    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    let stdout_lost = flushed.unwritten > 0 && !broken;
+    // The frontend already waited its grace for the last batch.
+    rec.join(std::time::Duration::from_millis(200));
+    let reason = reason?;
+    if reason == StopReason::BrokenPipe || broken {
+        return Ok(0);
+    }
+    let mut err = Vec::new();
+    let failure = rec.counts.failure.get().cloned();
+    if let Some(why) = &failure {
+        let _ = writeln!(
+            err,
+            "perfwatch: error: {}: {why}; the records before it are above",
+            rec.info.input.display()
+        );
+    }
+    if stdout_lost {
+        let _ = writeln!(
+            err,
+            "perfwatch: {} bytes of output were not written",
+            flushed.unwritten
+        );
+    }
+    let _ = err.write_all(
+        rec.stats
+            .snapshot()
+            .summary(rec.started.elapsed())
+            .as_bytes(),
+    );
+    for line in rec.counts.summary() {
+        let _ = writeln!(err, "{line}");
+    }
+    let late = late.load(std::sync::atomic::Ordering::Relaxed);
+    if late > 0 {
+        let _ = writeln!(
+            err,
+            "  out of time order: {late} records came after newer ones had gone out (the recording's rounds overlap more than perf promises)"
+        );
+    }
+    crate::output::stderr_bounded(&err);
+    let code = match reason {
+        StopReason::Signal(sig) => exit_code_for(sig),
+        StopReason::Panicked => super::EXIT_INTERNAL,
+        _ if failure.is_some() => 1,
+        _ => 0,
+    };
+    Ok(with_lost_output(
+        code,
+        scripts.output_lost || stdout_lost || !folded_ok || !agent_ok,
+    ))
+}
+
+/// `--json`'s first line for a recording: what the file says about itself, as
+/// `{"type":"recording", ...}` (every string escaped, as the records' are).
+fn json_header(info: &crate::record_file::RecordingInfo) -> Vec<u8> {
+    use crate::format::json::json_str_or_null;
+    let esc = |s: &str| crate::text::escape(s.as_bytes());
+    let f = &info.facts;
+    let mut out = b"{\"type\":\"recording\",\"input\":".to_vec();
+    json_str_or_null(Some(&info.input.display()), &mut out);
+    for (key, v) in [
+        ("hostname", &f.hostname),
+        ("osrelease", &f.osrelease),
+        ("perf_version", &f.version),
+        ("arch", &f.arch),
+    ] {
+        let _ = write!(out, ",\"{key}\":");
+        json_str_or_null(v.as_deref().map(esc).as_deref(), &mut out);
+    }
+    match f.nr_cpus {
+        Some((avail, online)) => {
+            let _ = write!(
+                out,
+                ",\"nr_cpus_avail\":{avail},\"nr_cpus_online\":{online}"
+            );
+        }
+        None => out.extend_from_slice(b",\"nr_cpus_avail\":null,\"nr_cpus_online\":null"),
+    }
+    let list = |out: &mut Vec<u8>, key: &str, items: &mut dyn Iterator<Item = &str>| {
+        let _ = write!(out, ",\"{key}\":[");
+        for (i, s) in items.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_str_or_null(Some(&esc(s)), out);
+        }
+        out.push(b']');
+    };
+    list(
+        &mut out,
+        "cmdline",
+        &mut f.cmdline.iter().map(String::as_str),
+    );
+    list(&mut out, "events", &mut info.descs.iter().map(|d| d.name));
+    out.extend_from_slice(b"}\n");
+    out
+}
