@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvError, Sender, TrySendError, bounded, never};
 
 use crate::cmdline::CmdLine;
-use crate::event::{Batch, BufferPool, Chunk};
 use crate::event::Event;
+use crate::event::{Batch, BufferPool, Chunk};
 use crate::exec_table::ExecTable;
 use crate::order::{OrderingStage, collect_last_batches};
 use crate::process::proc::{self, SeedOptions, SeedProcess};
