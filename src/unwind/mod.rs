@@ -224,11 +224,8 @@ impl Unwinder {
         max_frames: usize,
         out: &mut Vec<u64>,
     ) -> End {
-        let Some(regs) = stack.regs else {
+        if stack.regs.is_none() {
             return End::NoRegisters;
-        };
-        if max_frames == 0 {
-            return End::MaxFrames;
         }
         self.clock += 1;
         let clock = self.clock;
@@ -258,51 +255,17 @@ impl Unwinder {
             return End::NoUnwindInfo;
         };
         p.last_use = clock;
-        // The interrupted address first, whatever the stack says.
-        out.push(regs.ip);
-        self.stats.frames += 1;
-        if stack.stack.is_empty() {
-            return End::EmptyStack;
-        }
-        let mut read = |addr: u64| stack.read_u64(addr).ok_or(());
-        let mut it = p.unwinder.iter_frames(
-            regs.ip,
-            UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        let before = out.len();
+        let end = walk(
+            &p.unwinder,
+            &p.covered,
             &mut self.cache,
-            &mut read,
+            stack,
+            max_frames,
+            out,
         );
-        // The first answer is the ip itself, pushed above.
-        match it.next() {
-            Ok(Some(FrameAddress::InstructionPointer(_))) => {}
-            Ok(Some(_)) | Ok(None) => return End::Complete,
-            Err(e) => return End::of_step(e),
-        }
-        let mut n = 1;
-        loop {
-            if n >= max_frames {
-                return End::MaxFrames;
-            }
-            match it.next() {
-                Ok(Some(f)) => {
-                    out.push(f.address());
-                    self.stats.frames += 1;
-                    n += 1;
-                }
-                Ok(None) => return End::Complete,
-                Err(e) => {
-                    // framehop says CouldNotReadStack also when a frame's rules are missing
-                    // and its frame-pointer guess led nowhere: tell the two apart by whether
-                    // the last address is in a module with rules.
-                    let last = out.last().copied().unwrap_or(regs.ip);
-                    if matches!(e, StepError::CouldNotReadStack(_))
-                        && !p.covered.iter().any(|r| r.contains(&last))
-                    {
-                        return End::NoUnwindInfo;
-                    }
-                    return End::of_step(e);
-                }
-            }
-        }
+        self.stats.frames += (out.len() - before) as u64;
+        end
     }
 
     /// A framehop unwinder over the modules of `maps` whose tables can be read.
@@ -410,6 +373,160 @@ impl Unwinder {
     }
 }
 
+/// Unwind `stack` with `unwinder` (whose modules with rules cover `covered`): the frames
+/// into `out`, at most `max_frames` (at least 1), and why the chain ended. Every step reads
+/// only the copied stack, and the walk ends at `max_frames` whatever the rules say.
+pub fn walk(
+    unwinder: &UnwinderX86_64<Arc<[u8]>>,
+    covered: &[std::ops::Range<u64>],
+    cache: &mut CacheX86_64,
+    stack: &UserStack,
+    max_frames: usize,
+    out: &mut Vec<u64>,
+) -> End {
+    let Some(regs) = stack.regs else {
+        return End::NoRegisters;
+    };
+    if max_frames == 0 {
+        return End::MaxFrames;
+    }
+    // The interrupted address first, whatever the stack says.
+    out.push(regs.ip);
+    if stack.stack.is_empty() {
+        return End::EmptyStack;
+    }
+    let mut read = |addr: u64| stack.read_u64(addr).ok_or(());
+    let mut it = unwinder.iter_frames(
+        regs.ip,
+        UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        cache,
+        &mut read,
+    );
+    // The first answer is the ip itself, pushed above.
+    match it.next() {
+        Ok(Some(FrameAddress::InstructionPointer(_))) => {}
+        Ok(Some(_)) | Ok(None) => return End::Complete,
+        Err(e) => return End::of_step(e),
+    }
+    let mut n = 1;
+    loop {
+        if n >= max_frames {
+            return End::MaxFrames;
+        }
+        match it.next() {
+            Ok(Some(f)) => {
+                out.push(f.address());
+                n += 1;
+            }
+            Ok(None) => return End::Complete,
+            Err(e) => {
+                // framehop says CouldNotReadStack also when a frame has no rules and its
+                // frame-pointer guess led off the copy: tell the two apart by whether the
+                // last address is in a module with rules.
+                let last = out.last().copied().unwrap_or(regs.ip);
+                if matches!(e, StepError::CouldNotReadStack(_))
+                    && !covered.iter().any(|r| r.contains(&last))
+                {
+                    return End::NoUnwindInfo;
+                }
+                return End::of_step(e);
+            }
+        }
+    }
+}
+
 fn binary_key(f: &MappedFile) -> (u64, Box<[u8]>) {
     (f.identity_hash(), f.path().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::UserRegs;
+    use proptest::prelude::*;
+
+    fn module(eh_frame: Vec<u8>, hdr: Vec<u8>, debug_frame: Vec<u8>) -> UnwinderX86_64<Arc<[u8]>> {
+        let t = UnwindTables {
+            segments: vec![tables::Segment {
+                offset: 0,
+                filesz: 0x10000,
+                vaddr: 0,
+            }],
+            text_svma: Some(0x1000..0x9000),
+            eh_frame_svma: Some(0x9000..0x9000 + eh_frame.len() as u64),
+            eh_frame: (!eh_frame.is_empty()).then(|| Arc::from(eh_frame)),
+            eh_frame_hdr_svma: Some(0xa000..0xa000 + hdr.len() as u64),
+            eh_frame_hdr: (!hdr.is_empty()).then(|| Arc::from(hdr)),
+            debug_frame: (!debug_frame.is_empty()).then(|| Arc::from(debug_frame)),
+            ..Default::default()
+        };
+        let mut u = UnwinderX86_64::new();
+        u.add_module(Module::new(
+            String::new(),
+            0x400000..0x410000,
+            0x400000,
+            t.section_info(),
+        ));
+        u
+    }
+
+    fn stack(ip: u64, sp: u64, bp: u64, bytes: Vec<u8>) -> UserStack {
+        UserStack {
+            regs: Some(UserRegs { ip, sp, bp }),
+            stack: bytes.into(),
+        }
+    }
+
+    #[test]
+    fn no_registers_no_stack_and_a_frame_pointer_loop_end_the_chain() {
+        let u = module(vec![], vec![], vec![]);
+        let mut cache = CacheX86_64::new();
+        let mut out = Vec::new();
+        let none = UserStack {
+            regs: None,
+            stack: Box::new([]),
+        };
+        assert_eq!(
+            walk(&u, &[], &mut cache, &none, 64, &mut out),
+            End::NoRegisters
+        );
+        assert!(out.is_empty());
+        let empty = stack(0x401000, 0x7000, 0x7000, vec![]);
+        assert_eq!(
+            walk(&u, &[], &mut cache, &empty, 64, &mut out),
+            End::EmptyStack
+        );
+        assert_eq!(out, [0x401000]);
+        // A frame pointer that points at itself: framehop refuses to go round.
+        out.clear();
+        let mut bytes = vec![0u8; 64];
+        bytes[0..8].copy_from_slice(&0x7000u64.to_ne_bytes());
+        bytes[8..16].copy_from_slice(&0x401234u64.to_ne_bytes());
+        let looped = stack(0x401000, 0x7000, 0x7000, bytes);
+        let end = walk(&u, &[], &mut cache, &looped, 64, &mut out);
+        assert!(out.len() < 64, "{end:?} {out:x?}");
+        assert_ne!(end, End::Complete);
+    }
+
+    proptest! {
+        /// Hostile tables and stacks: the walk ends, within its bound, and never panics.
+        #[test]
+        fn any_tables_and_stack_end_within_the_bound(
+            eh_frame in proptest::collection::vec(any::<u8>(), 0..256),
+            hdr in proptest::collection::vec(any::<u8>(), 0..64),
+            debug_frame in proptest::collection::vec(any::<u8>(), 0..256),
+            bytes in proptest::collection::vec(any::<u8>(), 0..512),
+            ip in 0x3ff000u64..0x411000,
+            bp in any::<u64>(),
+            max in 1usize..200,
+        ) {
+            let u = module(eh_frame, hdr, debug_frame);
+            let mut cache = CacheX86_64::new();
+            let mut out = Vec::new();
+            let s = stack(ip, 0x7ff0_0000, bp, bytes);
+            let covered = vec![std::ops::Range { start: 0x400000, end: 0x410000 }];
+            let _ = walk(&u, &covered, &mut cache, &s, max, &mut out);
+            prop_assert!(!out.is_empty() && out.len() <= max);
+        }
+    }
 }

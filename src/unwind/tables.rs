@@ -69,8 +69,21 @@ impl UnwindTables {
             .map(|s| s.vaddr.wrapping_sub(s.offset).wrapping_add(offset))
     }
 
-    /// The framehop view of these tables.
+    /// The framehop view of these tables. framehop reads one kind of rules per module, the
+    /// `.eh_frame` when there is one: a binary that also has a `.debug_frame` was built
+    /// (partly) without unwind tables (`-fno-asynchronous-unwind-tables -g`), and its
+    /// `.eh_frame` then holds the start files' rules only, so the `.debug_frame` is the one
+    /// that covers its own code and is given instead.
     pub fn section_info(&self) -> framehop::ExplicitModuleSectionInfo<Arc<[u8]>> {
+        if self.debug_frame.is_some() {
+            return framehop::ExplicitModuleSectionInfo {
+                base_svma: 0,
+                text_svma: self.text_svma.clone(),
+                got_svma: self.got_svma.clone(),
+                debug_frame: self.debug_frame.clone(),
+                ..Default::default()
+            };
+        }
         framehop::ExplicitModuleSectionInfo {
             base_svma: 0,
             text_svma: self.text_svma.clone(),
