@@ -16,8 +16,9 @@
 //! chain, never the program.
 //!
 //! Binaries are opened as the symbolizer opens them ([`crate::symbols::open_mapped`]: the
-//! mapped inode through `/proc/PID/map_files`, checked against the mapping's identity), on
-//! the calling thread (the pipeline's), once per binary; a failure is remembered, not retried.
+//! mapped inode through `/proc/PID/map_files`, checked against the mapping's identity; not
+//! at all on FUSE and network filesystems unless `--read-user-fs`), on the calling thread
+//! (the pipeline's), once per binary; a failure is remembered, not retried.
 
 pub mod tables;
 
@@ -114,6 +115,8 @@ pub struct Config {
     pub table_budget: usize,
     /// Processes whose module lists are kept at most.
     pub max_processes: usize,
+    /// Read binaries on FUSE and network filesystems too (`--read-user-fs`).
+    pub read_user_fs: bool,
 }
 
 impl Default for Config {
@@ -121,6 +124,7 @@ impl Default for Config {
         Config {
             table_budget: 256 << 20,
             max_processes: 4096,
+            read_user_fs: false,
         }
     }
 }
@@ -309,8 +313,15 @@ impl Unwinder {
             b.last_use = self.clock;
             return b.tables.clone();
         }
-        let read =
-            crate::symbols::open_mapped(&m.file, pid, m.start, m.end).and_then(tables::read_file);
+        let read = match crate::symbols::user_fs_of(&m.file, pid) {
+            // As the symbolizer: a read another program or machine answers may never end.
+            Some(fstype) if !self.config.read_user_fs => Err(format!(
+                "it is on a {fstype} filesystem, whose reads another program or machine \
+                 answers: not read (--read-user-fs reads such files)"
+            )),
+            _ => crate::symbols::open_mapped(&m.file, pid, m.start, m.end)
+                .and_then(tables::read_file),
+        };
         let tables = match read {
             Ok(t) => {
                 if !t.has_rules() && self.notes.len() < 64 {
