@@ -569,6 +569,83 @@ mod tests {
         Ids::EXAMPLE
     }
 
+    /// A `--call-graph dwarf` sample of a tracepoint: IP, TID, CALLCHAIN, RAW (padded), then
+    /// REGS_USER and STACK_USER, as perf_event.h orders them.
+    fn dwarf_sample(abi: u64, stack: &[u8], dyn_size: u64, cut: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        let u = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_ne_bytes());
+        u(&mut b, 0x401000); // ip
+        u(&mut b, (7u64 << 32) | 7); // pid, tid
+        u(&mut b, 1); // callchain nr
+        u(&mut b, crate::callchain::CONTEXT_KERNEL);
+        b.extend_from_slice(&4u32.to_ne_bytes()); // raw size: 4 bytes of padding-inclusive data
+        b.extend_from_slice(&[9, 9, 9, 9]);
+        u(&mut b, abi);
+        if abi != 0 {
+            for r in [0x7000u64, 0x6000, 0x401000] {
+                u(&mut b, r); // bp, sp, ip
+            }
+        }
+        u(&mut b, stack.len() as u64);
+        b.extend_from_slice(stack);
+        if !stack.is_empty() {
+            u(&mut b, dyn_size);
+        }
+        b.truncate(b.len() - cut);
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&RECORD_SAMPLE.to_ne_bytes());
+        rec.extend_from_slice(&0u16.to_ne_bytes());
+        rec.extend_from_slice(&((8 + b.len()) as u16).to_ne_bytes());
+        rec.extend_from_slice(&b);
+        rec
+    }
+
+    #[test]
+    fn dwarf_samples_decode_registers_and_the_stack_copy_after_raw() {
+        let st = SAMPLE_IP
+            | SAMPLE_TID
+            | SAMPLE_CALLCHAIN
+            | SAMPLE_RAW
+            | SAMPLE_REGS_USER
+            | SAMPLE_STACK_USER;
+        let l = SampleLayout::new(st, false).unwrap();
+        let stack_of = |rec: &[u8]| match decode(rec, &l, 0).unwrap().kind {
+            EventKind::Sample {
+                user_stack, raw, ..
+            } => (user_stack.unwrap(), raw.unwrap()),
+            _ => unreachable!(),
+        };
+        let (s, raw) = stack_of(&dwarf_sample(
+            2,
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+            8,
+            0,
+        ));
+        assert_eq!(&*raw, &[9, 9, 9, 9]);
+        assert_eq!(
+            s.regs,
+            Some(UserRegs {
+                ip: 0x401000,
+                sp: 0x6000,
+                bp: 0x7000
+            })
+        );
+        // Only dyn_size bytes were copied.
+        assert_eq!(&*s.stack, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        // A kernel thread: ABI none, no registers, no copy.
+        let (s, _) = stack_of(&dwarf_sample(0, &[], 0, 0));
+        assert_eq!((s.regs, s.stack.len()), (None, 0));
+        // A dyn_size larger than the copy is held to the copy.
+        let (s, _) = stack_of(&dwarf_sample(2, &[1; 16], 1 << 40, 0));
+        assert_eq!(s.stack.len(), 16);
+        // Cut short (no dyn_size, then part of the registers): an empty copy, then no
+        // registers; the sample itself still decodes.
+        let (s, _) = stack_of(&dwarf_sample(2, &[1; 16], 8, 8));
+        assert!(s.regs.is_some() && s.stack.is_empty());
+        let (s, _) = stack_of(&dwarf_sample(2, &[], 0, 16));
+        assert_eq!(s.regs, None);
+    }
+
     #[test]
     fn fork_and_exit() {
         let l = SampleLayout::default();
