@@ -118,6 +118,8 @@ def main(argv=None):
     ap.add_argument("--load", choices=["busy", "idle", "both"], default="both")
     ap.add_argument("--graph", choices=["no", "yes", "both"], default="both",
                     help="without -g, with -g, or both")
+    ap.add_argument("--call-graph", choices=["fp", "dwarf"], default="fp",
+                    help="the call-graph rows' mode: fp (-g) or dwarf (--call-graph dwarf)")
     a = ap.parse_args(argv)
     if a.smoke:
         a.reps, a.seconds, a.steady = 1, 3.0, 1.0
@@ -127,7 +129,8 @@ def main(argv=None):
     graphs = {"no": (False,), "yes": (True,), "both": (False, True)}[a.graph]
     for load in loads:
         for g in graphs:
-            ev = ["-e", "cpu-clock", "-F", str(a.freq)] + (["-g"] if g else [])
+            graph = ["-g"] if a.call_graph == "fp" else ["--call-graph", "dwarf"]
+            ev = ["-e", "cpu-clock", "-F", str(a.freq)] + (graph if g else [])
             monitors = [
                 ("perfwatch TUI", [a.perfwatch] + ev),
                 ("perf top", [a.perf, "top"] + ev),
@@ -149,7 +152,7 @@ def main(argv=None):
                 if spin:
                     spin.kill()
                     spin.wait()
-            cfg = f"{load}, {ncpu} CPUs, -F {a.freq}{' -g' if g else ''}"
+            cfg = f"{load}, {ncpu} CPUs, -F {a.freq}{' ' + ' '.join(graph) if g else ''}"
             pw = got["perfwatch TUI"]
             pt = got["perf top"]
             med = lambda xs, i: statistics.median(x[i] for x in xs)

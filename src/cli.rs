@@ -89,8 +89,10 @@ pub struct Cli {
     #[arg(short = 'g')]
     pub callchains: bool,
 
-    /// Call chains, as perf's --call-graph: fp (frame pointers) is the mode perfwatch records;
-    /// dwarf and lbr are refused, with the reason.
+    /// Call chains, as perf's --call-graph: fp (frame pointers, as -g), or dwarf[,SIZE]: copy
+    /// SIZE bytes of the user stack (default 8192) and the registers with each sample and
+    /// unwind them with the binaries' unwind tables (programs built without frame pointers).
+    /// lbr is refused, with the reason.
     #[arg(long = "call-graph", value_name = "MODE", value_parser = call_graph_mode)]
     pub call_graph: Option<CallGraphMode>,
 
@@ -267,29 +269,46 @@ pub enum Generate {
 pub enum CallGraphMode {
     /// Frame pointers: the kernel walks the stacks and writes the chain with the sample.
     Fp,
+    /// DWARF: the kernel copies this many bytes of the user stack (and the registers) with
+    /// each sample; perfwatch unwinds them with the binaries' unwind tables.
+    Dwarf(u32),
 }
 
-/// Parse `--call-graph MODE` (perf's spelling): `fp`; `dwarf` and `lbr` are refused with
-/// the reason.
+/// perf's default `--call-graph dwarf` stack copy, in bytes.
+pub const DEFAULT_DWARF_STACK: u32 = 8192;
+/// The largest stack copy the kernel takes (a sample's size is 16 bits; perf's limit).
+pub const MAX_DWARF_STACK: u32 = 65528;
+
+/// Parse `--call-graph MODE` (perf's spelling): `fp`, `dwarf[,SIZE]` (SIZE rounded up to
+/// a multiple of 8, as perf does); `lbr` is refused with the reason.
 pub fn call_graph_mode(s: &str) -> Result<CallGraphMode, String> {
     let t = s.trim().to_ascii_lowercase();
     let mode = t.split(',').next().unwrap_or("");
     match mode {
         "fp" if t == "fp" => Ok(CallGraphMode::Fp),
         "fp" => Err(format!("'{s}': fp takes no size or other setting")),
-        "dwarf" => Err(format!(
-            "'{s}': perfwatch records frame-pointer call chains only (fp). DWARF unwinding copies \
-             a slice of the user stack (8 KiB by default) into the ring with every sample and \
-             unwinds it afterwards, which costs far more than a live view can afford. Build the \
-             program with -fno-omit-frame-pointer and use -g (--call-graph fp)"
-        )),
+        "dwarf" => match t.split_once(',') {
+            None => Ok(CallGraphMode::Dwarf(DEFAULT_DWARF_STACK)),
+            Some((_, size)) => {
+                let n: u64 = size.trim().parse().map_err(|_| {
+                    format!("'{s}': the dwarf stack size '{size}' is not a whole number of bytes")
+                })?;
+                let n = n.div_ceil(8).saturating_mul(8);
+                if n == 0 || n > MAX_DWARF_STACK as u64 {
+                    return Err(format!(
+                        "'{s}': the dwarf stack size must be between 8 and {MAX_DWARF_STACK} bytes"
+                    ));
+                }
+                Ok(CallGraphMode::Dwarf(n as u32))
+            }
+        },
         "lbr" => Err(format!(
             "'{s}': perfwatch records frame-pointer call chains only (fp). LBR call stacks need an \
              Intel PMU with call-stack LBR and reach only as deep as its branch records (16 to 32 \
-             calls, user space only); use -g (--call-graph fp)"
+             calls, user space only); use -g (--call-graph fp) or --call-graph dwarf"
         )),
         _ => Err(format!(
-            "'{s}' is not a call-graph mode perfwatch records (fp; dwarf and lbr are refused)"
+            "'{s}' is not a call-graph mode perfwatch records (fp, dwarf[,SIZE]; lbr is refused)"
         )),
     }
 }
@@ -568,9 +587,16 @@ mod tests {
     fn call_graph_options() {
         assert_eq!(call_graph_mode("fp"), Ok(CallGraphMode::Fp));
         assert_eq!(call_graph_mode(" FP "), Ok(CallGraphMode::Fp));
+        assert_eq!(call_graph_mode("dwarf"), Ok(CallGraphMode::Dwarf(8192)));
+        assert_eq!(
+            call_graph_mode("dwarf,16384"),
+            Ok(CallGraphMode::Dwarf(16384))
+        );
+        assert_eq!(call_graph_mode("dwarf,100"), Ok(CallGraphMode::Dwarf(104)));
         for (bad, says) in [
-            ("dwarf", "copies"),
-            ("dwarf,16384", "live view"),
+            ("dwarf,0", "between"),
+            ("dwarf,65536", "between"),
+            ("dwarf,x", "whole number"),
             ("lbr", "LBR"),
             ("fp,8", "no size"),
             ("", "not a call-graph mode"),
@@ -599,7 +625,9 @@ mod tests {
         let c = Cli::try_parse_from(["perfwatch", "--folded", "--", "sleep", "1"]).unwrap();
         assert_eq!(c.folded.as_deref(), Some(std::path::Path::new("-")));
         assert_eq!(c.command, ["sleep", "1"]);
-        assert!(Cli::try_parse_from(["perfwatch", "--call-graph", "dwarf"]).is_err());
+        let c = Cli::try_parse_from(["perfwatch", "--call-graph", "dwarf,4096"]).unwrap();
+        assert_eq!(c.call_graph, Some(CallGraphMode::Dwarf(4096)));
+        assert!(Cli::try_parse_from(["perfwatch", "--call-graph", "lbr"]).is_err());
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub mod symbols;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod text;
+pub mod unwind;
+pub mod unwinding;
 
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

@@ -103,6 +103,8 @@ pub struct Monitor {
     pub hidden_self: Arc<std::sync::atomic::AtomicU64>,
     /// Records the ordering stage let out of time order (a reader fell behind its window).
     pub late: Arc<std::sync::atomic::AtomicU64>,
+    /// How the `--call-graph dwarf` chains ended (the pipeline's unwind step writes it).
+    pub unwound: Arc<std::sync::Mutex<crate::unwind::Stats>>,
     pub info: MonitorInfo,
     pub started: Instant,
     /// The stop time T, decided by the first [`Monitor::request_stop`]; the ordering stage
@@ -260,6 +262,7 @@ impl Monitor {
             stats,
             hidden_self: Arc::default(),
             late: Arc::default(),
+            unwound: Arc::default(),
             info: MonitorInfo {
                 event: opened
                     .events

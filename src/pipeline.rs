@@ -81,6 +81,9 @@ pub struct PipelineOptions {
     pub pool: Option<BufferPool>,
     /// Name the samples (needs `model`): the symbolize step's configuration.
     pub symbols: Option<crate::symbols::Config>,
+    /// Unwind the samples' user stacks (`--call-graph dwarf`; needs `model`): at most this
+    /// many user frames, and where the counters go.
+    pub unwind: Option<(u16, Arc<std::sync::Mutex<crate::unwind::Stats>>)>,
     /// Hide perfwatch's own records (its threads', its helpers'), counting them.
     pub hide: Option<HideSelf>,
     /// Where the count of late events (see [`Pipeline::late`]) is kept for the summary.
@@ -104,6 +107,7 @@ impl Default for PipelineOptions {
             proc_root: PathBuf::from("/proc"),
             pool: None,
             symbols: None,
+            unwind: None,
             hide: None,
             late: None,
             stop_time: None,
@@ -169,6 +173,8 @@ pub struct Pipeline {
     held_events: usize,
     /// The symbolize step, when samples are named.
     symbolize: Option<Symbolize>,
+    /// The unwind step, with `--call-graph dwarf`.
+    unwind: Option<crate::unwinding::Unwind>,
     /// What the symbolizer said, for the frontend to show once, and all of it (bounded) for
     /// a frontend that shows it again at the end (the TUI).
     notes: Vec<String>,
@@ -207,9 +213,17 @@ impl Pipeline {
             .clone()
             .filter(|_| opts.model)
             .map(Symbolize::new);
+        let unwind = opts
+            .unwind
+            .clone()
+            .filter(|_| opts.model)
+            .map(|(max, shared)| {
+                crate::unwinding::Unwind::new(crate::unwind::Config::default(), max, Some(shared))
+            });
         Pipeline {
             own_helpers: Default::default(),
             symbolize,
+            unwind,
             notes: Vec::new(),
             said: Vec::new(),
             taps: Vec::new(),
@@ -557,6 +571,15 @@ impl Pipeline {
         }
         if !orphans.is_empty() || !self.orphans.is_empty() {
             self.follow_orphans(orphans);
+        }
+        if let Some(u) = &mut self.unwind {
+            u.unwind(&mut chunk.events, &self.model.read());
+            for n in u.take_notes() {
+                if self.said.len() < MAX_NOTES {
+                    self.said.push(n.clone());
+                }
+                self.notes.push(n);
+            }
         }
         if let Some(sym) = &mut self.symbolize {
             sym.name(&mut chunk.events, &self.model.read());

@@ -43,8 +43,13 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     }
     let mut events = events;
     if let Some(max_stack) = call_graph_of(cli)? {
+        let dwarf = match cli.call_graph {
+            Some(crate::cli::CallGraphMode::Dwarf(size)) => Some(size),
+            _ => None,
+        };
         for e in events.iter_mut().filter(|e| !e.is_dummy()) {
             e.call_graph = Some(max_stack);
+            e.dwarf_stack = dwarf;
         }
     }
     let cgroup = match &cli.cgroup {
@@ -74,7 +79,7 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         sampling,
         target,
         cpus: cli.cpu.as_ref().map(|c| c.0.clone()),
-        mmap_pages: cli.mmap_pages.0,
+        mmap_pages: dwarf_ring(cli),
         context_switch: cli.switch,
         channel_capacity: 64
             + CHANNEL_BATCHES_PER_CPU
@@ -110,6 +115,19 @@ fn pprof_every(cli: &Cli) -> Result<Option<(std::time::Duration, std::path::Path
         .into());
     }
     Ok(Some((every, std::path::PathBuf::from(dir))))
+}
+
+/// The ring per CPU: `-m`, but with `--call-graph dwarf` and `-m` left at its default, four
+/// times that (2 MiB): every sample then carries its stack copy (8 KiB by default, 8 MB/s a
+/// CPU at -F 1000), and 512 KiB would hold only 60 ms of them.
+fn dwarf_ring(cli: &Cli) -> usize {
+    let default = crate::cli::parse_mmap_pages("512K", crate::perf::ring::page_size()).ok();
+    match cli.call_graph {
+        Some(crate::cli::CallGraphMode::Dwarf(_)) if Some(cli.mmap_pages.0) == default => {
+            cli.mmap_pages.0 * 4
+        }
+        _ => cli.mmap_pages.0,
+    }
 }
 
 /// Whether to record call chains (`-g`, `--call-graph fp`, `--folded`), and how deep: the
@@ -238,6 +256,13 @@ pub fn run(cli: Cli) -> Result<i32> {
             }),
             late: Some(mon.late.clone()),
             stop_time: Some(mon.stop_time.clone()),
+            unwind: mon
+                .info
+                .events
+                .iter()
+                .find(|e| e.dwarf_stack.is_some())
+                .and_then(|e| e.call_graph)
+                .map(|max| (max, mon.unwound.clone())),
             execs: mon.execs.as_ref().map(|w| w.table()),
             ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
         },
@@ -516,6 +541,30 @@ pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
         let _ = writeln!(
             err,
             "  hidden: {hidden} records of perfwatch itself (--show-self shows them)"
+        );
+    }
+    if let Ok(u) = mon.unwound.lock()
+        && u.chains() > 0
+    {
+        let _ = write!(
+            err,
+            "  dwarf unwinding: {} chains, {} user frames; ended by",
+            u.chains(),
+            u.frames
+        );
+        let mut sep = " ";
+        for end in crate::unwind::End::ALL {
+            let n = u.count(end);
+            if n > 0 {
+                let _ = write!(err, "{sep}{}: {n}", end.name());
+                sep = ", ";
+            }
+        }
+        let _ = writeln!(
+            err,
+            " ({} binaries' unwind tables, {} KiB)",
+            u.binaries,
+            u.bytes / 1024
         );
     }
     let late = mon.late.load(std::sync::atomic::Ordering::Relaxed);

@@ -819,7 +819,7 @@ fn the_tui_writes_folded_file_at_the_end() {
 #[test]
 fn bad_call_graph_options_are_refused_with_the_reason() {
     for (args, code, says) in [
-        (&["--call-graph", "dwarf"][..], 2, "live view"),
+        (&["--call-graph", "dwarf,0"][..], 2, "between 8 and"),
         (&["--call-graph", "lbr"][..], 2, "LBR"),
         (&["--call-graph", "fp,64"][..], 2, "no size"),
         (&["-g", "--max-stack", "0"][..], 2, "'0'"),

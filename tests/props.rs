@@ -10,9 +10,24 @@ use perfwatch::testkit::records::{self as craft, Ids};
 use proptest::prelude::*;
 
 fn layouts() -> impl Strategy<Value = SampleLayout> {
-    // Any subset of the bits the decoder lays out, with and without sample_id_all.
-    (0u64..(1 << 9), any::<bool>()).prop_map(|(bits, all)| {
-        let chosen = [1u64, 2, 4, 8, 64, 128, 256, 512, 1 << 16];
+    // Any subset of the bits the decoder lays out, with and without sample_id_all (call
+    // chains, RAW, and --call-graph dwarf's user registers and stack copy among them).
+    (0u64..(1 << 13), any::<bool>()).prop_map(|(bits, all)| {
+        let chosen = [
+            1u64,
+            2,
+            4,
+            8,
+            64,
+            128,
+            256,
+            512,
+            1 << 16,
+            1 << 5,
+            1 << 10,
+            1 << 12,
+            1 << 13,
+        ];
         let st = chosen
             .iter()
             .enumerate()

@@ -236,6 +236,50 @@ fn a_binary_on_a_held_fuse_mount_is_not_read_and_holds_nothing_up() {
     assert_eq!(s.mount.held_reads(), 0, "perfwatch read the FUSE binary");
 }
 
+/// Issue 27: `--call-graph dwarf` reads each binary's unwind tables, but not a binary on a
+/// FUSE mount (without `--read-user-fs`), as the symbolizer does not.
+#[test]
+fn dwarf_unwinding_does_not_read_a_binary_on_a_held_fuse_mount() {
+    require_root!("mounting a FUSE filesystem");
+    require_perf!();
+    let Some(s) = setup(60) else {
+        common::refuse(
+            test_name!(),
+            "no python3 with fusepy (Debian: apt-get install python3-fusepy)",
+        );
+        return;
+    };
+    let fuse_spin = Killed(Command::new(&s.on_fuse).spawn().unwrap());
+    let t0 = Instant::now();
+    let child = common::perfwatch()
+        .args([
+            "--json",
+            "--call-graph",
+            "dwarf",
+            "-F",
+            "999",
+            "-e",
+            "cpu-clock",
+            "-d",
+            "2",
+        ])
+        .args(["-p", &fuse_spin.0.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, took) = finish(child, t0, Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(took < Duration::from_secs(12), "{took:?}");
+    assert!(
+        stderr.contains("pwfusespin: unwind tables not read: it is on a fuse filesystem"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("dwarf unwinding: "), "{stderr}");
+    assert_eq!(s.mount.held_reads(), 0, "perfwatch read the FUSE binary");
+}
+
 #[test]
 fn sigterm_ends_perfwatch_at_once_with_a_binary_on_a_held_fuse_mount() {
     require_root!("mounting a FUSE filesystem");

@@ -17,9 +17,11 @@ mod batch;
 pub mod members;
 mod names;
 pub mod tracepoint;
+mod user_stack;
 
 pub use batch::{Batch, BufferPool, Chunk, SLACK_NS};
 pub use names::SampleNames;
+pub use user_stack::{UserRegs, UserStack};
 
 /// What a sample knows about the event that took it: its name and, for a tracepoint, the
 /// format its RAW bytes are decoded with.
@@ -99,6 +101,7 @@ impl EventKind {
             event: &UNNAMED,
             raw: None,
             callchain: None,
+            user_stack: None,
             sym: None,
         }
     }
@@ -133,6 +136,9 @@ pub enum EventKind {
         event: &'static EventDesc,
         raw: Option<Box<[u8]>>,
         callchain: Option<Callchain>,
+        /// `--call-graph dwarf`: the user registers and stack copy, until the unwind step has
+        /// made them the user part of `callchain` (then `None`).
+        user_stack: Option<Box<UserStack>>,
         /// The names of the sample's address and frames, once the symbolize step has
         /// named them (`None` before, or without symbols).
         sym: Option<Box<SampleNames>>,

@@ -2,7 +2,10 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::record::{DEFAULT_SAMPLE_TYPE, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW};
+use super::record::{
+    DEFAULT_SAMPLE_TYPE, DWARF_REGS_MASK, SAMPLE_CALLCHAIN, SAMPLE_PERIOD, SAMPLE_RAW,
+    SAMPLE_REGS_USER, SAMPLE_STACK_USER,
+};
 use crate::event::tracepoint::{Format, FormatError};
 
 /// A perf event: what one entry of `-e LIST` resolved to.
@@ -28,6 +31,9 @@ pub struct EventSpec {
     pub format: Option<Format>,
     /// Record call chains (`-g`) of at most this many frames (`sample_max_stack`).
     pub call_graph: Option<u16>,
+    /// `--call-graph dwarf,SIZE`: copy SIZE bytes of the user stack and the user registers
+    /// with each sample (the kernel's chain then stops at the kernel, as perf's does).
+    pub dwarf_stack: Option<u32>,
 }
 
 impl EventSpec {
@@ -63,6 +69,7 @@ impl EventSpec {
             may_fall_back: false,
             format: None,
             call_graph: None,
+            dwarf_stack: None,
         }
     }
 
@@ -100,6 +107,7 @@ impl EventSpec {
             exclude_user: self.exclude_user,
             sampling: self.sampling,
             call_graph: self.call_graph,
+            dwarf_stack: self.dwarf_stack,
             ..base
         }
     }
@@ -583,6 +591,9 @@ pub fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
     }
     if spec.call_graph.is_some() && !spec.is_dummy() {
         st |= SAMPLE_CALLCHAIN;
+        if spec.dwarf_stack.is_some() {
+            st |= SAMPLE_REGS_USER | SAMPLE_STACK_USER;
+        }
     }
     st
 }
@@ -619,6 +630,14 @@ pub fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
         // At most kernel.perf_event_max_stack (the kernel refuses more with EOVERFLOW; the
         // monitor lowers it first). 0 would mean the kernel's own limit.
         a.sample_max_stack = spec.call_graph.unwrap_or(0);
+    }
+    if a.sample_type & SAMPLE_STACK_USER != 0 {
+        // As perf's --call-graph dwarf: the registers the unwinder starts from and a copy of
+        // the user stack; the kernel's chain keeps its kernel part only (the user part is
+        // unwound from the copy).
+        a.sample_regs_user = DWARF_REGS_MASK;
+        a.sample_stack_user = spec.dwarf_stack.unwrap_or(0);
+        a.set_exclude_callchain_user(1);
     }
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
@@ -755,5 +774,31 @@ mod tests {
         let mut cycles = EventSpec::default_event();
         cycles.call_graph = Some(16);
         assert_eq!(cycles.fallback(false).call_graph, Some(16));
+    }
+
+    #[test]
+    fn dwarf_call_graphs_ask_for_user_registers_and_stack() {
+        let o = freq_1000();
+        let mut spec = EventSpec::cpu_clock();
+        spec.call_graph = Some(127);
+        spec.dwarf_stack = Some(8192);
+        let a = build_attr(&spec, &o);
+        assert_eq!(
+            a.sample_type,
+            DEFAULT_SAMPLE_TYPE | SAMPLE_CALLCHAIN | SAMPLE_REGS_USER | SAMPLE_STACK_USER
+        );
+        assert_eq!(a.sample_regs_user, DWARF_REGS_MASK);
+        assert_eq!(a.sample_stack_user, 8192);
+        assert_eq!(a.exclude_callchain_user(), 1);
+        // The layout of such samples is one the decoder follows.
+        assert!(crate::perf::record::SampleLayout::new(a.sample_type, true).is_ok());
+        // The fallback of cycles keeps its stack copy; -g alone asks for none.
+        let mut cycles = EventSpec::default_event();
+        cycles.dwarf_stack = Some(4096);
+        assert_eq!(cycles.fallback(false).dwarf_stack, Some(4096));
+        spec.dwarf_stack = None;
+        let a = build_attr(&spec, &o);
+        assert_eq!(a.sample_type & (SAMPLE_REGS_USER | SAMPLE_STACK_USER), 0);
+        assert_eq!(a.exclude_callchain_user(), 0);
     }
 }

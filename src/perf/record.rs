@@ -9,7 +9,8 @@ use perf_event_open_sys::bindings as sys;
 
 use crate::callchain::Callchain;
 use crate::event::{
-    BuildId, Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord, UNNAMED,
+    BuildId, Event, EventDesc, EventKind, Mmap2Extra, MmapRecord, TaskRecord, UNNAMED, UserRegs,
+    UserStack,
 };
 use crate::text::until_nul;
 
@@ -41,6 +42,14 @@ pub const SAMPLE_PERIOD: u64 = sys::PERF_SAMPLE_PERIOD as u64;
 pub const SAMPLE_IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
 pub const SAMPLE_RAW: u64 = sys::PERF_SAMPLE_RAW as u64;
 pub const SAMPLE_CALLCHAIN: u64 = sys::PERF_SAMPLE_CALLCHAIN as u64;
+pub const SAMPLE_REGS_USER: u64 = sys::PERF_SAMPLE_REGS_USER as u64;
+pub const SAMPLE_STACK_USER: u64 = sys::PERF_SAMPLE_STACK_USER as u64;
+
+/// The user registers `--call-graph dwarf` asks for (`sample_regs_user`), x86_64's
+/// `PERF_REG_X86_BP`, `_SP` and `_IP` (bits 6, 7, 8 of arch/x86/include/uapi/asm/perf_regs.h):
+/// what the unwinder needs to start (perf's DWARF_MINIMAL_REGS is IP and SP; BP lets a frame
+/// without unwind rules fall back to its frame pointer). The kernel writes them in bit order.
+pub const DWARF_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// The sample_type perfwatch asks for: enough for the `sample_*` fields of every record.
 pub const DEFAULT_SAMPLE_TYPE: u64 =
@@ -58,7 +67,9 @@ const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_CPU
     | SAMPLE_PERIOD
     | SAMPLE_CALLCHAIN
-    | SAMPLE_RAW;
+    | SAMPLE_RAW
+    | SAMPLE_REGS_USER
+    | SAMPLE_STACK_USER;
 
 /// Where the fields are, for one `sample_type`: computed once, used for every record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -417,9 +428,14 @@ fn decode_sample(
     }
     let mut raw = None;
     if l.has(SAMPLE_RAW) {
+        // { u32 size; char data[size]; }: size counts the padding to the next u64.
         let size = u32_at(rec, at)? as usize;
         raw = Some(rec.get(at + 4..(at + 4).checked_add(size)?)?.into());
+        at += 4 + size;
     }
+    // BRANCH_STACK would come here; the layout refuses it.
+    let user_stack = (l.has(SAMPLE_REGS_USER) || l.has(SAMPLE_STACK_USER))
+        .then(|| Box::new(user_stack(rec, at, l)));
     ev.kind = EventKind::Sample {
         ip,
         period,
@@ -427,9 +443,49 @@ fn decode_sample(
         event: desc,
         raw,
         callchain,
+        user_stack,
         sym: None,
     };
     Some(())
+}
+
+/// REGS_USER `{ u64 abi; u64 regs[weight(mask)]; }` (no regs when abi is NONE) then
+/// STACK_USER `{ u64 size; char data[size]; u64 dyn_size; }` (no dyn_size when size is 0),
+/// from `at` on. What the record does not hold is left out (no registers, or an empty copy)
+/// and the unwinder counts why; the rest of the sample stays good.
+fn user_stack(rec: &[u8], mut at: usize, l: &SampleLayout) -> UserStack {
+    let mut regs = None;
+    if l.has(SAMPLE_REGS_USER) {
+        let abi = u64_at(rec, at);
+        at += 8;
+        if abi.is_some_and(|abi| abi != sys::PERF_SAMPLE_REGS_ABI_NONE as u64) {
+            // In bit order: BP, SP, IP.
+            let bp = u64_at(rec, at);
+            let sp = u64_at(rec, at + 8);
+            let ip = u64_at(rec, at + 16);
+            at += 8 * DWARF_REGS_MASK.count_ones() as usize;
+            if let (Some(bp), Some(sp), Some(ip)) = (bp, sp, ip) {
+                regs = Some(UserRegs { ip, sp, bp });
+            }
+        }
+    }
+    let mut stack: Box<[u8]> = Box::new([]);
+    if l.has(SAMPLE_STACK_USER) && regs.is_some() {
+        let size = u64_at(rec, at).and_then(|s| usize::try_from(s).ok());
+        if let Some(size) = size.filter(|&s| s > 0) {
+            let data = at
+                .checked_add(8)
+                .and_then(|from| rec.get(from..from.checked_add(size)?));
+            let dyn_size = at
+                .checked_add(8 + size)
+                .and_then(|d| u64_at(rec, d))
+                .and_then(|d| usize::try_from(d).ok());
+            if let (Some(data), Some(dyn_size)) = (data, dyn_size) {
+                stack = data[..dyn_size.min(size)].into();
+            }
+        }
+    }
+    UserStack { regs, stack }
 }
 
 /// Decode the body of a non-sample record. `None` when the body is too short.
@@ -511,6 +567,83 @@ mod tests {
 
     fn ids() -> Ids {
         Ids::EXAMPLE
+    }
+
+    /// A `--call-graph dwarf` sample of a tracepoint: IP, TID, CALLCHAIN, RAW (padded), then
+    /// REGS_USER and STACK_USER, as perf_event.h orders them.
+    fn dwarf_sample(abi: u64, stack: &[u8], dyn_size: u64, cut: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        let u = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_ne_bytes());
+        u(&mut b, 0x401000); // ip
+        u(&mut b, (7u64 << 32) | 7); // pid, tid
+        u(&mut b, 1); // callchain nr
+        u(&mut b, crate::callchain::CONTEXT_KERNEL);
+        b.extend_from_slice(&4u32.to_ne_bytes()); // raw size: 4 bytes of padding-inclusive data
+        b.extend_from_slice(&[9, 9, 9, 9]);
+        u(&mut b, abi);
+        if abi != 0 {
+            for r in [0x7000u64, 0x6000, 0x401000] {
+                u(&mut b, r); // bp, sp, ip
+            }
+        }
+        u(&mut b, stack.len() as u64);
+        b.extend_from_slice(stack);
+        if !stack.is_empty() {
+            u(&mut b, dyn_size);
+        }
+        b.truncate(b.len() - cut);
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&RECORD_SAMPLE.to_ne_bytes());
+        rec.extend_from_slice(&0u16.to_ne_bytes());
+        rec.extend_from_slice(&((8 + b.len()) as u16).to_ne_bytes());
+        rec.extend_from_slice(&b);
+        rec
+    }
+
+    #[test]
+    fn dwarf_samples_decode_registers_and_the_stack_copy_after_raw() {
+        let st = SAMPLE_IP
+            | SAMPLE_TID
+            | SAMPLE_CALLCHAIN
+            | SAMPLE_RAW
+            | SAMPLE_REGS_USER
+            | SAMPLE_STACK_USER;
+        let l = SampleLayout::new(st, false).unwrap();
+        let stack_of = |rec: &[u8]| match decode(rec, &l, 0).unwrap().kind {
+            EventKind::Sample {
+                user_stack, raw, ..
+            } => (user_stack.unwrap(), raw.unwrap()),
+            _ => unreachable!(),
+        };
+        let (s, raw) = stack_of(&dwarf_sample(
+            2,
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+            8,
+            0,
+        ));
+        assert_eq!(&*raw, &[9, 9, 9, 9]);
+        assert_eq!(
+            s.regs,
+            Some(UserRegs {
+                ip: 0x401000,
+                sp: 0x6000,
+                bp: 0x7000
+            })
+        );
+        // Only dyn_size bytes were copied.
+        assert_eq!(&*s.stack, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        // A kernel thread: ABI none, no registers, no copy.
+        let (s, _) = stack_of(&dwarf_sample(0, &[], 0, 0));
+        assert_eq!((s.regs, s.stack.len()), (None, 0));
+        // A dyn_size larger than the copy is held to the copy.
+        let (s, _) = stack_of(&dwarf_sample(2, &[1; 16], 1 << 40, 0));
+        assert_eq!(s.stack.len(), 16);
+        // Cut short (no dyn_size, then part of the registers): an empty copy, then no
+        // registers; the sample itself still decodes.
+        let (s, _) = stack_of(&dwarf_sample(2, &[1; 16], 8, 8));
+        assert!(s.regs.is_some() && s.stack.is_empty());
+        let (s, _) = stack_of(&dwarf_sample(2, &[], 0, 16));
+        assert_eq!(s.regs, None);
     }
 
     #[test]

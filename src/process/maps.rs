@@ -110,16 +110,37 @@ impl Mapping {
 }
 
 /// The mappings of one address space (shared by a process's threads), sorted by start.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
     maps: BTreeMap<u64, Mapping>,
+    /// Changes with every mapping added (a number no other change of any space had), so
+    /// that a reader that derived something from the mappings (the unwinder's module list)
+    /// can tell that they changed without comparing them.
+    stamp: u64,
 }
+
+/// The last stamp given to a change of an address space.
+static STAMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl PartialEq for AddressSpace {
+    fn eq(&self, other: &AddressSpace) -> bool {
+        self.maps == other.maps
+    }
+}
+
+impl Eq for AddressSpace {}
 
 impl AddressSpace {
     pub const fn new() -> AddressSpace {
         AddressSpace {
             maps: BTreeMap::new(),
+            stamp: 0,
         }
+    }
+
+    /// See the field: equal stamps of the same space mean the same mappings.
+    pub fn stamp(&self) -> u64 {
+        self.stamp
     }
 
     pub fn len(&self) -> usize {
@@ -178,6 +199,7 @@ impl AddressSpace {
             }
         }
         self.maps.insert(start, m);
+        self.stamp = STAMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if self.maps.len() > MAX_MAPPINGS {
             self.forget_oldest();
         }

@@ -201,6 +201,26 @@ fn perf_cache(id: &BuildId) -> Option<Opened> {
     fs::open_regular(p.as_os_str().as_encoded_bytes(), true).ok()
 }
 
+/// The file mapping `[start, end)` of process `pid` mapped, checked to be that file (as the
+/// symbolizer finds it, see [`ElfJob::open`]): for readers of other parts of the binary (the
+/// unwinder's unwind tables). The error says why not, for a note.
+pub fn open_mapped(
+    file: &Arc<MappedFile>,
+    pid: u32,
+    start: u64,
+    end: u64,
+) -> Result<std::fs::File, String> {
+    let job = ElfJob {
+        file: file.clone(),
+        pid,
+        start,
+        end,
+        debug_dirs: Arc::new([]),
+        max_bytes: 0,
+    };
+    job.open().map(|o| o.file).map_err(|e| e.to_string())
+}
+
 /// Does the opened file match what the record said?
 fn check_identity(identity: &FileIdentity, o: &Opened) -> Result<(), String> {
     let FileIdentity::Inode { maj, min, ino, .. } = *identity else {

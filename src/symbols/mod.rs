@@ -68,6 +68,8 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+pub use load::open_mapped;
+pub use mounts::user_fs_of;
 pub use request::{BuildId, FileIdentity, MappedFile, Mapping, MappingKind, Request};
 pub use symbol::{Dso, DsoKind, Symbol, SymbolKey, Symbolized, UNKNOWN};
 pub use table::TooLarge;

@@ -28,6 +28,7 @@ pub fn sample(event: &'static EventDesc, ip: u64, misc: u16, raw: Vec<u8>) -> Ev
         event,
         raw: Some(raw.into()),
         callchain: None,
+        user_stack: None,
         sym: None,
     }
 }
