@@ -373,6 +373,13 @@ impl StdoutQueue {
         }
         if self.buf.is_empty() {
             std::mem::swap(&mut self.buf, lines);
+            // The caller fills `lines` up to the capacity it had: give it as much (a new
+            // buffer rather than a realloc, which would copy the dead bytes). Once the queue's
+            // spare buffers are all this size, nothing is allocated.
+            let want = self.buf.capacity();
+            if lines.capacity() < want {
+                *lines = Vec::with_capacity(want);
+            }
         } else {
             self.buf.extend_from_slice(lines);
         }
@@ -517,6 +524,7 @@ mod tests {
                 if i % 7 == 0 {
                     q.append(&mut lines);
                     assert!(lines.is_empty());
+                    assert!(lines.capacity() >= 1 << 16);
                 }
             }
             if i % 500 == 0 {
