@@ -361,6 +361,32 @@ impl StdoutQueue {
     }
 }
 
+impl StdoutQueue {
+    /// Queue `lines` (formatted by the caller) without copying them when nothing else is
+    /// pending: the buffers are swapped, and `lines` comes back empty with the capacity of
+    /// the one it was swapped for. (Copying each 64 KiB of lines once more was 8% of
+    /// `--plain`'s instructions on the fork storm.)
+    pub fn append(&mut self, lines: &mut Vec<u8>) {
+        if !self.buf.is_empty() {
+            // What was appended before goes on first (written, or queued for the writer).
+            self.hand_over();
+        }
+        if self.buf.is_empty() {
+            std::mem::swap(&mut self.buf, lines);
+            // The caller fills `lines` up to the capacity it had: give it as much (a new
+            // buffer rather than a realloc, which would copy the dead bytes). Once the queue's
+            // spare buffers are all this size, nothing is allocated.
+            let want = self.buf.capacity();
+            if lines.capacity() < want {
+                *lines = Vec::with_capacity(want);
+            }
+        } else {
+            self.buf.extend_from_slice(lines);
+        }
+        lines.clear();
+    }
+}
+
 impl Write for StdoutQueue {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         self.buf.extend_from_slice(data);
@@ -473,6 +499,43 @@ mod tests {
         assert!(t1.elapsed() < Duration::from_secs(2));
         assert!(f.unwritten > 0 && f.unwritten <= handed, "{f:?}");
         assert!(f.error.is_none());
+    }
+
+    #[test]
+    fn appended_buffers_keep_their_order_and_come_back_empty() {
+        let (mut r, w) = pipe();
+        let mut q = StdoutQueue::new(w, 1 << 20).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        });
+        let mut want = Vec::new();
+        let mut lines = Vec::with_capacity(1 << 16);
+        for i in 0..5_000 {
+            let l = format!("line {i}\n");
+            want.extend_from_slice(l.as_bytes());
+            // Mixed: appended buffers (several between flushes), plain writes, flushes.
+            if i % 3 == 0 {
+                q.append(&mut lines);
+                q.write_all(l.as_bytes()).unwrap();
+            } else {
+                lines.extend_from_slice(l.as_bytes());
+                if i % 7 == 0 {
+                    q.append(&mut lines);
+                    assert!(lines.is_empty());
+                    assert!(lines.capacity() >= 1 << 16);
+                }
+            }
+            if i % 500 == 0 {
+                q.append(&mut lines);
+                q.flush().unwrap();
+            }
+        }
+        q.append(&mut lines);
+        let f = q.finish(FinishWait::AtMost(Duration::from_secs(5)));
+        assert_eq!(f, Flushed::default());
+        assert_eq!(reader.join().unwrap(), want);
     }
 
     #[test]

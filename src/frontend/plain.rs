@@ -141,17 +141,19 @@ fn say_notes(pipe: &mut Pipeline) {
 }
 
 /// Write the chunks that are ready; true when something was written. Lines are formatted
-/// into one buffer per chunk (no per-line copy, one write per 64 KiB). After a write error
-/// the rest is dropped (the caller stops).
+/// into one buffer per chunk (no per-line copy, handed to `out` per 64 KiB without a copy
+/// when it holds nothing else). After a write error the rest is dropped (the caller stops).
 fn write_ready(
     pipe: &mut Pipeline,
     opts: &mut PlainOptions,
-    out: &mut impl Write,
+    out: &mut StdoutQueue,
     err: &mut Option<io::Error>,
 ) -> bool {
     let mut wrote = false;
     let model = pipe.model().clone();
     let mut buf = std::mem::take(&mut opts.buf);
+    // The buffer swapped in by `append` may be smaller.
+    buf.reserve(OUT_BUFFER + 4096);
     let records = !opts.folded.as_ref().is_some_and(|f| f.replaces_records());
     while let Some(chunk) = pipe.next_chunk() {
         if let Some(folded) = &opts.folded {
@@ -186,19 +188,11 @@ fn write_ready(
                     }
                 }
                 if buf.len() >= OUT_BUFFER {
-                    if let Err(e) = out.write_all(&buf) {
-                        *err = Some(e);
-                    }
-                    buf.clear();
-                    if err.is_some() {
-                        break;
-                    }
+                    out.append(&mut buf);
                 }
             }
             if err.is_none() && !buf.is_empty() {
-                if let Err(e) = out.write_all(&buf) {
-                    *err = Some(e);
-                }
+                out.append(&mut buf);
             }
             buf.clear();
         }
