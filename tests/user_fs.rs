@@ -103,16 +103,23 @@ impl Drop for HeldMount {
     }
 }
 
+/// One test at a time: perfwatch watches the whole system, so a run with `--read-user-fs`
+/// would read another test's FUSE binary and count as that test's perfwatch reading it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Setup {
     _dir: tempfile::TempDir,
     mount: HeldMount,
     on_fuse: PathBuf,
     local: PathBuf,
+    /// Declared last, so dropped last: the mount is gone before the next test starts.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
 
 /// A spin program built in a temporary directory (local), and served from a held FUSE mount.
 fn setup(hold: u32) -> Option<Setup> {
     let python = python_with_fusepy()?;
+    let alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     let mnt = dir.path().join("mnt");
@@ -135,6 +142,7 @@ fn setup(hold: u32) -> Option<Setup> {
         local,
         mount,
         _dir: dir,
+        _alone: alone,
     })
 }
 
