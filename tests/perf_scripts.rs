@@ -193,6 +193,107 @@ fn failed_syscalls_and_syscall_counts_print_what_perf_script_prints() {
     }
 }
 
+/// On one recording, `perfwatch -i X --script S` prints what `perf script -i X -s S` prints,
+/// for perf's shipped scripts: the syscall counters on a recording of both raw_syscalls
+/// tracepoints, stackcollapse on a `-g` one. A recording waits for its scripts: none of its
+/// events may pass around them (a fast reader and a slow script once lost 5% here).
+#[test]
+fn perfs_scripts_print_on_a_recording_what_perf_script_prints() {
+    let _tracefs = require_tracefs!();
+    require_perf_tool!();
+    let dir = tempfile::tempdir().unwrap();
+    let failopen = cc(dir.path(), "pwfailopen", FAIL_OPEN);
+    let spin = cc(dir.path(), "pwspin", SPIN);
+    let record = |name: &str, args: &[&str], prog: &[&std::ffi::OsStr]| -> PathBuf {
+        let data = dir.path().join(name);
+        let rec = Command::new("perf")
+            .args(["record", "-q", "-o"])
+            .arg(&data)
+            .args(args)
+            .arg("--")
+            .args(prog)
+            .output_in_time()
+            .unwrap();
+        assert!(rec.status.success(), "perf record: {rec:?}");
+        data
+    };
+    let syscalls = record(
+        "sys.data",
+        &[
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-e",
+            "raw_syscalls:sys_exit",
+        ],
+        &[failopen.as_os_str(), "30000".as_ref()],
+    );
+    let stacks = record(
+        "g.data",
+        &["-g", "-e", "task-clock", "-F", "997"],
+        &[spin.as_os_str(), "200".as_ref()],
+    );
+    // A slow handler (50 µs an event): the recording is read far faster than it runs.
+    let slow = dir.path().join("slow-count.py");
+    std::fs::write(
+        &slow,
+        "import time\nn = 0\ndef raw_syscalls__sys_enter(event_name, context, common_cpu, \
+         common_secs, common_nsecs, common_pid, common_comm, common_callchain, id, args):\n    \
+         global n\n    n += 1\n    time.sleep(0.00005)\n\
+         def trace_unhandled(event_name, context, event_fields_dict):\n    pass\n\
+         def trace_end():\n    print('sys_enter', n)\n",
+    )
+    .unwrap();
+    for (script, data) in [
+        ("syscall-counts.py", &syscalls),
+        ("syscall-counts-by-pid.py", &syscalls),
+        ("failed-syscalls-by-pid.py", &syscalls),
+        ("stackcollapse.py", &stacks),
+        ("slow-count.py", &syscalls),
+    ] {
+        let path = match shipped(script) {
+            Some(p) => p,
+            None if script == "slow-count.py" => slow.clone(),
+            None => skip!("{script} is not in {PERF_SCRIPTS} (Debian: linux-perf)"),
+        };
+        let perf = Command::new("perf")
+            .args(["script", "-i"])
+            .arg(data)
+            .arg("-s")
+            .arg(&path)
+            .output_in_time()
+            .unwrap();
+        assert!(perf.status.success(), "perf script: {perf:?}");
+        let ours = run(common::perfwatch()
+            .arg("-i")
+            .arg(data)
+            .arg("--script")
+            .arg(&path));
+        ours.exited(0);
+        // Dicts print in hash order in some of them: the same lines, as a set.
+        let sorted = |out: &str| {
+            let mut v = lines(out);
+            v.sort();
+            v
+        };
+        let want = sorted(&String::from_utf8_lossy(&perf.stdout));
+        assert!(
+            want.len() >= 3 || script == "slow-count.py",
+            "{script}: perf printed {want:?}"
+        );
+        assert_eq!(
+            sorted(&ours.stdout),
+            want,
+            "{script}: perfwatch -i, then perf script -i; perfwatch said:\n{}",
+            ours.stderr
+        );
+        assert!(
+            ours.stderr.contains("dropped by perfwatch: 0"),
+            "{script}: {}",
+            ours.stderr
+        );
+    }
+}
+
 #[test]
 fn futex_contention_counts_every_wait() {
     let _tracefs = require_tracefs!();

@@ -41,6 +41,15 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 const CUT_WAIT: Duration = Duration::from_secs(1);
 
 impl Pipeline {
+    /// The scripts get every event from the start, and the source waits for them: for a
+    /// source that is finished data (a recording), where nothing is lost by waiting, and a
+    /// run that is to end by itself anyway. A signal still cuts it short.
+    pub fn scripts_get_everything(&self) {
+        if let Some(link) = &self.stage {
+            link.progress.natural_end.store(true, Ordering::Release);
+        }
+    }
+
     /// [`Pipeline::finish`] at a natural end: take the readers' last batches (within
     /// `grace`), then give the script stage everything and wait until it has handed it all
     /// back, for as long as it takes, unless `cut()` (a signal) says to stop waiting. `say`

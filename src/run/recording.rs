@@ -176,6 +176,8 @@ pub fn run(
     }
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
+    // A recording waits for its scripts: none of its events is ever passed around them.
+    pipe.scripts_get_everything();
     let reason = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         plain::run(&mut pipe, &mut rec, &stop, opts, &mut out)
     }))
