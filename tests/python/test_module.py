@@ -1,0 +1,252 @@
+"""Checks of the `perfwatch` Python module (issue 30), run by tests/pymod.rs with the python
+of a fresh virtualenv the wheel was pip-installed into (as root: system-wide events).
+
+    python test_module.py --stress PATH/perfwatch-stress --twatch benches/twatch.py --cc cc
+
+Each check prints "ok NAME" or raises; the exit status is 0 only when all passed.
+"""
+
+import argparse
+import gc
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import perfwatch
+
+SPIN_C = r"""
+volatile unsigned long sink;
+__attribute__((noinline)) void pw_hot_alpha(void) { for (int i = 0; i < 200000; i++) sink += i; }
+__attribute__((noinline)) void pw_hot_beta(void) { for (int i = 0; i < 200000; i++) sink ^= i * 3; }
+int main(void) { for (;;) { pw_hot_alpha(); pw_hot_beta(); } }
+"""
+
+DEADLINE = 60.0
+
+
+def perf_fds():
+    """This process's perf event fds."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if "perf_event" in target:
+            out.append(target)
+    return out
+
+
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+
+
+def tasks_back_to(n, within=10.0):
+    """The thread count once it is back to `n` (or after `within` s). The readers and the
+    session thread are joined by close(); the symbol loaders and the /proc seed are detached
+    helpers that end as soon as the read they are in ends (a kallsyms read can take a
+    second), so they are given a bounded wait."""
+    deadline = time.monotonic() + within
+    while tasks() > n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return tasks()
+
+
+def check_import_from_venv():
+    assert sys.prefix != sys.base_prefix, "not run from a virtualenv"
+    assert perfwatch.__file__.startswith(sys.prefix), perfwatch.__file__
+    print("ok import from the virtualenv:", perfwatch.__file__)
+
+
+def check_names_functions(cc):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "spin.c")
+        exe = os.path.join(d, "spin")
+        with open(src, "w") as f:
+            f.write(SPIN_C)
+        subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", exe, src], check=True)
+        child = subprocess.Popen([exe])
+        try:
+            seen = set()
+            chains = 0
+            start = time.monotonic()
+            with perfwatch.watch(events=["cpu-clock"], pid=child.pid, call_graph=True,
+                                 duration=DEADLINE) as w:
+                for ev in w:
+                    if ev.type != "sample":
+                        continue
+                    assert ev.sample_pid == child.pid, (ev.sample_pid, child.pid)
+                    if ev.sym:
+                        seen.add(ev.sym)
+                        assert ev.dso == exe or ev.dso.startswith("["), ev.dso
+                    if ev.callchain:
+                        chains += 1
+                    if {"pw_hot_alpha", "pw_hot_beta"} <= seen and chains:
+                        break
+            assert {"pw_hot_alpha", "pw_hot_beta"} <= seen, ("functions not named", seen)
+            assert chains > 0, "no call chains"
+        finally:
+            child.kill()
+            child.wait()
+    print("ok watch() names the C program's functions: %s in %.1f s"
+          % (sorted(seen & {"pw_hot_alpha", "pw_hot_beta"}), time.monotonic() - start))
+
+
+def check_tracepoint_fields():
+    """sched:sched_process_fork: parent_pid and child_pid as attributes and in fields."""
+    children = []
+    stop = threading.Event()
+    forker_tid = []
+
+    def forker():
+        # The tracepoint's parent_pid is the forking thread's id.
+        forker_tid.append(threading.get_native_id())
+        while not stop.is_set():
+            p = subprocess.Popen(["/bin/true"])
+            children.append(p.pid)
+            p.wait()
+            time.sleep(0.05)
+
+    t = threading.Thread(target=forker)
+    found = None
+    with perfwatch.watch(events=["sched:sched_process_fork"], duration=DEADLINE) as w:
+        t.start()
+        try:
+            for ev in w:
+                if ev.type == "sample" and ev.parent_pid in forker_tid:
+                    found = ev
+                    break
+        finally:
+            stop.set()
+            t.join()
+    assert found is not None, "no sched_process_fork of ours"
+    assert found.name == "sched:sched_process_fork", found.name
+    assert found.fields["child_pid"] == found.child_pid
+    assert found.child_pid in children, (found.child_pid, children)
+    assert "parent_comm" in found.fields
+    print("ok a tracepoint gives its fields:", str(found))
+
+
+def check_break_cleans_up():
+    before_tasks = tasks()
+    before_fds = perf_fds()
+    assert not before_fds, before_fds
+    n = 0
+    w = perfwatch.watch(events=["cpu-clock", "dummy"])
+    during = len(perf_fds())
+    threads_during = tasks()
+    for ev in w:
+        n += 1
+        if n >= 50:
+            break
+    # The loop's `break` leaves the iterator to the garbage collector, as a real loop does.
+    del w
+    gc.collect()
+    after = perf_fds()
+    assert during > 0, "no perf fd while watching?"
+    assert threads_during > before_tasks, "no reader thread while watching?"
+    assert not after, ("perf fds left behind", after)
+    left = tasks_back_to(before_tasks)
+    assert left == before_tasks, ("threads left behind", left, before_tasks)
+    assert threading.active_count() == 1, threading.enumerate()
+    print("ok break after %d events: %d perf fds and %d threads before, none left after"
+          % (n, during, threads_during - before_tasks))
+
+
+def check_stats_and_interrupt():
+    """Ctrl-C while the loop waits: KeyboardInterrupt, then everything closed."""
+    before_tasks = tasks()
+    w = perfwatch.watch(events=["dummy"])
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    interrupted = False
+    try:
+        for _ in w:
+            pass
+    except KeyboardInterrupt:
+        interrupted = True
+    timer.join()
+    assert interrupted, "no KeyboardInterrupt"
+    s = w.stats()
+    assert "lost" in s and "dropped" in s and s["per_cpu"], s
+    assert not perf_fds(), perf_fds()
+    left = tasks_back_to(before_tasks)
+    assert left == before_tasks, ("threads left behind", left, before_tasks)
+    print("ok Ctrl-C stops the loop cleanly; stats:", {k: s[k] for k in ("records", "lost", "dropped")})
+
+
+TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
+
+
+def check_twatch(twatch, stress, count):
+    """benches/twatch.py with `import perf` changed to `import perfwatch as perf` prints
+    every fork and exit of a fork storm."""
+    with open(twatch) as f:
+        src = f.read()
+    assert "\nimport perf\n" in src
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "twatch.py")
+        with open(script, "w") as f:
+            f.write(src.replace("\nimport perf\n", "\nimport perfwatch as perf\n"))
+        out_path = os.path.join(d, "out")
+        err_path = os.path.join(d, "err")
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            mon = subprocess.Popen([sys.executable, script], stdout=out, stderr=err)
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while b"twatch: ready" not in open(err_path, "rb").read():
+                assert mon.poll() is None, open(err_path, "rb").read()
+                assert time.monotonic() < deadline, "twatch never ready"
+                time.sleep(0.05)
+            load = json.loads(subprocess.run([stress, "fork", "--count", str(count)],
+                                             check=True, capture_output=True,
+                                             timeout=DEADLINE).stdout)
+            # Until every child's exit is out (or the deadline), then SIGINT.
+            pids = set(load["pids"])
+            while time.monotonic() < deadline:
+                data = open(out_path, "rb").read()
+                exited = {int(m.group(2)) for m in TASK_RE.finditer(data) if m.group(1) == b"exit"}
+                if pids <= exited:
+                    break
+                time.sleep(0.1)
+        finally:
+            mon.send_signal(signal.SIGINT)
+            mon.wait(timeout=DEADLINE)
+        data = open(out_path, "rb").read()
+        errs = open(err_path, "rb").read().decode(errors="replace")
+    assert mon.returncode == 0, (mon.returncode, errs)
+    forked = {int(m.group(2)) for m in TASK_RE.finditer(data)
+              if m.group(1) == b"fork" and int(m.group(3)) == load["pid"]}
+    exited = {int(m.group(2)) for m in TASK_RE.finditer(data) if m.group(1) == b"exit"}
+    assert len(pids) == count, (len(pids), count)
+    assert pids <= forked, ("forks missing", len(pids - forked), "of", count)
+    assert pids <= exited, ("exits missing", len(pids - exited), "of", count)
+    assert re.search(r"twatch: \d+ records, lost 0 ", errs), errs
+    print("ok twatch.py with `import perfwatch as perf`: %d/%d forks and exits, %s"
+          % (len(pids & forked), count, errs.strip().splitlines()[-1]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stress", required=True)
+    ap.add_argument("--twatch", required=True)
+    ap.add_argument("--cc", default="cc")
+    ap.add_argument("--count", type=int, default=2000)
+    a = ap.parse_args()
+    check_import_from_venv()
+    check_break_cleans_up()
+    check_stats_and_interrupt()
+    check_tracepoint_fields()
+    check_names_functions(a.cc)
+    check_twatch(a.twatch, a.stress, a.count)
+    print("all ok")
+
+
+if __name__ == "__main__":
+    main()
