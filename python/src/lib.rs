@@ -178,7 +178,15 @@ impl NativeSession {
                 None => SIGNAL_CHECK,
             };
             match py.detach(|| rx.recv_timeout(wait)) {
-                Ok(events) => return self.to_list(py, events).map(Some),
+                Ok(events) => {
+                    // With the chunks that are ready too: one list per wake-up in a storm.
+                    let list = self.to_list(py, events)?;
+                    for _ in 0..QUEUE_CHUNKS {
+                        let Ok(more) = rx.try_recv() else { break };
+                        self.append(&list, more)?;
+                    }
+                    return Ok(Some(list));
+                }
                 Err(RecvTimeoutError::Disconnected) => return Ok(None),
                 Err(RecvTimeoutError::Timeout) => {
                     py.check_signals()?;
@@ -226,6 +234,12 @@ impl NativeSession {
 impl NativeSession {
     fn to_list<'py>(&self, py: Python<'py>, events: Vec<Event>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
+        self.append(&list, events)?;
+        Ok(list)
+    }
+
+    fn append(&self, list: &Bound<'_, PyList>, events: Vec<Event>) -> PyResult<()> {
+        let py = list.py();
         for ev in events {
             if self.binding {
                 let init = PyClassInitializer::from(PyEvent { ev }).add_subclass(RecordEvent);
@@ -234,7 +248,7 @@ impl NativeSession {
                 list.append(Bound::new(py, PyEvent { ev })?)?;
             }
         }
-        Ok(list)
+        Ok(())
     }
 }
 
