@@ -24,6 +24,8 @@ from perfwatch._native import Event, NativeSession, RecordEvent
 __all__ = [
     "watch", "Watch", "Event", "RecordEvent",
     "cpu_map", "thread_map", "evsel", "evlist", "tracepoint",
+    "sample_event", "task_event", "comm_event", "mmap_event", "lost_event",
+    "throttle_event", "switch_event", "read_event",
 ]
 
 # ---------------------------------------------------------------- the Pythonic face
@@ -262,6 +264,51 @@ def _parse_cpus(text):
         else:
             cpus.append(int(part))
     return cpus
+
+
+class _RecordKind(type):
+    """``isinstance(event, perf.sample_event)`` and the like, as with perf's binding's event
+    classes: true when the event's record type is one of the class's."""
+
+    def __instancecheck__(cls, obj):
+        if isinstance(obj, RecordEvent):
+            return obj.type_name in cls._types
+        return isinstance(obj, Event) and obj.type in cls._types
+
+
+class sample_event(metaclass=_RecordKind):
+    """Samples (``isinstance`` only: the objects are :class:`RecordEvent`)."""
+    _types = ("sample",)
+
+
+class task_event(metaclass=_RecordKind):
+    """Fork and exit records."""
+    _types = ("fork", "exit")
+
+
+class comm_event(metaclass=_RecordKind):
+    _types = ("comm",)
+
+
+class mmap_event(metaclass=_RecordKind):
+    _types = ("mmap",)
+
+
+class lost_event(metaclass=_RecordKind):
+    _types = ("lost",)
+
+
+class throttle_event(metaclass=_RecordKind):
+    _types = ("throttle", "unthrottle")
+
+
+class switch_event(metaclass=_RecordKind):
+    _types = ("context_switch",)
+
+
+class read_event(metaclass=_RecordKind):
+    """Never matches: perfwatch reads no counters into records."""
+    _types = ()
 
 
 class cpu_map:

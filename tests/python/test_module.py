@@ -181,6 +181,41 @@ def check_stats_and_interrupt():
     print("ok Ctrl-C stops the loop cleanly; stats:", {k: s[k] for k in ("records", "lost", "dropped")})
 
 
+def check_binding_tracepoint():
+    """perf's own tools/perf/python/tracepoint.py, with `import perfwatch as perf`: a
+    tracepoint evsel by id, isinstance(event, perf.sample_event), fields as attributes."""
+    perf = perfwatch
+
+    def tracepoint(sys_, name):
+        config = perf.tracepoint(sys_, name)
+        return perf.evsel(type=perf.TYPE_TRACEPOINT, config=config, freq=0, sample_period=1,
+                          wakeup_events=1,
+                          sample_type=perf.SAMPLE_PERIOD | perf.SAMPLE_TID | perf.SAMPLE_CPU
+                          | perf.SAMPLE_RAW | perf.SAMPLE_TIME)
+
+    assert perf.tracepoint("sched", "no_such_tracepoint") == -1
+    cpus = perf.cpu_map()
+    evlist = perf.evlist(cpus, perf.thread_map(-1))
+    evlist.add(tracepoint("sched", "sched_switch"))
+    evlist.open()
+    evlist.mmap()
+    got = []
+    deadline = time.monotonic() + DEADLINE
+    while len(got) < 5 and time.monotonic() < deadline:
+        evlist.poll(timeout=100)
+        for cpu in cpus:
+            event = evlist.read_on_cpu(cpu)
+            if not event or not isinstance(event, perf.sample_event):
+                continue
+            assert event.type == perf.RECORD_SAMPLE, event.type
+            assert not isinstance(event, perf.task_event)
+            got.append("prev_comm=%s prev_pid=%d ==> next_comm=%s next_pid=%d" % (
+                event.prev_comm, event.prev_pid, event.next_comm, event.next_pid))
+    evlist.close()
+    assert len(got) == 5, got
+    print("ok perf's tracepoint.py on perfwatch:", got[0])
+
+
 TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
 
 
@@ -243,6 +278,7 @@ def main():
     check_break_cleans_up()
     check_stats_and_interrupt()
     check_tracepoint_fields()
+    check_binding_tracepoint()
     check_names_functions(a.cc)
     check_twatch(a.twatch, a.stress, a.count)
     print("all ok")
