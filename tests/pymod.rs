@@ -1,8 +1,9 @@
 //! The `perfwatch` Python module (issue 30): the wheel built from python/ is pip-installed
 //! into a fresh virtualenv, and tests/python/test_module.py runs there: `watch()` names a C
 //! program's functions and gives a tracepoint's fields, a `break` and a Ctrl-C leave no perf
-//! fd and no thread behind, and benches/twatch.py with `import perfwatch as perf` prints every
-//! fork and exit of a fork storm.
+//! fd and no thread behind, perf's tracepoint.py example runs, and benches/twatch.py with
+//! `import perfwatch as perf` prints every fork and exit of a fork storm, the same lines as
+//! twatch.py on perf's binding beside it.
 //!
 //! Building the wheel compiles the crate again (release, as an extension module, into
 //! target/pymod so that later runs are incremental): minutes the first time.
@@ -28,6 +29,18 @@ fn the_module_installs_into_a_venv_and_passes_its_checks() {
         common::refuse(
             test_name!(),
             "python3 has no venv/ensurepip (Debian: apt-get install python3-venv)",
+        );
+        return;
+    }
+    // The reference: twatch.py on perf's binding, beside the module, on the same storm.
+    let perf_python = "/usr/bin/python3";
+    let binding = Command::new(perf_python)
+        .args(["-c", "import perf"])
+        .output();
+    if !binding.is_ok_and(|o| o.status.success()) {
+        common::refuse(
+            test_name!(),
+            "perf's Python binding is missing (Debian: apt-get install linux-perf)",
         );
         return;
     }
@@ -75,6 +88,7 @@ fn the_module_installs_into_a_venv_and_passes_its_checks() {
             .arg(env!("CARGO_BIN_EXE_perfwatch-stress"))
             .arg("--twatch")
             .arg(root.join("benches/twatch.py"))
+            .args(["--perf-python", perf_python])
             .current_dir(dir.path())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -95,7 +109,7 @@ fn the_module_installs_into_a_venv_and_passes_its_checks() {
         "ok perf's tracepoint.py on perfwatch",
         "ok break after",
         "ok Ctrl-C stops the loop cleanly",
-        "ok twatch.py with `import perfwatch as perf`: 2000/2000 forks and exits",
+        "ok twatch.py with `import perfwatch as perf`: 2000/2000 forks and exits; the same lines as perf's binding",
     ] {
         assert!(out.contains(check), "{check} missing:\n{out}");
     }

@@ -7,6 +7,7 @@ Each check prints "ok NAME" or raises; the exit status is 0 only when all passed
 """
 
 import argparse
+import collections
 import gc
 import json
 import os
@@ -219,9 +220,25 @@ def check_binding_tracepoint():
 TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
 
 
-def check_twatch(twatch, stress, count):
+LINE_RE = re.compile(rb"^cpu: (\d+), pid: (\d+), tid: (\d+) \{ type: (fork|exit), pid: (\d+), "
+                     rb"ppid: (\d+), tid: (\d+), ptid: (\d+), time: \d+\}$", re.M)
+
+
+def storm_lines(data, stress_pid, pids):
+    """The storm's fork and exit lines, without their time (perf's binding stamps perf's
+    clock, perfwatch CLOCK_MONOTONIC), by child pid."""
+    out = collections.defaultdict(set)
+    for m in LINE_RE.finditer(data):
+        kind, pid, ppid = m.group(4), int(m.group(5)), int(m.group(6))
+        if pid in pids and (kind == b"exit" or ppid == stress_pid):
+            out[pid].add(m.group(0).rsplit(b", time: ", 1)[0])
+    return out
+
+
+def check_twatch(twatch, stress, count, perf_python):
     """benches/twatch.py with `import perf` changed to `import perfwatch as perf` prints
-    every fork and exit of a fork storm."""
+    every fork and exit of a fork storm; and, beside it on the same storm, twatch.py on perf's
+    binding (`perf_python`, when given) printed the same lines for every child it saw."""
     with open(twatch) as f:
         src = f.read()
     assert "\nimport perf\n" in src
@@ -229,42 +246,61 @@ def check_twatch(twatch, stress, count):
         script = os.path.join(d, "twatch.py")
         with open(script, "w") as f:
             f.write(src.replace("\nimport perf\n", "\nimport perfwatch as perf\n"))
-        out_path = os.path.join(d, "out")
-        err_path = os.path.join(d, "err")
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            mon = subprocess.Popen([sys.executable, script], stdout=out, stderr=err)
+        rows = {"perfwatch": [sys.executable, script]}
+        if perf_python:
+            rows["perf"] = [perf_python, twatch]
+        mons = {}
+        for name, argv in rows.items():
+            out_path, err_path = os.path.join(d, name + ".out"), os.path.join(d, name + ".err")
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                mons[name] = (subprocess.Popen(argv, stdout=out, stderr=err), out_path, err_path)
         try:
             deadline = time.monotonic() + DEADLINE
-            while b"twatch: ready" not in open(err_path, "rb").read():
-                assert mon.poll() is None, open(err_path, "rb").read()
-                assert time.monotonic() < deadline, "twatch never ready"
-                time.sleep(0.05)
+            for name, (mon, _, err_path) in mons.items():
+                while b"twatch: ready" not in open(err_path, "rb").read():
+                    assert mon.poll() is None, (name, open(err_path, "rb").read())
+                    assert time.monotonic() < deadline, "%s never ready" % name
+                    time.sleep(0.05)
             load = json.loads(subprocess.run([stress, "fork", "--count", str(count)],
                                              check=True, capture_output=True,
                                              timeout=DEADLINE).stdout)
-            # Until every child's exit is out (or the deadline), then SIGINT.
+            # Until every child's exit is out of both (or the deadline), then SIGINT.
             pids = set(load["pids"])
-            while time.monotonic() < deadline:
-                data = open(out_path, "rb").read()
-                exited = {int(m.group(2)) for m in TASK_RE.finditer(data) if m.group(1) == b"exit"}
-                if pids <= exited:
-                    break
-                time.sleep(0.1)
+            for _, out_path, _ in mons.values():
+                while time.monotonic() < deadline:
+                    data = open(out_path, "rb").read()
+                    exited = {int(m.group(2)) for m in TASK_RE.finditer(data)
+                              if m.group(1) == b"exit"}
+                    if pids <= exited:
+                        break
+                    time.sleep(0.1)
         finally:
-            mon.send_signal(signal.SIGINT)
-            mon.wait(timeout=DEADLINE)
-        data = open(out_path, "rb").read()
-        errs = open(err_path, "rb").read().decode(errors="replace")
-    assert mon.returncode == 0, (mon.returncode, errs)
+            for mon, _, _ in mons.values():
+                mon.send_signal(signal.SIGINT)
+            for mon, _, _ in mons.values():
+                mon.wait(timeout=DEADLINE)
+        outs = {n: open(o, "rb").read() for n, (_, o, _) in mons.items()}
+        errs = {n: open(e, "rb").read().decode(errors="replace") for n, (_, _, e) in mons.items()}
+    mon = mons["perfwatch"][0]
+    data = outs["perfwatch"]
+    assert mon.returncode == 0, (mon.returncode, errs["perfwatch"])
     forked = {int(m.group(2)) for m in TASK_RE.finditer(data)
               if m.group(1) == b"fork" and int(m.group(3)) == load["pid"]}
     exited = {int(m.group(2)) for m in TASK_RE.finditer(data) if m.group(1) == b"exit"}
     assert len(pids) == count, (len(pids), count)
     assert pids <= forked, ("forks missing", len(pids - forked), "of", count)
     assert pids <= exited, ("exits missing", len(pids - exited), "of", count)
-    assert re.search(r"twatch: \d+ records, lost 0 ", errs), errs
-    print("ok twatch.py with `import perfwatch as perf`: %d/%d forks and exits, %s"
-          % (len(pids & forked), count, errs.strip().splitlines()[-1]))
+    assert re.search(r"twatch: \d+ records, lost 0 ", errs["perfwatch"]), errs["perfwatch"]
+    same = ""
+    if "perf" in outs:
+        ours = storm_lines(data, load["pid"], pids)
+        theirs = storm_lines(outs["perf"], load["pid"], pids)
+        assert len(theirs) > count // 2, ("perf's binding saw too few children", len(theirs))
+        for pid, lines in theirs.items():
+            assert lines <= ours[pid], (pid, lines, ours[pid])
+        same = "; the same lines as perf's binding for the %d children it saw" % len(theirs)
+    print("ok twatch.py with `import perfwatch as perf`: %d/%d forks and exits%s, %s"
+          % (len(pids & forked), count, same, errs["perfwatch"].strip().splitlines()[-1]))
 
 
 def main():
@@ -273,6 +309,7 @@ def main():
     ap.add_argument("--twatch", required=True)
     ap.add_argument("--cc", default="cc")
     ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--perf-python", help="a python with perf's binding (/usr/bin/python3)")
     a = ap.parse_args()
     check_import_from_venv()
     check_break_cleans_up()
@@ -280,7 +317,7 @@ def main():
     check_tracepoint_fields()
     check_binding_tracepoint()
     check_names_functions(a.cc)
-    check_twatch(a.twatch, a.stress, a.count)
+    check_twatch(a.twatch, a.stress, a.count, a.perf_python)
     print("all ok")
 
 
