@@ -389,6 +389,10 @@ class evsel:
         raise OSError("perfwatch: event type %d config %#x is not supported by the "
                       "perfwatch module" % (self.type, self.config))
 
+    def samples(self):
+        """Whether the event samples (a period, or a frequency with ``freq=1``)."""
+        return bool(self.sample_period) or bool(self.freq and self.sample_freq)
+
     def open(self, cpus=None, threads=None, group=False, inherit=False):
         """Record where the event is to be opened; perfwatch opens it at ``evlist.mmap()``
         (its readers map each ring as they open it)."""
@@ -423,6 +427,11 @@ class evlist:
         freq = period = None
         switch = False
         for ev in self._evsels:
+            if not ev.samples():
+                # A counting event (perf's default attr: no period, no frequency) writes
+                # nothing to its ring but the side-band records: perfwatch's dummy.
+                names.append("dummy")
+                continue
             names.append(ev.name())
             if ev.sample_period and not ev.freq:
                 period = ev.sample_period
