@@ -213,7 +213,7 @@ def check_binding_tracepoint():
             got.append("prev_comm=%s prev_pid=%d ==> next_comm=%s next_pid=%d" % (
                 event.prev_comm, event.prev_pid, event.next_comm, event.next_pid))
     evlist.close()
-    assert len(got) == 5, got
+    assert len(got) >= 5, got
     print("ok perf's tracepoint.py on perfwatch:", got[0])
 
 
