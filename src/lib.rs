@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod cmdline;
 pub mod command;
+pub mod embed;
 pub mod event;
 pub mod exec_table;
 pub mod filter;

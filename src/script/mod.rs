@@ -16,7 +16,8 @@ pub mod safety;
 mod interp;
 #[cfg(feature = "python")]
 pub mod ledger;
-#[cfg(feature = "python")]
+#[cfg(any(feature = "python", feature = "pyevent"))]
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod lookup;
 #[cfg(feature = "python")]
 pub mod module;
@@ -26,7 +27,7 @@ mod perfcall;
 pub mod perfenv;
 #[cfg(feature = "python")]
 pub mod perfstyle;
-#[cfg(feature = "python")]
+#[cfg(any(feature = "python", feature = "pyevent"))]
 pub mod pyevent;
 #[cfg(feature = "python")]
 mod shared;

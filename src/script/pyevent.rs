@@ -187,7 +187,7 @@ fn fields_dict<'py>(py: Python<'py>, ev: &Event) -> PyResult<Bound<'py, PyDict>>
 }
 
 /// A live event, as a script's handlers see it.
-#[pyclass(name = "Event", module = "perfwatch", frozen)]
+#[pyclass(name = "Event", module = "perfwatch", frozen, subclass)]
 pub struct PyEvent {
     pub ev: Event,
 }

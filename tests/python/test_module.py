@@ -1,0 +1,325 @@
+"""Checks of the `perfwatch` Python module (issue 30), run by tests/pymod.rs with the python
+of a fresh virtualenv the wheel was pip-installed into (as root: system-wide events).
+
+    python test_module.py --stress PATH/perfwatch-stress --twatch benches/twatch.py --cc cc
+
+Each check prints "ok NAME" or raises; the exit status is 0 only when all passed.
+"""
+
+import argparse
+import collections
+import gc
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import perfwatch
+
+SPIN_C = r"""
+volatile unsigned long sink;
+__attribute__((noinline)) void pw_hot_alpha(void) { for (int i = 0; i < 200000; i++) sink += i; }
+__attribute__((noinline)) void pw_hot_beta(void) { for (int i = 0; i < 200000; i++) sink ^= i * 3; }
+int main(void) { for (;;) { pw_hot_alpha(); pw_hot_beta(); } }
+"""
+
+DEADLINE = 60.0
+
+
+def perf_fds():
+    """This process's perf event fds."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if "perf_event" in target:
+            out.append(target)
+    return out
+
+
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+
+
+def tasks_back_to(n, within=10.0):
+    """The thread count once it is back to `n` (or after `within` s). The readers and the
+    session thread are joined by close(); the symbol loaders and the /proc seed are detached
+    helpers that end as soon as the read they are in ends (a kallsyms read can take a
+    second), so they are given a bounded wait."""
+    deadline = time.monotonic() + within
+    while tasks() > n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return tasks()
+
+
+def check_import_from_venv():
+    assert sys.prefix != sys.base_prefix, "not run from a virtualenv"
+    assert perfwatch.__file__.startswith(sys.prefix), perfwatch.__file__
+    print("ok import from the virtualenv:", perfwatch.__file__)
+
+
+def check_names_functions(cc):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "spin.c")
+        exe = os.path.join(d, "spin")
+        with open(src, "w") as f:
+            f.write(SPIN_C)
+        subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", exe, src], check=True)
+        child = subprocess.Popen([exe])
+        try:
+            seen = set()
+            chains = 0
+            start = time.monotonic()
+            with perfwatch.watch(events=["cpu-clock"], pid=child.pid, call_graph=True,
+                                 duration=DEADLINE) as w:
+                for ev in w:
+                    if ev.type != "sample":
+                        continue
+                    assert ev.sample_pid == child.pid, (ev.sample_pid, child.pid)
+                    if ev.sym:
+                        seen.add(ev.sym)
+                        assert ev.dso == exe or ev.dso.startswith("["), ev.dso
+                    if ev.callchain:
+                        chains += 1
+                    if {"pw_hot_alpha", "pw_hot_beta"} <= seen and chains:
+                        break
+            assert {"pw_hot_alpha", "pw_hot_beta"} <= seen, ("functions not named", seen)
+            assert chains > 0, "no call chains"
+        finally:
+            child.kill()
+            child.wait()
+    print("ok watch() names the C program's functions: %s in %.1f s"
+          % (sorted(seen & {"pw_hot_alpha", "pw_hot_beta"}), time.monotonic() - start))
+
+
+def check_tracepoint_fields():
+    """sched:sched_process_fork: parent_pid and child_pid as attributes and in fields."""
+    children = []
+    stop = threading.Event()
+    forker_tid = []
+
+    def forker():
+        # The tracepoint's parent_pid is the forking thread's id.
+        forker_tid.append(threading.get_native_id())
+        while not stop.is_set():
+            p = subprocess.Popen(["/bin/true"])
+            children.append(p.pid)
+            p.wait()
+            time.sleep(0.05)
+
+    t = threading.Thread(target=forker)
+    found = None
+    with perfwatch.watch(events=["sched:sched_process_fork"], duration=DEADLINE) as w:
+        t.start()
+        try:
+            for ev in w:
+                if ev.type == "sample" and ev.parent_pid in forker_tid:
+                    found = ev
+                    break
+        finally:
+            stop.set()
+            t.join()
+    assert found is not None, "no sched_process_fork of ours"
+    assert found.name == "sched:sched_process_fork", found.name
+    assert found.fields["child_pid"] == found.child_pid
+    assert found.child_pid in children, (found.child_pid, children)
+    assert "parent_comm" in found.fields
+    print("ok a tracepoint gives its fields:", str(found))
+
+
+def check_break_cleans_up():
+    before_tasks = tasks()
+    before_fds = perf_fds()
+    assert not before_fds, before_fds
+    n = 0
+    w = perfwatch.watch(events=["cpu-clock", "dummy"])
+    during = len(perf_fds())
+    threads_during = tasks()
+    for ev in w:
+        n += 1
+        if n >= 50:
+            break
+    # The loop's `break` leaves the iterator to the garbage collector, as a real loop does.
+    del w
+    gc.collect()
+    after = perf_fds()
+    assert during > 0, "no perf fd while watching?"
+    assert threads_during > before_tasks, "no reader thread while watching?"
+    assert not after, ("perf fds left behind", after)
+    left = tasks_back_to(before_tasks)
+    assert left == before_tasks, ("threads left behind", left, before_tasks)
+    assert threading.active_count() == 1, threading.enumerate()
+    print("ok break after %d events: %d perf fds and %d threads before, none left after"
+          % (n, during, threads_during - before_tasks))
+
+
+def check_stats_and_interrupt():
+    """Ctrl-C while the loop waits: KeyboardInterrupt, then everything closed."""
+    before_tasks = tasks()
+    w = perfwatch.watch(events=["dummy"])
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    interrupted = False
+    try:
+        for _ in w:
+            pass
+    except KeyboardInterrupt:
+        interrupted = True
+    timer.join()
+    assert interrupted, "no KeyboardInterrupt"
+    s = w.stats()
+    assert "lost" in s and "dropped" in s and s["per_cpu"], s
+    assert not perf_fds(), perf_fds()
+    left = tasks_back_to(before_tasks)
+    assert left == before_tasks, ("threads left behind", left, before_tasks)
+    print("ok Ctrl-C stops the loop cleanly; stats:", {k: s[k] for k in ("records", "lost", "dropped")})
+
+
+def check_binding_tracepoint():
+    """perf's own tools/perf/python/tracepoint.py, with `import perfwatch as perf`: a
+    tracepoint evsel by id, isinstance(event, perf.sample_event), fields as attributes."""
+    perf = perfwatch
+
+    def tracepoint(sys_, name):
+        config = perf.tracepoint(sys_, name)
+        return perf.evsel(type=perf.TYPE_TRACEPOINT, config=config, freq=0, sample_period=1,
+                          wakeup_events=1,
+                          sample_type=perf.SAMPLE_PERIOD | perf.SAMPLE_TID | perf.SAMPLE_CPU
+                          | perf.SAMPLE_RAW | perf.SAMPLE_TIME)
+
+    assert perf.tracepoint("sched", "no_such_tracepoint") == -1
+    cpus = perf.cpu_map()
+    evlist = perf.evlist(cpus, perf.thread_map(-1))
+    evlist.add(tracepoint("sched", "sched_switch"))
+    evlist.open()
+    evlist.mmap()
+    got = []
+    deadline = time.monotonic() + DEADLINE
+    while len(got) < 5 and time.monotonic() < deadline:
+        evlist.poll(timeout=100)
+        for cpu in cpus:
+            event = evlist.read_on_cpu(cpu)
+            if not event or not isinstance(event, perf.sample_event):
+                continue
+            assert event.type == perf.RECORD_SAMPLE, event.type
+            assert not isinstance(event, perf.task_event)
+            got.append("prev_comm=%s prev_pid=%d ==> next_comm=%s next_pid=%d" % (
+                event.prev_comm, event.prev_pid, event.next_comm, event.next_pid))
+    evlist.close()
+    assert len(got) >= 5, got
+    print("ok perf's tracepoint.py on perfwatch:", got[0])
+
+
+TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
+
+
+LINE_RE = re.compile(rb"^cpu: (\d+), pid: (\d+), tid: (\d+) \{ type: (fork|exit), pid: (\d+), "
+                     rb"ppid: (\d+), tid: (\d+), ptid: (\d+), time: \d+\}$", re.M)
+
+
+def storm_lines(data, stress_pid, pids):
+    """The storm's fork and exit lines, without their time (perf's binding stamps perf's
+    clock, perfwatch CLOCK_MONOTONIC), by child pid."""
+    out = collections.defaultdict(set)
+    for m in LINE_RE.finditer(data):
+        kind, pid, ppid = m.group(4), int(m.group(5)), int(m.group(6))
+        if pid in pids and (kind == b"exit" or ppid == stress_pid):
+            out[pid].add(m.group(0).rsplit(b", time: ", 1)[0])
+    return out
+
+
+def check_twatch(twatch, stress, count, perf_python):
+    """benches/twatch.py with `import perf` changed to `import perfwatch as perf` prints
+    every fork and exit of a fork storm; and, beside it on the same storm, twatch.py on perf's
+    binding (`perf_python`, when given) printed the same lines for every child it saw."""
+    with open(twatch) as f:
+        src = f.read()
+    assert "\nimport perf\n" in src
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "twatch.py")
+        with open(script, "w") as f:
+            f.write(src.replace("\nimport perf\n", "\nimport perfwatch as perf\n"))
+        rows = {"perfwatch": [sys.executable, script]}
+        if perf_python:
+            rows["perf"] = [perf_python, twatch]
+        mons = {}
+        for name, argv in rows.items():
+            out_path, err_path = os.path.join(d, name + ".out"), os.path.join(d, name + ".err")
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                mons[name] = (subprocess.Popen(argv, stdout=out, stderr=err), out_path, err_path)
+        try:
+            deadline = time.monotonic() + DEADLINE
+            for name, (mon, _, err_path) in mons.items():
+                while b"twatch: ready" not in open(err_path, "rb").read():
+                    assert mon.poll() is None, (name, open(err_path, "rb").read())
+                    assert time.monotonic() < deadline, "%s never ready" % name
+                    time.sleep(0.05)
+            load = json.loads(subprocess.run([stress, "fork", "--count", str(count)],
+                                             check=True, capture_output=True,
+                                             timeout=DEADLINE).stdout)
+            # Until every child's exit is out of both (or the deadline), then SIGINT.
+            pids = set(load["pids"])
+            for _, out_path, _ in mons.values():
+                while time.monotonic() < deadline:
+                    data = open(out_path, "rb").read()
+                    exited = {int(m.group(2)) for m in TASK_RE.finditer(data)
+                              if m.group(1) == b"exit"}
+                    if pids <= exited:
+                        break
+                    time.sleep(0.1)
+        finally:
+            for mon, _, _ in mons.values():
+                mon.send_signal(signal.SIGINT)
+            for mon, _, _ in mons.values():
+                mon.wait(timeout=DEADLINE)
+        outs = {n: open(o, "rb").read() for n, (_, o, _) in mons.items()}
+        errs = {n: open(e, "rb").read().decode(errors="replace") for n, (_, _, e) in mons.items()}
+    mon = mons["perfwatch"][0]
+    data = outs["perfwatch"]
+    assert mon.returncode == 0, (mon.returncode, errs["perfwatch"])
+    forked = {int(m.group(2)) for m in TASK_RE.finditer(data)
+              if m.group(1) == b"fork" and int(m.group(3)) == load["pid"]}
+    exited = {int(m.group(2)) for m in TASK_RE.finditer(data) if m.group(1) == b"exit"}
+    assert len(pids) == count, (len(pids), count)
+    assert pids <= forked, ("forks missing", len(pids - forked), "of", count)
+    assert pids <= exited, ("exits missing", len(pids - exited), "of", count)
+    assert re.search(r"twatch: \d+ records, lost 0 ", errs["perfwatch"]), errs["perfwatch"]
+    same = ""
+    if "perf" in outs:
+        ours = storm_lines(data, load["pid"], pids)
+        theirs = storm_lines(outs["perf"], load["pid"], pids)
+        assert len(theirs) > count // 2, ("perf's binding saw too few children", len(theirs))
+        for pid, lines in theirs.items():
+            assert lines <= ours[pid], (pid, lines, ours[pid])
+        same = "; the same lines as perf's binding for the %d children it saw" % len(theirs)
+    print("ok twatch.py with `import perfwatch as perf`: %d/%d forks and exits%s, %s"
+          % (len(pids & forked), count, same, errs["perfwatch"].strip().splitlines()[-1]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stress", required=True)
+    ap.add_argument("--twatch", required=True)
+    ap.add_argument("--cc", default="cc")
+    ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--perf-python", help="a python with perf's binding (/usr/bin/python3)")
+    a = ap.parse_args()
+    check_import_from_venv()
+    check_break_cleans_up()
+    check_stats_and_interrupt()
+    check_tracepoint_fields()
+    check_binding_tracepoint()
+    check_names_functions(a.cc)
+    check_twatch(a.twatch, a.stress, a.count, a.perf_python)
+    print("all ok")
+
+
+if __name__ == "__main__":
+    main()
