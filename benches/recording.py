@@ -9,8 +9,12 @@ Without --data, the file is recorded first: `perf record -g -a -F 20000` over a 
 load on every CPU, long enough for --samples samples (the count is checked with
 `perf report --stats`, and the recording made longer if it falls short).
 
+With --script S.py (repeatable; a name alone is taken from perf's scripts directory), each
+script also runs on the same file both ways: `perfwatch -i FILE --script S.py` against
+`perf script -i FILE -s S.py` (issue 26: goal perfwatch <= 0.5x perf's CPU).
+
 Usage: benches/recording.py --perfwatch target/release/perfwatch [--data big.data]
-       [--samples 1000000] [--keep]
+       [--samples 1000000] [--keep] [--script syscall-counts.py --script stackcollapse.py]
 Needs root (system-wide perf record) and perf. Runs each reader once.
 """
 
@@ -21,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+PERF_SCRIPTS = "/usr/lib/perf-core/scripts/python"
 
 
 def timed(argv):
@@ -66,6 +72,9 @@ def main():
     ap.add_argument("--data")
     ap.add_argument("--samples", type=int, default=1_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the recording made")
+    ap.add_argument("--script", action="append", default=[],
+                    help="a perf script to run both ways on the file")
+    ap.add_argument("--no-plain", action="store_true", help="only the scripts' rows")
     a = ap.parse_args()
     tmp = None
     data = a.data
@@ -76,17 +85,27 @@ def main():
     n = samples_in(data)
     size = os.path.getsize(data)
     print(f"file: {data}, {size / 1e6:.1f} MB, {n} samples", flush=True)
-    pw_cpu, pw_wall, pw_err, pw_rss = timed([a.perfwatch, "-i", data, "--plain"])
-    perf_cpu, perf_wall, _, perf_rss = timed(["perf", "script", "-i", data])
-    m = re.search(r"by type: sample (\d+)", pw_err)
-    pw_samples = int(m.group(1)) if m else -1
-    print(f"{'reader':<38}{'CPU s':>9}{'wall s':>9}{'samples':>10}{'max RSS MB':>12}")
-    print(f"{'perfwatch -i FILE --plain >/dev/null':<38}{pw_cpu:>9.2f}{pw_wall:>9.2f}"
-          f"{pw_samples:>10}{pw_rss / 1024:>12.0f}")
-    print(f"{'perf script -i FILE >/dev/null':<38}{perf_cpu:>9.2f}{perf_wall:>9.2f}{n:>10}"
-          f"{perf_rss / 1024:>12.0f}")
-    print(f"ratio (perf script CPU / perfwatch CPU): {perf_cpu / max(pw_cpu, 1e-9):.1f}x "
-          f"(goal >= 5x)")
+    if not a.no_plain:
+        pw_cpu, pw_wall, pw_err, pw_rss = timed([a.perfwatch, "-i", data, "--plain"])
+        perf_cpu, perf_wall, _, perf_rss = timed(["perf", "script", "-i", data])
+        m = re.search(r"by type: sample (\d+)", pw_err)
+        pw_samples = int(m.group(1)) if m else -1
+        print(f"{'reader':<38}{'CPU s':>9}{'wall s':>9}{'samples':>10}{'max RSS MB':>12}")
+        print(f"{'perfwatch -i FILE --plain >/dev/null':<38}{pw_cpu:>9.2f}{pw_wall:>9.2f}"
+              f"{pw_samples:>10}{pw_rss / 1024:>12.0f}")
+        print(f"{'perf script -i FILE >/dev/null':<38}{perf_cpu:>9.2f}{perf_wall:>9.2f}{n:>10}"
+              f"{perf_rss / 1024:>12.0f}")
+        print(f"ratio (perf script CPU / perfwatch CPU): {perf_cpu / max(pw_cpu, 1e-9):.1f}x "
+              f"(goal >= 5x)")
+    for script in a.script:
+        path = script if os.sep in script else os.path.join(PERF_SCRIPTS, script)
+        name = os.path.basename(path)
+        pw_cpu, pw_wall, _, pw_rss = timed([a.perfwatch, "-i", data, "--script", path])
+        perf_cpu, perf_wall, _, perf_rss = timed(["perf", "script", "-i", data, "-s", path])
+        print(f"{name}: perfwatch -i --script {pw_cpu:.2f} s CPU ({pw_wall:.2f} s wall, "
+              f"{pw_rss / 1024:.0f} MB), perf script -s {perf_cpu:.2f} s CPU ({perf_wall:.2f} s "
+              f"wall, {perf_rss / 1024:.0f} MB): perfwatch at {pw_cpu / max(perf_cpu, 1e-9):.2f}x "
+              f"of perf's CPU (goal <= 0.5x)", flush=True)
     if tmp and not a.keep:
         os.unlink(data)
         os.rmdir(tmp)
