@@ -627,7 +627,7 @@ fn a_c_program_unwinds_as_perf_unwinds_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = cc(dir.path(), "prog", &[]);
-    let (perf, ours, said) = side_by_side(dir.path(), &[bin.to_str().unwrap(), "600"]);
+    let (perf, ours, said) = side_by_side(dir.path(), &[bin.to_str().unwrap(), "1500"]);
     // Folded by the program's own frames (perf 6.1 names libc's start differently).
     let key = |s: &Sample| {
         user_frames(s)
