@@ -325,27 +325,13 @@ pub fn run(cli: Cli) -> Result<i32> {
         scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
     let reason =
         catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
-    // Folded stacks on stdout go through the same queue as the records would have.
-    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
-    // A bounded wait for a reader that stopped reading: after a signal, a second; at a natural
-    // end, for as long as the reader keeps reading (a slow `| jq` gets everything), giving up
-    // after FINISH_IDLE without progress or at a signal. The summary and the exit status come
-    // within a second or two of the stop whatever stdout does.
-    let cut = || signals.pending().is_some();
-    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
-    let flushed = out.finish(if natural_end {
-        crate::output::FinishWait::WhileWriting {
-            idle: crate::output::FINISH_IDLE,
-            cut: &cut,
-        }
-    } else {
-        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
-    });
-    let scripts = scripts.finish();
-    scripts.print();
-    let agent_ok = agent.finish();
-    let stdout_lost = flushed.unwritten > 0
-        && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    let LinesEnd {
+        flushed,
+        natural_end,
+        broken,
+        stdout_lost,
+        other_lost,
+    } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
     if stdout_lost {
         crate::output::stderr_bounded(
             format!(
@@ -368,17 +354,64 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     let reason = match reason {
         // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
-        Ok(_) if matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _))) => {
-            Ok(StopReason::BrokenPipe)
-        }
+        Ok(_) if broken => Ok(StopReason::BrokenPipe),
         r => r,
     };
-    finish(&mut mon, reason?).map(|code| {
-        with_lost_output(
-            code,
-            scripts.output_lost || stdout_lost || !folded_ok || !agent_ok,
-        )
-    })
+    finish(&mut mon, reason?).map(|code| with_lost_output(code, stdout_lost || other_lost))
+}
+
+/// What the end of a line-format run leaves for its summary and exit status.
+struct LinesEnd {
+    /// What became of stdout's queue.
+    flushed: crate::output::Flushed,
+    /// The run ended by itself (not by a signal or an error): stdout was waited for while
+    /// its reader kept reading.
+    natural_end: bool,
+    /// stdout's reader went away (a closed pipe).
+    broken: bool,
+    /// Records were not written to stdout, and not because its reader went away.
+    stdout_lost: bool,
+    /// Script output, `--folded` or the agent's output (`--pprof`) was lost.
+    other_lost: bool,
+}
+
+/// The end of a line-format run, the same for every source (live rings or a recording):
+/// folded stacks, stdout drained, the scripts and the agent finished, in that order.
+fn end_lines(
+    reason: &Result<StopReason>,
+    folding: Option<&crate::folded::Folding>,
+    mut out: crate::output::StdoutQueue,
+    signals: &StopSignals,
+    scripts: crate::script::RunningScripts,
+    agent: crate::agent::Agent,
+) -> LinesEnd {
+    // Folded stacks on stdout go through the same queue as the records would have.
+    let folded_ok = write_folded(folding, reason.as_ref().ok(), &mut out);
+    // A bounded wait for a reader that stopped reading: after a signal, a second; at a natural
+    // end, for as long as the reader keeps reading (a slow `| jq` gets everything), giving up
+    // after FINISH_IDLE without progress or at a signal. The summary and the exit status come
+    // within a second or two of the stop whatever stdout does.
+    let cut = || signals.pending().is_some();
+    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
+    let flushed = out.finish(if natural_end {
+        crate::output::FinishWait::WhileWriting {
+            idle: crate::output::FINISH_IDLE,
+            cut: &cut,
+        }
+    } else {
+        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
+    });
+    let scripts = scripts.finish();
+    scripts.print();
+    let agent_ok = agent.finish();
+    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    LinesEnd {
+        stdout_lost: flushed.unwritten > 0 && !broken,
+        flushed,
+        natural_end,
+        broken,
+        other_lost: scripts.output_lost || !folded_ok || !agent_ok,
+    }
 }
 
 /// How long an ordered chunk waits, at most, for the binaries its samples meet to be read

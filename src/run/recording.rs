@@ -8,7 +8,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{UsageError, with_lost_output, write_folded};
+use super::{LinesEnd, UsageError, catch_panic, end_lines, with_lost_output};
 use crate::cli::Cli;
 use crate::format::Format;
 use crate::frontend::plain::{self, PlainOptions};
@@ -176,26 +176,15 @@ pub fn run(
     }
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
-    let reason = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        plain::run(&mut pipe, &mut rec, &stop, opts, &mut out)
-    }))
-    .unwrap_or(Ok(StopReason::Panicked));
-    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
-    let cut = || signals.pending().is_some();
-    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
-    let flushed = out.finish(if natural_end {
-        crate::output::FinishWait::WhileWriting {
-            idle: crate::output::FINISH_IDLE,
-            cut: &cut,
-        }
-    } else {
-        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
-    });
-    let scripts = scripts.finish();
-    scripts.print();
-    let agent_ok = agent.finish();
-    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
-    let stdout_lost = flushed.unwritten > 0 && !broken;
+    let reason =
+        catch_panic(|| plain::run(&mut pipe, &mut rec, &stop, opts, &mut out).map_err(Into::into));
+    let LinesEnd {
+        flushed,
+        broken,
+        stdout_lost,
+        other_lost,
+        ..
+    } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
     // The frontend already waited its grace for the last batch.
     rec.join(std::time::Duration::from_millis(200));
     let reason = reason?;
@@ -241,10 +230,7 @@ pub fn run(
         _ if failure.is_some() => 1,
         _ => 0,
     };
-    Ok(with_lost_output(
-        code,
-        scripts.output_lost || stdout_lost || !folded_ok || !agent_ok,
-    ))
+    Ok(with_lost_output(code, stdout_lost || other_lost))
 }
 
 /// `--json`'s first line for a recording: what the file says about itself, as
