@@ -63,17 +63,7 @@ int main(int argc, char **argv) {
 
 /// A C program built here (`cc -O1 -fno-omit-frame-pointer`).
 fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
-    let out = dir.join(name);
-    let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(&c)
-        .status_in_time()
-        .expect("cc (a C compiler is needed: .ci/run installs one)");
-    assert!(st.success(), "cc failed");
-    out
+    common::cc(dir, name, src, &["-O1", "-fno-omit-frame-pointer"])
 }
 
 fn shipped(name: &str) -> Option<PathBuf> {
