@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from procstat import on_cpu_ns, tids  # noqa: E402
+from procstat import on_cpu_ns, threads_named, tids  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
@@ -66,20 +66,6 @@ def wait_ready(p, ready, timeout=15.0):
             return True
         time.sleep(0.05)
     return False
-
-
-def threads_named(pid, prefix):
-    n = 0
-    try:
-        for t in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
-                    n += f.read().startswith(prefix)
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
 
 
 def stop(p, timeout=20.0):

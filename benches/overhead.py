@@ -46,7 +46,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from procstat import on_cpu_ns  # noqa: E402
+from procstat import on_cpu_ns, threads_named  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYS_PYTHON = "/usr/bin/python3"
@@ -189,21 +189,6 @@ class Monitor:
             except OSError:
                 pass
         return ru.ru_utime + ru.ru_stime, hwm, self.p.returncode
-
-
-def threads_named(pid, prefix):
-    n = 0
-    try:
-        for t in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
-                    if f.read().startswith(prefix):
-                        n += 1
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
 
 
 def run_stress(stress, args, timeout=600):

@@ -28,3 +28,15 @@ def on_cpu_ns(pid):
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended meanwhile
     return total
+
+
+def threads_named(pid, prefix):
+    """How many live threads of `pid` have a name that starts with `prefix`."""
+    n = 0
+    for t in tids(pid) or []:
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                n += f.read().startswith(prefix)
+        except OSError:
+            pass
+    return n
