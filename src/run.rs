@@ -304,21 +304,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
-    let filter = cli
-        .filter
-        .clone()
-        .filter(|f| !f.is_empty())
-        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
-    // A perf script's output takes the records' place on stdout, as with `perf script -s`;
-    // `--quiet`: headless, no lines (the taps and --folded FILE still see everything).
-    let filter = if scripts.perf_style() || cli.quiet {
-        Some(
-            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
-                as plain::EventFilter,
-        )
-    } else {
-        filter
-    };
+    let filter = line_filter(&cli, scripts.perf_style());
     let opts = PlainOptions::new(format, filter, folding.clone());
     let mut out = crate::output::StdoutQueue::stdout()?;
     let (mut pipe, scripts) =
@@ -358,6 +344,21 @@ pub fn run(cli: Cli) -> Result<i32> {
         r => r,
     };
     finish(&mut mon, reason?).map(|code| with_lost_output(code, stdout_lost || other_lost))
+}
+
+/// Which records the line frontends write: `--filter`'s, or none where a perf script's
+/// output takes their place on stdout (as with `perf script -s`) or with `--quiet` (headless:
+/// the taps, `--folded` and `--pprof` still see everything).
+fn line_filter(cli: &Cli, perf_script: bool) -> Option<plain::EventFilter> {
+    if perf_script || cli.quiet {
+        return Some(Box::new(
+            |_: &crate::event::Event, _: &crate::process::ProcessModel| false,
+        ));
+    }
+    cli.filter
+        .clone()
+        .filter(|f| !f.is_empty())
+        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter)
 }
 
 /// What the end of a line-format run leaves for its summary and exit status.

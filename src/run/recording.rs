@@ -8,7 +8,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{LinesEnd, UsageError, catch_panic, end_lines, with_lost_output};
+use super::{LinesEnd, UsageError, catch_panic, end_lines, line_filter, with_lost_output};
 use crate::cli::Cli;
 use crate::format::Format;
 use crate::frontend::plain::{self, PlainOptions};
@@ -143,22 +143,10 @@ pub fn run(
         },
         cli.duration,
     );
-    let filter = cli
-        .filter
-        .clone()
-        .filter(|f| !f.is_empty())
-        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
     // A perf script's output takes the records' place on stdout, as with `perf script -i X
-    // -s S`; `--quiet`: no lines (--folded and --pprof still see everything).
+    // -s S`.
     let perf_script = scripts.perf_style();
-    let filter = if perf_script || cli.quiet {
-        Some(
-            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
-                as plain::EventFilter,
-        )
-    } else {
-        filter
-    };
+    let filter = line_filter(cli, perf_script);
     let pipe = agent.attach_profiles(pipe);
     let format = if cli.json {
         Format::Json
