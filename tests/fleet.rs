@@ -480,14 +480,18 @@ fn pprof_every_writes_a_profile_per_period_and_a_full_disk_is_said_once() {
     require_perf!();
     require_go!();
     let dir = tempfile::tempdir().unwrap();
+    // A profile a second into `to` for 3.5 s, system-wide.
+    let every_second = |to: &Path| {
+        common::run(
+            common::perfwatch()
+                .args(["-a", "--quiet", "-F", "499", "--pprof-every", "1s"])
+                .arg(to)
+                .args(["-d", "3.5"]),
+        )
+    };
     let out = dir.path().join("profiles");
     std::fs::create_dir(&out).unwrap();
-    let r = common::run(
-        common::perfwatch()
-            .args(["-a", "--quiet", "-F", "499", "--pprof-every", "1s"])
-            .arg(&out)
-            .args(["-d", "3.5"]),
-    );
+    let r = every_second(&out);
     r.exited(0).said(&["pprof: "]);
     let mut names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
@@ -508,28 +512,10 @@ fn pprof_every_writes_a_profile_per_period_and_a_full_disk_is_said_once() {
     }
 
     // A full disk: said once, the run goes on to its end and its summary, status 1.
-    let mnt = dir.path().join("tiny");
-    std::fs::create_dir(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4k", "tiny"])
-        .arg(&mnt)
-        .status_in_time()
-        .unwrap();
-    assert!(mounted.success(), "mount tmpfs");
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status_in_time();
-        }
-    }
-    let _guard = Unmount(&mnt);
+    let tiny = common::Tmpfs::mount(dir.path(), "4k");
+    let mnt = tiny.path().to_path_buf();
     std::fs::write(mnt.join("filler"), vec![b'x'; 4096]).unwrap();
-    let r = common::run(
-        common::perfwatch()
-            .args(["-a", "--quiet", "-F", "499", "--pprof-every", "1s"])
-            .arg(&mnt)
-            .args(["-d", "3.5"]),
-    );
+    let r = every_second(&mnt);
     r.exited(1).said(&["records in "]);
     assert_eq!(
         r.stderr

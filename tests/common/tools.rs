@@ -246,3 +246,33 @@ pub fn side_by_side(
     let out = monitor_end(pw, "perfwatch");
     (data, String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// A tmpfs of `size` bytes (mount(8)'s `size=`: `4k`) mounted at the new directory
+/// `dir/tiny` for as long as this lives: a full disk, made to order. Root only; the test
+/// fails if the mount does.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    #[track_caller]
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        let mnt = dir.join("tiny");
+        std::fs::create_dir(&mnt).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "pwtiny"])
+            .arg(&mnt)
+            .status_in_time()
+            .unwrap();
+        assert!(mounted.success(), "mount tmpfs");
+        Tmpfs(mnt)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status_in_time();
+    }
+}
