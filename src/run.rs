@@ -199,11 +199,6 @@ pub fn run(cli: Cli) -> Result<i32> {
     if let Some(input) = &cli.input {
         return recording::run(&cli, input, signals, interactive);
     }
-    let format = if cli.json {
-        Format::Json
-    } else {
-        Format::Plain
-    };
     let mut cfg = monitor_config(&cli)?;
     cfg.exec_argv = argv_wanted(&cli, interactive);
     if let Some(f) = &cli.filter {
@@ -304,8 +299,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
-    let filter = line_filter(&cli, scripts.perf_style());
-    let opts = PlainOptions::new(format, filter, folding.clone());
+    let opts = line_options(&cli, scripts.perf_style(), &folding);
     let mut out = crate::output::StdoutQueue::stdout()?;
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
@@ -346,19 +340,32 @@ pub fn run(cli: Cli) -> Result<i32> {
     finish(&mut mon, reason?).map(|code| with_lost_output(code, stdout_lost || other_lost))
 }
 
-/// Which records the line frontends write: `--filter`'s, or none where a perf script's
-/// output takes their place on stdout (as with `perf script -s`) or with `--quiet` (headless:
-/// the taps, `--folded` and `--pprof` still see everything).
-fn line_filter(cli: &Cli, perf_script: bool) -> Option<plain::EventFilter> {
-    if perf_script || cli.quiet {
-        return Some(Box::new(
-            |_: &crate::event::Event, _: &crate::process::ProcessModel| false,
-        ));
-    }
-    cli.filter
-        .clone()
-        .filter(|f| !f.is_empty())
-        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter)
+/// How the line frontends write, for a live run and a recording alike: `--json` or plain
+/// lines, and which records: `--filter`'s, or none where a perf script's output takes their
+/// place on stdout (as with `perf script -s`) or with `--quiet` (headless: the taps,
+/// `--folded` and `--pprof` still see everything).
+fn line_options(
+    cli: &Cli,
+    perf_script: bool,
+    folding: &Option<crate::folded::Folding>,
+) -> PlainOptions {
+    let format = if cli.json {
+        Format::Json
+    } else {
+        Format::Plain
+    };
+    let filter = if perf_script || cli.quiet {
+        Some(
+            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
+                as plain::EventFilter,
+        )
+    } else {
+        cli.filter
+            .clone()
+            .filter(|f| !f.is_empty())
+            .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter)
+    };
+    PlainOptions::new(format, filter, folding.clone())
 }
 
 /// What the end of a line-format run leaves for its summary and exit status.

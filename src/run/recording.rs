@@ -8,10 +8,9 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{LinesEnd, UsageError, catch_panic, end_lines, line_filter, with_lost_output};
+use super::{LinesEnd, UsageError, catch_panic, end_lines, line_options, with_lost_output};
 use crate::cli::Cli;
-use crate::format::Format;
-use crate::frontend::plain::{self, PlainOptions};
+use crate::frontend::plain;
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::record_file::{Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
@@ -146,14 +145,8 @@ pub fn run(
     // A perf script's output takes the records' place on stdout, as with `perf script -i X
     // -s S`.
     let perf_script = scripts.perf_style();
-    let filter = line_filter(cli, perf_script);
     let pipe = agent.attach_profiles(pipe);
-    let format = if cli.json {
-        Format::Json
-    } else {
-        Format::Plain
-    };
-    let opts = PlainOptions::new(format, filter, folding.clone());
+    let opts = line_options(cli, perf_script, &folding);
     let mut out = crate::output::StdoutQueue::stdout()?;
     if cli.json
         && !perf_script
