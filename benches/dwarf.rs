@@ -18,8 +18,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use perfwatch::event::{UserRegs, UserStack};
-use perfwatch::symbols::{FileIdentity, MappedFile};
 use perfwatch::unwind::{Config, End, ModuleMap, Unwinder};
+
+#[path = "common/maps.rs"]
+mod maps;
 
 const SNAPSHOTS: usize = 400;
 const STACK: usize = 8192;
@@ -27,30 +29,15 @@ const STACK: usize = 8192;
 /// The executable file mappings of process `pid`.
 fn modules(pid: u32) -> Vec<ModuleMap> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
-            continue;
-        }
-        let (s, e) = f[0].split_once('-').unwrap();
-        let (maj, min) = f[3].split_once(':').unwrap();
-        out.push(ModuleMap {
-            start: u64::from_str_radix(s, 16).unwrap(),
-            end: u64::from_str_radix(e, 16).unwrap(),
-            pgoff: u64::from_str_radix(f[2], 16).unwrap(),
-            file: MappedFile::new(
-                f[5].as_bytes(),
-                FileIdentity::from_mmap2(
-                    u32::from_str_radix(maj, 16).unwrap(),
-                    u32::from_str_radix(min, 16).unwrap(),
-                    f[4].parse().unwrap(),
-                    0,
-                ),
-            ),
-        });
-    }
-    out
+    maps::exec_maps(&maps)
+        .into_iter()
+        .map(|m| ModuleMap {
+            start: m.start,
+            end: m.end,
+            pgoff: m.pgoff,
+            file: m.file,
+        })
+        .collect()
 }
 
 /// Stop `pid`, copy its registers and stack, let it go.

@@ -28,35 +28,18 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
+from procstat import on_cpu_ns, threads_named, tids  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
 TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
 
 
-def on_cpu_ns(pid):
-    """Sum of the on-CPU ns of every live thread of pid."""
-    total = 0
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return None
-    for t in tids:
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
-
-
 def per_thread_ns(pid):
     """{thread name (digits folded to N): [on-CPU ns, context switches]}."""
     out = {}
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return out
-    for t in tids:
+    for t in tids(pid) or []:
         try:
             with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
                 name = f.read().strip()
@@ -83,20 +66,6 @@ def wait_ready(p, ready, timeout=15.0):
             return True
         time.sleep(0.05)
     return False
-
-
-def threads_named(pid, prefix):
-    n = 0
-    try:
-        for t in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
-                    n += f.read().startswith(prefix)
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
 
 
 def stop(p, timeout=20.0):

@@ -45,6 +45,9 @@ import termios
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
+from procstat import on_cpu_ns, threads_named  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYS_PYTHON = "/usr/bin/python3"
 PERF = "/usr/bin/perf"
@@ -186,21 +189,6 @@ class Monitor:
             except OSError:
                 pass
         return ru.ru_utime + ru.ru_stime, hwm, self.p.returncode
-
-
-def threads_named(pid, prefix):
-    n = 0
-    try:
-        for t in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
-                    if f.read().startswith(prefix):
-                        n += 1
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
 
 
 def run_stress(stress, args, timeout=600):
@@ -389,24 +377,6 @@ def probe_tui(row):
 # ---------------------------------------------------------------- measuring
 
 
-def task_cpu_ns(pid):
-    """On-CPU time of every thread of process `pid` so far, in ns (/proc/PID/task/*/schedstat:
-    nanoseconds, where utime+stime counts in clock ticks)."""
-    total = 0
-    base = "/proc/%d/task" % pid
-    try:
-        tids = os.listdir(base)
-    except OSError:
-        return None
-    for t in tids:
-        try:
-            with open("%s/%s/schedstat" % (base, t)) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
-
-
 def measure(row, stress, load_args, settle, tag):
     """The load alone, then one timing run (output to /dev/null, or perf.data) right after it,
     and, if the row has one, a twin run to a file for completeness. Returns a dict of figures.
@@ -424,10 +394,10 @@ def measure(row, stress, load_args, settle, tag):
         raise RuntimeError("%s did not start (status %s): %s" % (row.name, status, mon.stderr()[-500:]))
     # The storm alone: the monitor's CPU from just before the load to the end of the settle
     # (draining what the load made), start-up and stop left out.
-    storm_from = task_cpu_ns(mon.p.pid)
+    storm_from = on_cpu_ns(mon.p.pid)
     load = run_stress(stress, load_args)
     time.sleep(settle)
-    storm_to = task_cpu_ns(mon.p.pid)
+    storm_to = on_cpu_ns(mon.p.pid)
     cpu, rss, status = mon.stop()
     stderr = mon.stderr()
     pids = set(load["pids"])

@@ -19,7 +19,10 @@ use criterion::measurement::WallTime;
 use criterion::{
     BatchSize, BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main,
 };
-use perfwatch::symbols::{FileIdentity, MappedFile, Mapping, Request, Symbolizer};
+use perfwatch::symbols::{Mapping, Request, Symbolizer};
+
+#[path = "common/maps.rs"]
+mod maps;
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
@@ -40,30 +43,15 @@ impl Rng {
 /// The executable mappings of this process, as MMAP2 records would give them.
 fn exec_mappings() -> Vec<Mapping> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
-            continue;
-        }
-        let (s, e) = f[0].split_once('-').unwrap();
-        let (maj, min) = f[3].split_once(':').unwrap();
-        out.push(Mapping {
-            start: u64::from_str_radix(s, 16).unwrap(),
-            len: u64::from_str_radix(e, 16).unwrap() - u64::from_str_radix(s, 16).unwrap(),
-            pgoff: u64::from_str_radix(f[2], 16).unwrap(),
-            file: MappedFile::new(
-                f[5].as_bytes(),
-                FileIdentity::from_mmap2(
-                    u32::from_str_radix(maj, 16).unwrap(),
-                    u32::from_str_radix(min, 16).unwrap(),
-                    f[4].parse().unwrap(),
-                    0,
-                ),
-            ),
-        });
-    }
-    out
+    maps::exec_maps(&maps)
+        .into_iter()
+        .map(|m| Mapping {
+            start: m.start,
+            len: m.end - m.start,
+            pgoff: m.pgoff,
+            file: m.file,
+        })
+        .collect()
 }
 
 /// This process's resident set, in KiB.

@@ -33,20 +33,10 @@ import termios
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
+from procstat import on_cpu_ns  # noqa: E402
+
 ROWS, COLS = 45, 160
-
-
-def cpu_ns(pid):
-    """Nanoseconds on CPU of the process's live threads (schedstat: finer than the 10 ms
-    ticks of utime/stime)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass  # a thread that ended meanwhile
-    return total
 
 
 def vm_hwm_kib(pid):
@@ -86,9 +76,9 @@ def run_in_pty(argv, seconds, steady):
     t = threading.Thread(target=drain, daemon=True)
     t.start()
     time.sleep(steady)
-    c0, t0 = cpu_ns(pid), time.monotonic()
+    c0, t0 = on_cpu_ns(pid), time.monotonic()
     time.sleep(seconds - steady)
-    c1, t1 = cpu_ns(pid), time.monotonic()
+    c1, t1 = on_cpu_ns(pid), time.monotonic()
     rss = vm_hwm_kib(pid) / 1024
     os.write(fd, b"q")
     deadline = time.monotonic() + 5

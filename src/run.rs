@@ -199,11 +199,6 @@ pub fn run(cli: Cli) -> Result<i32> {
     if let Some(input) = &cli.input {
         return recording::run(&cli, input, signals, interactive);
     }
-    let format = if cli.json {
-        Format::Json
-    } else {
-        Format::Plain
-    };
     let mut cfg = monitor_config(&cli)?;
     cfg.exec_argv = argv_wanted(&cli, interactive);
     if let Some(f) = &cli.filter {
@@ -304,48 +299,19 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
-    let filter = cli
-        .filter
-        .clone()
-        .filter(|f| !f.is_empty())
-        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
-    // A perf script's output takes the records' place on stdout, as with `perf script -s`;
-    // `--quiet`: headless, no lines (the taps and --folded FILE still see everything).
-    let filter = if scripts.perf_style() || cli.quiet {
-        Some(
-            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
-                as plain::EventFilter,
-        )
-    } else {
-        filter
-    };
-    let opts = PlainOptions::new(format, filter, folding.clone());
+    let opts = line_options(&cli, scripts.perf_style(), &folding);
     let mut out = crate::output::StdoutQueue::stdout()?;
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
     let reason =
         catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
-    // Folded stacks on stdout go through the same queue as the records would have.
-    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
-    // A bounded wait for a reader that stopped reading: after a signal, a second; at a natural
-    // end, for as long as the reader keeps reading (a slow `| jq` gets everything), giving up
-    // after FINISH_IDLE without progress or at a signal. The summary and the exit status come
-    // within a second or two of the stop whatever stdout does.
-    let cut = || signals.pending().is_some();
-    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
-    let flushed = out.finish(if natural_end {
-        crate::output::FinishWait::WhileWriting {
-            idle: crate::output::FINISH_IDLE,
-            cut: &cut,
-        }
-    } else {
-        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
-    });
-    let scripts = scripts.finish();
-    scripts.print();
-    let agent_ok = agent.finish();
-    let stdout_lost = flushed.unwritten > 0
-        && !matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    let LinesEnd {
+        flushed,
+        natural_end,
+        broken,
+        stdout_lost,
+        other_lost,
+    } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
     if stdout_lost {
         crate::output::stderr_bounded(
             format!(
@@ -368,17 +334,92 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     let reason = match reason {
         // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
-        Ok(_) if matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _))) => {
-            Ok(StopReason::BrokenPipe)
-        }
+        Ok(_) if broken => Ok(StopReason::BrokenPipe),
         r => r,
     };
-    finish(&mut mon, reason?).map(|code| {
-        with_lost_output(
-            code,
-            scripts.output_lost || stdout_lost || !folded_ok || !agent_ok,
+    finish(&mut mon, reason?).map(|code| with_lost_output(code, stdout_lost || other_lost))
+}
+
+/// How the line frontends write, for a live run and a recording alike: `--json` or plain
+/// lines, and which records: `--filter`'s, or none where a perf script's output takes their
+/// place on stdout (as with `perf script -s`) or with `--quiet` (headless: the taps,
+/// `--folded` and `--pprof` still see everything).
+fn line_options(
+    cli: &Cli,
+    perf_script: bool,
+    folding: &Option<crate::folded::Folding>,
+) -> PlainOptions {
+    let format = if cli.json {
+        Format::Json
+    } else {
+        Format::Plain
+    };
+    let filter = if perf_script || cli.quiet {
+        Some(
+            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
+                as plain::EventFilter,
         )
-    })
+    } else {
+        cli.filter
+            .clone()
+            .filter(|f| !f.is_empty())
+            .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter)
+    };
+    PlainOptions::new(format, filter, folding.clone())
+}
+
+/// What the end of a line-format run leaves for its summary and exit status.
+struct LinesEnd {
+    /// What became of stdout's queue.
+    flushed: crate::output::Flushed,
+    /// The run ended by itself (not by a signal or an error): stdout was waited for while
+    /// its reader kept reading.
+    natural_end: bool,
+    /// stdout's reader went away (a closed pipe).
+    broken: bool,
+    /// Records were not written to stdout, and not because its reader went away.
+    stdout_lost: bool,
+    /// Script output, `--folded` or the agent's output (`--pprof`) was lost.
+    other_lost: bool,
+}
+
+/// The end of a line-format run, the same for every source (live rings or a recording):
+/// folded stacks, stdout drained, the scripts and the agent finished, in that order.
+fn end_lines(
+    reason: &Result<StopReason>,
+    folding: Option<&crate::folded::Folding>,
+    mut out: crate::output::StdoutQueue,
+    signals: &StopSignals,
+    scripts: crate::script::RunningScripts,
+    agent: crate::agent::Agent,
+) -> LinesEnd {
+    // Folded stacks on stdout go through the same queue as the records would have.
+    let folded_ok = write_folded(folding, reason.as_ref().ok(), &mut out);
+    // A bounded wait for a reader that stopped reading: after a signal, a second; at a natural
+    // end, for as long as the reader keeps reading (a slow `| jq` gets everything), giving up
+    // after FINISH_IDLE without progress or at a signal. The summary and the exit status come
+    // within a second or two of the stop whatever stdout does.
+    let cut = || signals.pending().is_some();
+    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
+    let flushed = out.finish(if natural_end {
+        crate::output::FinishWait::WhileWriting {
+            idle: crate::output::FINISH_IDLE,
+            cut: &cut,
+        }
+    } else {
+        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
+    });
+    let scripts = scripts.finish();
+    scripts.print();
+    let agent_ok = agent.finish();
+    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
+    LinesEnd {
+        stdout_lost: flushed.unwritten > 0 && !broken,
+        flushed,
+        natural_end,
+        broken,
+        other_lost: scripts.output_lost || !folded_ok || !agent_ok,
+    }
 }
 
 /// How long an ordered chunk waits, at most, for the binaries its samples meet to be read

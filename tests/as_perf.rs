@@ -13,8 +13,7 @@ use common::InTime;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 /// `perf`, when it is installed and runs.
 fn perf() -> Option<&'static str> {
@@ -35,122 +34,16 @@ macro_rules! require_perf_tool {
     };
 }
 
-/// A process started stopped (`sh` stops itself, then execs `argv` once continued), so
-/// that both monitors are watching before it runs a single instruction of the workload.
-struct Stopped {
-    child: Child,
-}
-
-impl Stopped {
-    fn start(argv: &[&str]) -> Stopped {
-        let child = Command::new("sh")
-            .args(["-c", "kill -STOP $$; exec \"$@\"", "sh"])
-            .args(argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        let stat = format!("/proc/{}/stat", child.id());
-        loop {
-            let s = std::fs::read_to_string(&stat).unwrap_or_default();
-            // `pid (comm) STATE ...`: the state follows the last `)`.
-            if s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('T')) {
-                break;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(10), "sh never stopped");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Stopped { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Let it run, and wait (at most `limit`) for it to end.
-    fn run(&mut self, limit: Duration) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
-        let t0 = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            if t0.elapsed() > limit {
-                let _ = self.child.kill();
-                panic!("the workload ran longer than {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Wait (at most 30 s) for a monitor to end by itself once its target is gone, else stop it
-/// with SIGINT; its stderr.
-fn finish(mut c: Child, what: &str) -> String {
-    let t0 = Instant::now();
-    while c.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(30) {
-            // SAFETY: a plain kill(2) of our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{what} did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = c.output_in_time().unwrap();
-    assert!(out.status.success(), "{what} failed: {out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// One run of `argv`, watched by `perf record -g -e cpu-clock -F 1000 -p PID` and
 /// `perfwatch ARGS -g -e cpu-clock -F 1000 -p PID` (its stdout into `dir/perfwatch.out`):
 /// the perf.data file, and perfwatch's stderr.
 fn side_by_side(dir: &Path, argv: &[&str], perfwatch_args: &[&str]) -> (PathBuf, String) {
-    let mut target = Stopped::start(argv);
-    let pid = target.pid().to_string();
-    let data = dir.join("perf.data");
-    let mut perf = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-g",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "1000",
-            "-p",
-            &pid,
-            "-o",
-        ])
-        .arg(&data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pw = common::perfwatch()
-        .args(perfwatch_args)
-        .args(["-g", "-e", "cpu-clock", "-F", "1000", "-p", &pid])
-        .stdout(std::fs::File::create(dir.join("perfwatch.out")).unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_until_watching(&mut perf);
-    common::wait_until_watching(&mut pw);
-    target.run(Duration::from_secs(120));
-    finish(perf, "perf record");
-    let said = finish(pw, "perfwatch");
-    (data, said)
+    // `sh` stops itself, then execs `argv` once continued: both monitors are watching
+    // before it runs a single instruction of the workload.
+    let target = common::Stopped::before_exec(argv);
+    let watch = ["-g", "-e", "cpu-clock", "-F", "1000"];
+    let out = dir.join("perfwatch.out");
+    common::side_by_side(dir, target, &watch, perfwatch_args, &out)
 }
 
 /// One sample as `perf script -F comm,pid,ip,sym,dso` prints it: its frames, innermost
@@ -166,42 +59,27 @@ fn perf_script(data: &Path) -> Vec<PerfSample> {
 
 /// As [`perf_script`], with the `-F` fields `fields` (`symoff` makes symbols `name+0x10`).
 fn perf_script_with(data: &Path, fields: &str) -> Vec<PerfSample> {
-    let out = Command::new("perf")
-        .args(["script", "-F", fields, "-i"])
-        .arg(data)
-        .stderr(Stdio::null())
-        .output_in_time()
-        .unwrap();
-    assert!(out.status.success(), "perf script failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut samples = Vec::new();
-    for block in text.split("\n\n") {
-        let mut lines = block.lines().filter(|l| !l.trim().is_empty());
-        let Some(head) = lines.next() else { continue };
-        // `COMM PID`: the name may hold spaces; perf pads it to the widest one seen.
-        let comm = head
-            .trim()
-            .rsplit_once(' ')
-            .map_or(head.trim(), |(c, _)| c)
-            .trim()
-            .to_string();
-        let mut frames = Vec::new();
-        for l in lines {
-            let l = l.trim();
-            let Some((addr, rest)) = l.split_once(' ') else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
-            let Some((sym, dso)) = rest.rsplit_once(" (") else {
-                continue;
-            };
-            frames.push((addr, sym.to_string(), dso.trim_end_matches(')').to_string()));
-        }
-        samples.push(PerfSample { comm, frames });
-    }
-    samples
+    common::perf_script_samples(data, fields)
+        .into_iter()
+        .map(|s| {
+            let head = s.head.trim();
+            PerfSample {
+                // `COMM PID`: the name may hold spaces; perf pads it to the widest one seen.
+                comm: head
+                    .rsplit_once(' ')
+                    .map_or(head, |(c, _)| c)
+                    .trim()
+                    .to_string(),
+                frames: s
+                    .frames
+                    .into_iter()
+                    .filter_map(|(addr, sym, dso)| {
+                        Some((u64::from_str_radix(&addr, 16).ok()?, sym, dso))
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// perf's samples folded as FlameGraph's `stackcollapse-perf.pl` folds `perf script`: the
@@ -344,19 +222,7 @@ fn folded_stacks_of_a_frameless_binary_fold_as_perfs_do() {
 
 /// A C program built here (`cc -O1 FLAGS`).
 fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
-    let out = dir.join(name);
-    let st = Command::new("cc")
-        .arg("-O1")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&c)
-        .status_in_time()
-        .expect("cc (a C compiler is needed: .ci/run installs one)");
-    assert!(st.success(), "cc failed");
-    out
+    common::cc(dir, name, src, &[&["-O1"][..], flags].concat())
 }
 
 /// The names perf gave addresses of the run: each sample's own address (`perf script -G`,

@@ -20,24 +20,8 @@ use perfwatch::symbols::{FileIdentity, MappedFile, Mapping, Request, Symbolizer}
 
 use common::run_args;
 
-/// `main -> outer -> middle -> hot`; `hot` spins (and calls `tick` once per call, so that it
-/// is not a leaf function, which gcc builds without a frame even with frame pointers on).
-const PROG_C: &str = r#"
-#include <stdlib.h>
-volatile unsigned long sink;
-__attribute__((noinline)) void tick(void) { sink++; }
-__attribute__((noinline)) void hot(unsigned long n) {
-    for (unsigned long i = 0; i < n; i++) sink += i * i;
-    tick();
-}
-__attribute__((noinline)) void middle(unsigned long n) { hot(n); sink++; }
-__attribute__((noinline)) void outer(unsigned long n) { middle(n); sink++; }
-int main(int argc, char **argv) {
-    unsigned long n = argc > 1 ? strtoul(argv[1], 0, 10) : 100;
-    for (unsigned long i = 0; i < n; i++) outer(1000000);
-    return 0;
-}
-"#;
+/// The C program: [`common::CALL_PATH_C`].
+const PROG_C: &str = common::CALL_PATH_C;
 
 /// The same path in Rust.
 const PROG_RS: &str = r#"
@@ -63,20 +47,10 @@ fn main() {
 "#;
 
 /// The path from the hot function out, as the symbolizer names it.
-const PATH_C: [&str; 4] = ["hot", "middle", "outer", "main"];
+const PATH_C: [&str; 4] = common::CALL_PATH;
 
 fn cc(dir: &Path) -> PathBuf {
-    let out = dir.join("fpprog");
-    let src = dir.join("fpprog.c");
-    std::fs::write(&src, PROG_C).unwrap();
-    let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status_in_time()
-        .expect("cc (a C compiler is needed: .ci/run installs one)");
-    assert!(st.success(), "cc failed");
-    out
+    common::cc(dir, "fpprog", PROG_C, &["-O1", "-fno-omit-frame-pointer"])
 }
 
 /// The Rust program, when rustc is at hand (it is wherever these tests were built).

@@ -13,45 +13,17 @@ use common::InTime;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-/// `main -> outer -> middle -> hot`, as in tests/callchain.rs, built without frame pointers.
-const PROG_C: &str = r#"
-#include <stdlib.h>
-volatile unsigned long sink;
-__attribute__((noinline)) void tick(void) { sink++; }
-__attribute__((noinline)) void hot(unsigned long n) {
-    for (unsigned long i = 0; i < n; i++) sink += i * i;
-    tick();
-}
-__attribute__((noinline)) void middle(unsigned long n) { hot(n); sink++; }
-__attribute__((noinline)) void outer(unsigned long n) { middle(n); sink++; }
-int main(int argc, char **argv) {
-    unsigned long n = argc > 1 ? strtoul(argv[1], 0, 10) : 100;
-    for (unsigned long i = 0; i < n; i++) outer(1000000);
-    return 0;
-}
-"#;
-
-const PATH_C: [&str; 4] = ["hot", "middle", "outer", "main"];
+/// The path the C program ([`common::CALL_PATH_C`]) is held to.
+const PATH_C: [&str; 4] = common::CALL_PATH;
 
 const PY_LOOP: &str = "x = 0\nfor i in range(40000000):\n    x += i * i\n";
 
+/// [`common::CALL_PATH_C`] built without frame pointers (`cc -O2 -fomit-frame-pointer FLAGS`).
 fn cc(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, PROG_C).unwrap();
-    let out = dir.join(name);
-    let st = Command::new("cc")
-        .args(["-O2", "-fomit-frame-pointer"])
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status_in_time()
-        .expect("cc (a C compiler is needed: .ci/run installs one)");
-    assert!(st.success(), "cc failed");
-    out
+    let all = [&["-O2", "-fomit-frame-pointer"][..], flags].concat();
+    common::cc(dir, name, common::CALL_PATH_C, &all)
 }
 
 fn tool(cmd: &mut Command) {
@@ -109,20 +81,16 @@ fn starts_with_path(s: &Sample, path: &[&str]) -> bool {
     n.len() >= path.len() && n[..path.len()] == *path
 }
 
+/// What both monitors watch with: cpu-clock at 1000 Hz, stacks unwound from their copies.
+const DWARF_AT_1000: [&str; 6] = ["--call-graph", "dwarf", "-e", "cpu-clock", "-F", "1000"];
+
 /// `perfwatch --json --call-graph dwarf -e cpu-clock -F 1000 [extra] -- argv`: its samples
 /// of the command's own process, and its stderr.
 fn watch(argv: &[&str], extra: &[&str]) -> (Vec<Sample>, String) {
     let run = common::run(
         common::perfwatch()
-            .args([
-                "--json",
-                "--call-graph",
-                "dwarf",
-                "-e",
-                "cpu-clock",
-                "-F",
-                "1000",
-            ])
+            .arg("--json")
+            .args(DWARF_AT_1000)
             .args(extra)
             .arg("--")
             .args(argv),
@@ -362,132 +330,18 @@ fn perf() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The workload, stopped right after its exec (`spawn` returns once the exec is done), so
-/// that both monitors watch it from its first steps: attached to a shell that then execs
-/// the workload, perf 6.1 keeps the shell's libc mapping in some runs and cannot unwind out
-/// of libc.
-struct Stopped {
-    child: Child,
-}
-
-impl Stopped {
-    fn start(argv: &[&str]) -> Stopped {
-        let child = Command::new(argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
-        let stat = format!("/proc/{}/stat", child.id());
-        let t0 = Instant::now();
-        loop {
-            let s = std::fs::read_to_string(&stat).unwrap_or_default();
-            if s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('T')) {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "the workload never stopped"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Stopped { child }
-    }
-
-    fn run(&mut self, limit: Duration) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
-        let t0 = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            if t0.elapsed() > limit {
-                let _ = self.child.kill();
-                panic!("the workload ran longer than {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Wait (at most 60 s) for a monitor to end by itself once its target is gone, SIGINT
-/// after 30 s; its output.
-fn finish(mut c: Child, what: &str) -> std::process::Output {
-    let t0 = Instant::now();
-    while c.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(30) {
-            // SAFETY: a plain kill(2) of our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{what} did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = c.output_in_time().unwrap();
-    assert!(out.status.success(), "{what} failed: {out:?}");
-    out
-}
-
 /// One run of `argv` watched by `perf record --call-graph dwarf` and `perfwatch --json
 /// --call-graph dwarf` (both `-e cpu-clock -F 1000 -p PID`): perf's samples as `perf script`
 /// prints them (frames innermost first, as (sym, dso)), perfwatch's, and its stderr.
 fn side_by_side(dir: &Path, argv: &[&str]) -> (Vec<Sample>, Vec<Sample>, String) {
-    let mut target = Stopped::start(argv);
-    let pid = target.pid_string();
-    let data = dir.join("perf.data");
-    let args = [
-        "--call-graph",
-        "dwarf",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "1000",
-        "-p",
-        &pid,
-    ];
-    let mut perf = Command::new("perf")
-        .args(["record", "-q"])
-        .args(args)
-        .arg("-o")
-        .arg(&data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Stopped right after its exec, so that both monitors watch it from its first steps:
+    // attached to a shell that then execs the workload, perf 6.1 keeps the shell's libc
+    // mapping in some runs and cannot unwind out of libc.
+    let target = common::Stopped::after_exec(argv);
     let json = dir.join("perfwatch.json");
-    let mut pw = common::perfwatch()
-        .arg("--json")
-        .args(args)
-        .stdout(std::fs::File::create(&json).unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_until_watching(&mut perf);
-    common::wait_until_watching(&mut pw);
-    target.run(Duration::from_secs(120));
-    finish(perf, "perf record");
-    let out = finish(pw, "perfwatch");
-    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (data, said) = common::side_by_side(dir, target, &DWARF_AT_1000, &["--json"], &json);
     let ours = json_samples(&std::fs::read_to_string(&json).unwrap());
     (perf_script(&data), ours, said)
-}
-
-impl Stopped {
-    fn pid_string(&self) -> String {
-        self.child.id().to_string()
-    }
 }
 
 /// `perf script -F pid,ip,sym,dso`: each sample's pid and frames, without the inlined
@@ -495,36 +349,21 @@ impl Stopped {
 /// the address. `--no-inline` would do, but perf 6.1 then drops the frames after one, up
 /// to `_start`).
 fn perf_script(data: &Path) -> Vec<Sample> {
-    let out = Command::new("perf")
-        .args(["script", "-F", "pid,ip,sym,dso", "-i"])
-        .arg(data)
-        .stderr(Stdio::null())
-        .output_in_time()
-        .unwrap();
-    assert!(out.status.success(), "perf script failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut samples = Vec::new();
-    for block in text.split("\n\n") {
-        let mut lines = block.lines().filter(|l| !l.trim().is_empty());
-        let Some(head) = lines.next() else { continue };
-        let pid = head.trim().parse().unwrap_or(0);
-        let mut frames = Vec::new();
-        for l in lines {
-            let Some((_, rest)) = l.trim().split_once(' ') else {
-                continue;
-            };
-            let Some((sym, dso)) = rest.rsplit_once(" (") else {
-                continue;
-            };
-            if dso == "inlined)" {
-                continue;
-            }
-            let sym = sym.split("+0x").next().unwrap_or(sym);
-            frames.push((sym.to_string(), dso.trim_end_matches(')').to_string()));
-        }
-        samples.push(Sample { pid, frames });
-    }
-    samples
+    common::perf_script_samples(data, "pid,ip,sym,dso")
+        .into_iter()
+        .map(|s| Sample {
+            pid: s.head.trim().parse().unwrap_or(0),
+            frames: s
+                .frames
+                .into_iter()
+                .filter(|(_, _, dso)| dso != "inlined")
+                .map(|(_, sym, dso)| {
+                    let sym = sym.split("+0x").next().unwrap_or(&sym).to_string();
+                    (sym, dso)
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// The share of `samples` whose chain reaches `main` (or glibc's `__libc_start_call_main`,

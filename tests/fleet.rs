@@ -55,18 +55,22 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Return from the calling test unless `go` (for `go tool pprof`) runs: a failure under
+/// `CI=true`, else a visible skip.
+macro_rules! require_go {
+    () => {
+        if Command::new("go").arg("version").output_in_time().is_err() {
+            common::refuse(
+                test_name!(),
+                "no go (Debian's golang-go; .ci/run installs it)",
+            );
+            return;
+        }
+    };
+}
+
 fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
-    let out = dir.join(name);
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
-    let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(&c)
-        .status_in_time()
-        .expect("cc (a C compiler is needed: .ci/run installs one)");
-    assert!(st.success(), "cc failed");
-    out
+    common::cc(dir, name, src, &["-O1", "-fno-omit-frame-pointer"])
 }
 
 /// A port nobody listens on now.
@@ -293,13 +297,7 @@ fn pprof_top(profile: &Path, extra: &[&str]) -> Vec<(f64, String)> {
 #[test]
 fn go_pprof_reads_the_profile_and_agrees_with_folded() {
     require_perf!();
-    if Command::new("go").arg("version").output_in_time().is_err() {
-        common::refuse(
-            test_name!(),
-            "no go (Debian's golang-go; .ci/run installs it)",
-        );
-        return;
-    }
+    require_go!();
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "fleetprof", PROG_C);
     let (pb, folded) = (dir.path().join("run.pb.gz"), dir.path().join("run.folded"));
@@ -480,22 +478,20 @@ fn the_endpoint_answers_get_metrics_only_and_held_connections_change_no_count() 
 fn pprof_every_writes_a_profile_per_period_and_a_full_disk_is_said_once() {
     require_root!("to mount a tiny tmpfs");
     require_perf!();
-    if Command::new("go").arg("version").output_in_time().is_err() {
-        common::refuse(
-            test_name!(),
-            "no go (Debian's golang-go; .ci/run installs it)",
-        );
-        return;
-    }
+    require_go!();
     let dir = tempfile::tempdir().unwrap();
+    // A profile a second into `to` for 3.5 s, system-wide.
+    let every_second = |to: &Path| {
+        common::run(
+            common::perfwatch()
+                .args(["-a", "--quiet", "-F", "499", "--pprof-every", "1s"])
+                .arg(to)
+                .args(["-d", "3.5"]),
+        )
+    };
     let out = dir.path().join("profiles");
     std::fs::create_dir(&out).unwrap();
-    let r = common::run(
-        common::perfwatch()
-            .args(["-a", "--quiet", "-F", "499", "--pprof-every", "1s"])
-            .arg(&out)
-            .args(["-d", "3.5"]),
-    );
+    let r = every_second(&out);
     r.exited(0).said(&["pprof: "]);
     let mut names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
@@ -516,28 +512,10 @@ fn pprof_every_writes_a_profile_per_period_and_a_full_disk_is_said_once() {
     }
 
     // A full disk: said once, the run goes on to its end and its summary, status 1.
-    let mnt = dir.path().join("tiny");
-    std::fs::create_dir(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4k", "tiny"])
-        .arg(&mnt)
-        .status_in_time()
-        .unwrap();
-    assert!(mounted.success(), "mount tmpfs");
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status_in_time();
-        }
-    }
-    let _guard = Unmount(&mnt);
+    let tiny = common::Tmpfs::mount(dir.path(), "4k");
+    let mnt = tiny.path().to_path_buf();
     std::fs::write(mnt.join("filler"), vec![b'x'; 4096]).unwrap();
-    let r = common::run(
-        common::perfwatch()
-            .args(["-a", "--quiet", "-F", "499", "--pprof-every", "1s"])
-            .arg(&mnt)
-            .args(["-d", "3.5"]),
-    );
+    let r = every_second(&mnt);
     r.exited(1).said(&["records in "]);
     assert_eq!(
         r.stderr

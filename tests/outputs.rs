@@ -73,21 +73,8 @@ fn a_full_disk_leaves_the_previous_folded_file_and_says_so() {
     require_root!("to mount a tiny tmpfs");
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("tiny");
-    std::fs::create_dir(&mnt).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4k", "tiny"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount tmpfs");
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _guard = Unmount(&mnt);
+    let tiny = common::Tmpfs::mount(dir.path(), "4k");
+    let mnt = tiny.path().to_path_buf();
     let out = mnt.join("last.folded");
     std::fs::write(&out, OLD).unwrap();
     // The tmpfs's one page holds the old file: the new one cannot be written.

@@ -63,22 +63,23 @@ int main(int argc, char **argv) {
 
 /// A C program built here (`cc -O1 -fno-omit-frame-pointer`).
 fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
-    let out = dir.join(name);
-    let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(&c)
-        .status_in_time()
-        .expect("cc (a C compiler is needed: .ci/run installs one)");
-    assert!(st.success(), "cc failed");
-    out
+    common::cc(dir, name, src, &["-O1", "-fno-omit-frame-pointer"])
 }
 
 fn shipped(name: &str) -> Option<PathBuf> {
     let p = Path::new(PERF_SCRIPTS).join(name);
     p.is_file().then_some(p)
+}
+
+/// The perf script `name` as Debian's linux-perf ships it, or return from the calling test
+/// with a visible skip.
+macro_rules! shipped {
+    ($name:expr) => {
+        match shipped($name) {
+            Some(path) => path,
+            None => skip!("{} is not in {PERF_SCRIPTS} (Debian: linux-perf)", $name),
+        }
+    };
 }
 
 /// `perf record -e EVENTS -- PROG ARGS`, then `perf script -s SCRIPT SCRIPT_ARGS`: its stdout.
@@ -298,9 +299,7 @@ fn perfs_scripts_print_on_a_recording_what_perf_script_prints() {
 fn futex_contention_counts_every_wait() {
     let _tracefs = require_tracefs!();
     require_perf_tool!();
-    let Some(path) = shipped("futex-contention.py") else {
-        skip!("futex-contention.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
-    };
+    let path = shipped!("futex-contention.py");
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwfutex", FUTEX_WAIT);
     let prog = prog.to_str().unwrap();
@@ -342,9 +341,7 @@ fn futex_contention_counts_every_wait() {
 fn check_perf_trace_counts_the_unhandled_and_names_symbolic_values() {
     let _tracefs = require_tracefs!();
     require_perf_tool!();
-    let Some(path) = shipped("check-perf-trace.py") else {
-        skip!("check-perf-trace.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
-    };
+    let path = shipped!("check-perf-trace.py");
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwcheck", FAIL_OPEN);
     let prog = prog.to_str().unwrap();
@@ -396,9 +393,7 @@ fn check_perf_trace_counts_the_unhandled_and_names_symbolic_values() {
 #[test]
 fn stackcollapse_folds_the_live_stacks() {
     require_perf!();
-    let Some(path) = shipped("stackcollapse.py") else {
-        skip!("stackcollapse.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
-    };
+    let path = shipped!("stackcollapse.py");
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwspin", SPIN);
     // With perfwatch's own Core and EventClass (it imports both); the folded stacks into a
@@ -438,9 +433,7 @@ fn stackcollapse_folds_the_live_stacks() {
 #[test]
 fn flamegraph_runs_as_main_and_writes_its_json() {
     require_perf!();
-    let Some(path) = shipped("flamegraph.py") else {
-        skip!("flamegraph.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
-    };
+    let path = shipped!("flamegraph.py");
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwflame", SPIN);
     let json = dir.path().join("flame.json");
@@ -595,9 +588,7 @@ fn context_switch_gets_the_switch_records() {
 #[test]
 fn perfwatchs_own_core_and_util_print_what_perfs_do() {
     let _tracefs = require_tracefs!();
-    let Some(path) = shipped("failed-syscalls-by-pid.py") else {
-        skip!("failed-syscalls-by-pid.py is not in {PERF_SCRIPTS} (Debian: linux-perf)");
-    };
+    let path = shipped!("failed-syscalls-by-pid.py");
     let dir = tempfile::tempdir().unwrap();
     let prog = cc(dir.path(), "pwbuiltin", FAIL_OPEN);
     let prog = prog.to_str().unwrap();

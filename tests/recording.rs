@@ -43,51 +43,67 @@ int main(int argc, char **argv) {
 "#;
 
 fn build(dir: &Path) -> PathBuf {
-    let c = dir.join("prog.c");
-    std::fs::write(&c, PROG_C).unwrap();
-    let out = dir.join("prog");
-    let st = Command::new("cc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(&c)
-        .status_in_time()
-        .expect("cc");
-    assert!(st.success(), "cc failed");
-    out
+    common::cc(
+        dir,
+        "prog",
+        PROG_C,
+        &["-O1", "-g", "-fno-omit-frame-pointer"],
+    )
 }
 
 /// `perf record -o FILE ARGS...`, which must succeed.
 #[track_caller]
 fn perf_record(file: &Path, args: &[&str]) {
-    let out = Command::new("perf")
-        .arg("record")
-        .arg("-o")
-        .arg(file)
-        .args(args)
-        .output_in_time()
-        .expect("perf record");
-    assert!(
-        out.status.success(),
-        "perf record {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut argv = vec!["record".as_ref(), "-o".as_ref(), file.as_os_str()];
+    argv.extend(args.iter().map(std::ffi::OsStr::new));
+    common::perf_ok(&argv);
+}
+
+/// [`PROG_C`] built in a new directory and recorded there into `name` by `perf record
+/// PERF_ARGS -- prog PROG_ARGS`: the directory, the program and the recording.
+#[track_caller]
+fn record_prog(
+    name: &str,
+    perf_args: &[&str],
+    prog_args: &[&str],
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join(name);
+    let mut args = perf_args.to_vec();
+    args.push("--");
+    args.push(prog.to_str().unwrap());
+    args.extend(prog_args);
+    perf_record(&data, &args);
+    (dir, prog, data)
 }
 
 /// `perf ARGS...` on `file`, its stdout.
 #[track_caller]
 fn perf_out(args: &[&str], file: &Path) -> String {
-    let out = Command::new("perf")
-        .args(args)
-        .arg("-i")
-        .arg(file)
+    let mut argv: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    argv.extend(["-i".as_ref(), file.as_os_str()]);
+    String::from_utf8_lossy(&common::perf_ok(&argv).stdout).into_owned()
+}
+
+/// What `perf record -o - -e cpu-clock -- sh -c true` writes: a short recording in perf's
+/// pipe format.
+fn perf_pipe_of_true() -> Vec<u8> {
+    Command::new("perf")
+        .args([
+            "record",
+            "-o",
+            "-",
+            "-e",
+            "cpu-clock",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ])
         .output_in_time()
-        .expect("perf");
-    assert!(
-        out.status.success(),
-        "perf {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+        .unwrap()
+        .stdout
 }
 
 /// perfwatch `-i FILE --json`: its records.
@@ -181,22 +197,10 @@ fn total_variation(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
 #[test]
 fn a_c_program_reads_as_perf_script_reads_it() {
     require_perf!();
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build(dir.path());
-    let data = dir.path().join("prog.data");
-    perf_record(
-        &data,
-        &[
-            "-e",
-            "cpu-clock",
-            "-F",
-            "2000",
-            "-g",
-            "--",
-            prog.to_str().unwrap(),
-            "1000",
-            "20",
-        ],
+    let (_dir, _prog, data) = record_prog(
+        "prog.data",
+        &["-e", "cpu-clock", "-F", "2000", "-g"],
+        &["1000", "20"],
     );
     let (records, stderr) = perfwatch_json(&data);
     assert!(stderr.contains("recording "), "{stderr}");
@@ -317,22 +321,16 @@ fn a_c_program_reads_as_perf_script_reads_it() {
 fn tracepoints_read_as_perf_script_reads_them() {
     require_perf!();
     require_tracefs!();
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build(dir.path());
-    let data = dir.path().join("tp.data");
-    perf_record(
-        &data,
+    let (_dir, _prog, data) = record_prog(
+        "tp.data",
         &[
             "-e",
             "sched:sched_switch",
             "-e",
             "raw_syscalls:sys_enter",
             "-a",
-            "--",
-            prog.to_str().unwrap(),
-            "200",
-            "10",
         ],
+        &["200", "10"],
     );
     let (records, _) = perfwatch_json(&data);
     same_counts(&perf_stats(&data), &types(&records));
@@ -387,13 +385,7 @@ fn tracepoints_read_as_perf_script_reads_them() {
 #[test]
 fn a_fork_storm_gives_perfs_task_records() {
     require_perf!();
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build(dir.path());
-    let data = dir.path().join("forks.data");
-    perf_record(
-        &data,
-        &["-e", "cpu-clock", "--", prog.to_str().unwrap(), "10", "300"],
-    );
+    let (_dir, _prog, data) = record_prog("forks.data", &["-e", "cpu-clock"], &["10", "300"]);
     let (records, _) = perfwatch_json(&data);
     let stats = perf_stats(&data);
     same_counts(&stats, &types(&records));
@@ -566,21 +558,7 @@ fn bad_files_are_said_not_crashed_on() {
     from_stdin(&d.join("cut"))
         .exited(1)
         .said(&["not in perf's pipe format"]);
-    let piped = Command::new("perf")
-        .args([
-            "record",
-            "-o",
-            "-",
-            "-e",
-            "cpu-clock",
-            "--",
-            "sh",
-            "-c",
-            "true",
-        ])
-        .output_in_time()
-        .unwrap()
-        .stdout;
+    let piped = perf_pipe_of_true();
     let half = d.join("half-pipe");
     std::fs::write(&half, &piped[..piped.len() - 5]).unwrap();
     from_stdin(&half)
@@ -594,20 +572,10 @@ fn bad_files_are_said_not_crashed_on() {
 #[test]
 fn hostile_names_in_a_recording_are_escaped() {
     require_perf!();
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build(dir.path());
-    let data = dir.path().join("hostile.data");
-    perf_record(
-        &data,
-        &[
-            "-e",
-            "cpu-clock",
-            "--",
-            prog.to_str().unwrap(),
-            "50",
-            "0",
-            "\x1b[2Jevil\x07",
-        ],
+    let (_dir, _prog, data) = record_prog(
+        "hostile.data",
+        &["-e", "cpu-clock"],
+        &["50", "0", "\x1b[2Jevil\x07"],
     );
     let r = common::run(perfwatch_cmd().arg("-i").arg(&data).arg("--plain"));
     r.exited(0);
@@ -768,21 +736,7 @@ fn kernel_samples_are_named_only_on_the_kernel_that_recorded_them() {
 fn a_stop_is_not_held_up_by_a_pipe_that_writes_nothing() {
     require_perf!();
     use std::io::{Read, Write};
-    let piped = Command::new("perf")
-        .args([
-            "record",
-            "-o",
-            "-",
-            "-e",
-            "cpu-clock",
-            "--",
-            "sh",
-            "-c",
-            "true",
-        ])
-        .output_in_time()
-        .unwrap()
-        .stdout;
+    let piped = perf_pipe_of_true();
     let mut pw = perfwatch_cmd()
         .args(["-i", "-", "--plain"])
         .stdin(Stdio::piped())
@@ -840,22 +794,11 @@ fn the_full_screen_view_refuses_a_recording_with_a_message() {
 #[test]
 fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
     require_perf!();
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build(dir.path());
-    let data = dir.path().join("dwarf.data");
     // Stack copies and registers come after the fields perfwatch reads: they do not move them.
-    perf_record(
-        &data,
-        &[
-            "-e",
-            "cpu-clock",
-            "--call-graph",
-            "dwarf",
-            "--",
-            prog.to_str().unwrap(),
-            "300",
-            "0",
-        ],
+    let (_dir, _prog, data) = record_prog(
+        "dwarf.data",
+        &["-e", "cpu-clock", "--call-graph", "dwarf"],
+        &["300", "0"],
     );
     let (records, _) = perfwatch_json(&data);
     same_counts(&perf_stats(&data), &types(&records));

@@ -362,21 +362,8 @@ fn a_full_disk_under_script_output_is_said_once_and_fails_the_run() {
     require_perf!();
     require_root!("the rules under test are root's");
     let d = tempfile::tempdir().unwrap();
-    let mnt = d.path().join("tiny");
-    std::fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=16k", "pwtiny"])
-        .arg(&mnt)
-        .status_in_time()
-        .unwrap();
-    assert!(ok.success(), "mount tmpfs");
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status_in_time();
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let tiny = common::Tmpfs::mount(d.path(), "16k");
+    let mnt = tiny.path().to_path_buf();
     let s = d.path().join("chatty.py");
     write(
         &s,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::InTime;
+use common::{InTime, cc};
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::ffi::OsStrExt;
@@ -62,21 +62,6 @@ fn noted(s: &mut Symbolizer, count: usize, says: &[&str]) {
     for w in says {
         assert!(notes[0].message.contains(w), "{w:?}: {}", notes[0]);
     }
-}
-
-fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
-    let out = dir.join(name);
-    let st = Command::new("cc")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&c)
-        .status_in_time()
-        .expect("cc");
-    assert!(st.success(), "cc {flags:?} failed");
-    out
 }
 
 fn run(cmd: &mut Command) {

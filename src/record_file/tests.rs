@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use super::ReadCounts;
 use super::header::{self, Facts, FileAttr, FileHeader};
 use super::stream::{Decoding, Stream};
-use crate::event::{BufferPool, EventKind};
+use crate::event::{Batch, BufferPool, EventKind};
 use crate::perf::record::{DEFAULT_SAMPLE_TYPE, SampleLayout};
 use crate::stats::Stats;
 use crate::testkit::records::*;
@@ -27,9 +27,9 @@ fn attr(sample_type: u64, ids: &[u64]) -> FileAttr {
     }
 }
 
-/// Run a stream over `data` (records as a file's data section holds them); the events and
-/// what was counted.
-fn read(attrs: Vec<FileAttr>, data: &[u8]) -> (Vec<crate::event::Event>, Arc<ReadCounts>) {
+/// The batches a stream over `data` (records as a file's data section holds them) sends,
+/// counting into `counts`.
+fn stream(attrs: Vec<FileAttr>, data: &[u8], counts: Arc<ReadCounts>) -> Vec<Batch> {
     let header = FileHeader {
         attrs,
         data: header::Section {
@@ -38,21 +38,28 @@ fn read(attrs: Vec<FileAttr>, data: &[u8]) -> (Vec<crate::event::Event>, Arc<Rea
         },
         ..FileHeader::default()
     };
-    let counts = Arc::new(ReadCounts::default());
     let mut s = Stream::new(
         Box::new(Cursor::new(data.to_vec())),
         header,
         false,
         false,
-        counts.clone(),
+        counts,
     );
     let (tx, rx) = crossbeam_channel::unbounded();
     let stats = Stats::new(&[0, 1]);
     s.run(&tx, &BufferPool::new(4), &stats, &AtomicBool::new(false));
     drop(tx);
+    rx.iter().collect()
+}
+
+/// Run a stream over `data` (records as a file's data section holds them); the events and
+/// what was counted.
+fn read(attrs: Vec<FileAttr>, data: &[u8]) -> (Vec<crate::event::Event>, Arc<ReadCounts>) {
+    let counts = Arc::new(ReadCounts::default());
+    let batches = stream(attrs, data, counts.clone());
     let mut events = Vec::new();
     let mut ended = false;
-    for b in rx.iter() {
+    for b in batches {
         assert!(!ended, "a batch after the last");
         ended = b.end;
         events.extend(b.events);
@@ -158,30 +165,9 @@ fn rounds_say_how_far_the_stream_is_complete() {
             data.extend(round());
         }
     }
-    let header = FileHeader {
-        attrs: vec![attr(DEFAULT_SAMPLE_TYPE, &[])],
-        data: header::Section {
-            offset: 0,
-            size: data.len() as u64,
-        },
-        ..FileHeader::default()
-    };
-    let mut s = Stream::new(
-        Box::new(Cursor::new(data)),
-        header,
-        false,
-        false,
-        Arc::default(),
-    );
-    let (tx, rx) = crossbeam_channel::unbounded();
-    s.run(
-        &tx,
-        &BufferPool::new(4),
-        &Stats::new(&[0]),
-        &AtomicBool::new(false),
-    );
-    let nows: Vec<u64> = rx
-        .try_iter()
+    let batches = stream(vec![attr(DEFAULT_SAMPLE_TYPE, &[])], &data, Arc::default());
+    let nows: Vec<u64> = batches
+        .iter()
         .map(|b| b.now.saturating_sub(crate::event::SLACK_NS))
         .collect();
     // Round 1 ends at 300, round 2 at 500: after round 2, up to 300 is complete; after round
@@ -205,30 +191,9 @@ fn a_stream_without_rounds_is_released_as_it_grows() {
             1,
         ));
     }
-    let header = FileHeader {
-        attrs: vec![attr(DEFAULT_SAMPLE_TYPE, &[])],
-        data: header::Section {
-            offset: 0,
-            size: data.len() as u64,
-        },
-        ..FileHeader::default()
-    };
-    let mut s = Stream::new(
-        Box::new(Cursor::new(data)),
-        header,
-        false,
-        false,
-        Arc::default(),
-    );
-    let (tx, rx) = crossbeam_channel::unbounded();
-    s.run(
-        &tx,
-        &BufferPool::new(4),
-        &Stats::new(&[0]),
-        &AtomicBool::new(false),
-    );
-    let complete: Vec<u64> = rx
-        .try_iter()
+    let batches = stream(vec![attr(DEFAULT_SAMPLE_TYPE, &[])], &data, Arc::default());
+    let complete: Vec<u64> = batches
+        .iter()
         .filter(|b| !b.end)
         .map(|b| b.now.saturating_sub(crate::event::SLACK_NS))
         .collect();

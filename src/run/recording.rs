@@ -8,10 +8,9 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{UsageError, with_lost_output, write_folded};
+use super::{LinesEnd, UsageError, catch_panic, end_lines, line_options, with_lost_output};
 use crate::cli::Cli;
-use crate::format::Format;
-use crate::frontend::plain::{self, PlainOptions};
+use crate::frontend::plain;
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::record_file::{Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
@@ -143,29 +142,11 @@ pub fn run(
         },
         cli.duration,
     );
-    let filter = cli
-        .filter
-        .clone()
-        .filter(|f| !f.is_empty())
-        .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter);
     // A perf script's output takes the records' place on stdout, as with `perf script -i X
-    // -s S`; `--quiet`: no lines (--folded and --pprof still see everything).
+    // -s S`.
     let perf_script = scripts.perf_style();
-    let filter = if perf_script || cli.quiet {
-        Some(
-            Box::new(|_: &crate::event::Event, _: &crate::process::ProcessModel| false)
-                as plain::EventFilter,
-        )
-    } else {
-        filter
-    };
     let pipe = agent.attach_profiles(pipe);
-    let format = if cli.json {
-        Format::Json
-    } else {
-        Format::Plain
-    };
-    let opts = PlainOptions::new(format, filter, folding.clone());
+    let opts = line_options(cli, perf_script, &folding);
     let mut out = crate::output::StdoutQueue::stdout()?;
     if cli.json
         && !perf_script
@@ -178,26 +159,15 @@ pub fn run(
         scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
     // A recording waits for its scripts: none of its events is ever passed around them.
     pipe.scripts_get_everything();
-    let reason = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        plain::run(&mut pipe, &mut rec, &stop, opts, &mut out)
-    }))
-    .unwrap_or(Ok(StopReason::Panicked));
-    let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut out);
-    let cut = || signals.pending().is_some();
-    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
-    let flushed = out.finish(if natural_end {
-        crate::output::FinishWait::WhileWriting {
-            idle: crate::output::FINISH_IDLE,
-            cut: &cut,
-        }
-    } else {
-        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
-    });
-    let scripts = scripts.finish();
-    scripts.print();
-    let agent_ok = agent.finish();
-    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
-    let stdout_lost = flushed.unwritten > 0 && !broken;
+    let reason =
+        catch_panic(|| plain::run(&mut pipe, &mut rec, &stop, opts, &mut out).map_err(Into::into));
+    let LinesEnd {
+        flushed,
+        broken,
+        stdout_lost,
+        other_lost,
+        ..
+    } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
     // The frontend already waited its grace for the last batch.
     rec.join(std::time::Duration::from_millis(200));
     let reason = reason?;
@@ -243,10 +213,7 @@ pub fn run(
         _ if failure.is_some() => 1,
         _ => 0,
     };
-    Ok(with_lost_output(
-        code,
-        scripts.output_lost || stdout_lost || !folded_ok || !agent_ok,
-    ))
+    Ok(with_lost_output(code, stdout_lost || other_lost))
 }
 
 /// `--json`'s first line for a recording: what the file says about itself, as

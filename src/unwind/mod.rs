@@ -214,62 +214,64 @@ impl Unwinder {
         max_frames: usize,
         out: &mut Vec<u64>,
     ) -> End {
-        let end = self.unwind_inner(pid, key, modules, stack, max_frames, out);
+        let end = if stack.regs.is_none() {
+            End::NoRegisters
+        } else {
+            self.clock += 1;
+            let clock = self.clock;
+            self.refresh(pid, key, modules, clock);
+            match self.processes.get_mut(&pid) {
+                None => End::NoUnwindInfo,
+                Some(p) => {
+                    p.last_use = clock;
+                    let before = out.len();
+                    let end = walk(
+                        &p.unwinder,
+                        &p.covered,
+                        &mut self.cache,
+                        stack,
+                        max_frames,
+                        out,
+                    );
+                    self.stats.frames += (out.len() - before) as u64;
+                    end
+                }
+            }
+        };
         self.stats.ends[end as usize] += 1;
         end
     }
 
-    fn unwind_inner(
+    /// Build process `pid`'s unwinder from its `modules` when `key` says they changed since
+    /// its last sample (or it has none yet); at `max_processes`, the others are forgotten.
+    fn refresh(
         &mut self,
         pid: u32,
         key: SpaceKey,
         modules: impl FnOnce(&mut Vec<ModuleMap>),
-        stack: &UserStack,
-        max_frames: usize,
-        out: &mut Vec<u64>,
-    ) -> End {
-        if stack.regs.is_none() {
-            return End::NoRegisters;
-        }
-        self.clock += 1;
-        let clock = self.clock;
+        clock: u64,
+    ) {
         let stale = self.processes.get(&pid).is_none_or(|p| p.key != key);
-        if stale {
-            let mut maps = std::mem::take(&mut self.maps);
-            maps.clear();
-            modules(&mut maps);
-            let (unwinder, covered) = self.build(pid, &maps);
-            self.maps = maps;
-            if self.processes.len() >= self.config.max_processes
-                && !self.processes.contains_key(&pid)
-            {
-                self.forget_processes();
-            }
-            self.processes.insert(
-                pid,
-                Process {
-                    key,
-                    unwinder,
-                    covered,
-                    last_use: clock,
-                },
-            );
+        if !stale {
+            return;
         }
-        let Some(p) = self.processes.get_mut(&pid) else {
-            return End::NoUnwindInfo;
-        };
-        p.last_use = clock;
-        let before = out.len();
-        let end = walk(
-            &p.unwinder,
-            &p.covered,
-            &mut self.cache,
-            stack,
-            max_frames,
-            out,
+        let mut maps = std::mem::take(&mut self.maps);
+        maps.clear();
+        modules(&mut maps);
+        let (unwinder, covered) = self.build(pid, &maps);
+        self.maps = maps;
+        if self.processes.len() >= self.config.max_processes && !self.processes.contains_key(&pid) {
+            self.forget_processes();
+        }
+        self.processes.insert(
+            pid,
+            Process {
+                key,
+                unwinder,
+                covered,
+                last_use: clock,
+            },
         );
-        self.stats.frames += (out.len() - before) as u64;
-        end
     }
 
     /// A framehop unwinder over the modules of `maps` whose tables can be read.

@@ -3,6 +3,10 @@
 
 use std::sync::OnceLock;
 
+mod tools;
+#[allow(unused_imports)]
+pub use tools::*;
+
 /// True under `CI=true`: there, a test that cannot run for lack of privilege fails instead
 /// of skipping, because CI runs as root and must exercise the real kernel.
 pub fn ci() -> bool {
