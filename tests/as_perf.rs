@@ -183,9 +183,23 @@ fn folded_stacks_of_a_frameless_binary_fold_as_perfs_do() {
         sp > 500 && sw > 500,
         "too few samples: perf {sp}, perfwatch {sw}"
     );
+    // The folding bug this guards against made 18 times as many stacks. The rare stacks
+    // (one or two samples each, from frame-pointer walks through frameless code) are noise
+    // between two samplers of one run (29 against 19 in a fresh root, with the same 1 585
+    // samples): all stacks within 3x, and those that carry 0.5% of the samples or more
+    // within 1.5x (give or take two).
     assert!(
-        nw as f64 <= 1.5 * np as f64 && np as f64 <= 1.5 * nw as f64,
+        nw as f64 <= 3.0 * np as f64 && np as f64 <= 3.0 * nw as f64,
         "perf folded {sp} samples into {np} stacks, perfwatch {sw} into {nw}"
+    );
+    let common = |m: &HashMap<String, u64>| {
+        let t = total(m).max(1);
+        m.values().filter(|&&n| n * 200 >= t).count() as f64
+    };
+    let (cp, cw) = (common(&perf), common(&pw));
+    assert!(
+        cw <= 1.5 * cp + 2.0 && cp <= 1.5 * cw + 2.0,
+        "stacks with 0.5% of the samples or more: perf {cp}, perfwatch {cw}"
     );
     assert!(
         pw.keys().all(|s| !s.contains(";0x")),
