@@ -154,6 +154,26 @@ pub(super) enum Expr {
     Unknown,
 }
 
+impl Expr {
+    /// The expressions directly under this one, in order: what every walk of a format's
+    /// arguments recurses into.
+    pub(super) fn children(&self) -> impl Iterator<Item = &Expr> {
+        let (a, b, c): (Option<&Expr>, Option<&Expr>, Option<&Expr>) = match self {
+            Expr::Index(_, e)
+            | Expr::Cast { e, .. }
+            | Expr::Unary(_, e)
+            | Expr::Symbolic(e, _)
+            | Expr::Flags(e, _, _) => (Some(e), None, None),
+            Expr::Binary(_, a, b) => (Some(a), Some(b), None),
+            Expr::Cond(c, a, b) => (Some(c), Some(a), Some(b)),
+            Expr::Num(_) | Expr::Str(_) | Expr::Field(_) | Expr::Rec | Expr::Unknown => {
+                (None, None, None)
+            }
+        };
+        a.into_iter().chain(b).chain(c)
+    }
+}
+
 pub(super) struct Parser<'a> {
     pub(super) toks: &'a [Tok],
     pub(super) at: usize,

@@ -96,27 +96,13 @@ pub struct PrintFmt {
 }
 
 fn fields_of(e: &Expr, out: &mut Vec<u16>) {
-    match e {
-        Expr::Field(f) | Expr::Index(f, _) => {
-            if !out.contains(f) {
-                out.push(*f);
-            }
-            if let Expr::Index(_, i) = e {
-                fields_of(i, out);
-            }
+    if let Expr::Field(f) | Expr::Index(f, _) = e {
+        if !out.contains(f) {
+            out.push(*f);
         }
-        Expr::Cast { e, .. } | Expr::Unary(_, e) => fields_of(e, out),
-        Expr::Binary(_, a, b) => {
-            fields_of(a, out);
-            fields_of(b, out);
-        }
-        Expr::Cond(c, a, b) => {
-            fields_of(c, out);
-            fields_of(a, out);
-            fields_of(b, out);
-        }
-        Expr::Symbolic(v, _) | Expr::Flags(v, _, _) => fields_of(v, out),
-        Expr::Num(_) | Expr::Str(_) | Expr::Rec | Expr::Unknown => {}
+    }
+    for c in e.children() {
+        fields_of(c, out);
     }
 }
 
@@ -141,17 +127,13 @@ fn strings_of(e: &Expr, out: &mut Vec<Box<[u8]>>, delim: &mut Option<Box<[u8]>>)
                 add(s, out);
             }
         }
-        Expr::Cast { e, .. } | Expr::Unary(_, e) => strings_of(e, out, delim),
-        Expr::Binary(_, a, b) => {
-            strings_of(a, out, delim);
-            strings_of(b, out, delim);
+        // An index names an element, not text: its strings are not the field's.
+        Expr::Index(..) => {}
+        _ => {
+            for c in e.children() {
+                strings_of(c, out, delim);
+            }
         }
-        Expr::Cond(c, a, b) => {
-            strings_of(c, out, delim);
-            strings_of(a, out, delim);
-            strings_of(b, out, delim);
-        }
-        Expr::Field(_) | Expr::Index(..) | Expr::Num(_) | Expr::Rec | Expr::Unknown => {}
     }
 }
 
@@ -296,18 +278,11 @@ impl PrintFmt {
                     table(v, Some(d), t);
                     walk(v, fields, out);
                 }
-                Expr::Index(_, i) => walk(i, fields, out),
-                Expr::Cast { e, .. } | Expr::Unary(_, e) => walk(e, fields, out),
-                Expr::Binary(_, a, b) => {
-                    walk(a, fields, out);
-                    walk(b, fields, out);
+                _ => {
+                    for c in e.children() {
+                        walk(c, fields, out);
+                    }
                 }
-                Expr::Cond(c, a, b) => {
-                    walk(c, fields, out);
-                    walk(a, fields, out);
-                    walk(b, fields, out);
-                }
-                Expr::Field(_) | Expr::Num(_) | Expr::Str(_) | Expr::Rec | Expr::Unknown => {}
             }
         }
         let mut out = Vec::new();
