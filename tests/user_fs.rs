@@ -117,8 +117,15 @@ struct Setup {
 }
 
 /// A spin program built in a temporary directory (local), and served from a held FUSE mount.
-fn setup(hold: u32) -> Option<Setup> {
-    let python = python_with_fusepy()?;
+/// For the test `name`, which is refused (a failure under `CI=true`) without fusepy.
+fn setup(name: &str, hold: u32) -> Option<Setup> {
+    let Some(python) = python_with_fusepy() else {
+        common::refuse(
+            name,
+            "no python3 with fusepy (Debian: apt-get install python3-fusepy)",
+        );
+        return None;
+    };
     let alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
@@ -211,11 +218,7 @@ fn check_names(out: &std::process::Output, fuse_pid: u32, local_pid: u32, on_fus
 fn a_binary_on_a_held_fuse_mount_is_not_read_and_holds_nothing_up() {
     require_root!("mounting a FUSE filesystem");
     require_perf!();
-    let Some(s) = setup(60) else {
-        common::refuse(
-            test_name!(),
-            "no python3 with fusepy (Debian: apt-get install python3-fusepy)",
-        );
+    let Some(s) = setup(test_name!(), 60) else {
         return;
     };
     let fuse_spin = Killed(Command::new(&s.on_fuse).spawn().unwrap());
@@ -250,11 +253,7 @@ fn a_binary_on_a_held_fuse_mount_is_not_read_and_holds_nothing_up() {
 fn dwarf_unwinding_does_not_read_a_binary_on_a_held_fuse_mount() {
     require_root!("mounting a FUSE filesystem");
     require_perf!();
-    let Some(s) = setup(60) else {
-        common::refuse(
-            test_name!(),
-            "no python3 with fusepy (Debian: apt-get install python3-fusepy)",
-        );
+    let Some(s) = setup(test_name!(), 60) else {
         return;
     };
     let fuse_spin = Killed(Command::new(&s.on_fuse).spawn().unwrap());
@@ -292,11 +291,7 @@ fn dwarf_unwinding_does_not_read_a_binary_on_a_held_fuse_mount() {
 fn sigterm_ends_perfwatch_at_once_with_a_binary_on_a_held_fuse_mount() {
     require_root!("mounting a FUSE filesystem");
     require_perf!();
-    let Some(s) = setup(60) else {
-        common::refuse(
-            test_name!(),
-            "no python3 with fusepy (Debian: apt-get install python3-fusepy)",
-        );
+    let Some(s) = setup(test_name!(), 60) else {
         return;
     };
     let _fuse_spin = Killed(Command::new(&s.on_fuse).spawn().unwrap());
@@ -341,11 +336,7 @@ fn with_read_user_fs_a_held_read_costs_its_wait_and_blinds_no_other_binary() {
     require_root!("mounting a FUSE filesystem");
     require_perf!();
     // Held 4 s: longer than the 2 s load deadline, so the read is stuck for a while.
-    let Some(s) = setup(4) else {
-        common::refuse(
-            test_name!(),
-            "no python3 with fusepy (Debian: apt-get install python3-fusepy)",
-        );
+    let Some(s) = setup(test_name!(), 4) else {
         return;
     };
     let fuse_spin = Killed(Command::new(&s.on_fuse).spawn().unwrap());
