@@ -75,10 +75,7 @@ impl Agent {
             };
             self.server = Some(bound.serve(published, live)?);
         }
-        if let Some(p) = &self.pprof {
-            pipe = pipe.with_tap(Box::new(p.clone()));
-        }
-        Ok(pipe)
+        Ok(self.attach_profiles(pipe))
     }
 
     /// Put the profile taps on a recording's `pipe` (`-i`: there is no live endpoint to serve).
