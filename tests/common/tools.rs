@@ -221,8 +221,19 @@ pub fn side_by_side(
 ) -> (PathBuf, String) {
     let pid = target.pid().to_string();
     let data = dir.join("perf.data");
+    // perf record opens its events disabled and turns them on when told through its control
+    // fifo, answering `ack` once they are on: it is watching then, and its reading of the
+    // target's /proc entries is behind it. (Its fds alone say neither: on a loaded machine
+    // the workload could exec before perf had enabled anything, and perf then named the
+    // exec'd program's samples after the shell, with no binary.)
+    let (ctl, ack) = (dir.join("perf.ctl"), dir.join("perf.ack"));
+    for f in [&ctl, &ack] {
+        let made = Command::new("mkfifo").arg(f).status_in_time().unwrap();
+        assert!(made.success(), "mkfifo {}", f.display());
+    }
+    let control = format!("fifo:{},{}", ctl.display(), ack.display());
     let mut perf = Command::new("perf")
-        .args(["record", "-q"])
+        .args(["record", "-q", "-D", "-1", "--control", &control])
         .args(watch)
         .args(["-p", &pid, "-o"])
         .arg(&data)
@@ -239,12 +250,58 @@ pub fn side_by_side(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    super::wait_until_watching(&mut perf);
+    perf_enable(&mut perf, &ctl, &ack);
     super::wait_until_watching(&mut pw);
     target.run(Duration::from_secs(120));
     monitor_end(perf, "perf record");
     let out = monitor_end(pw, "perfwatch");
     (data, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Tell a `perf record -D -1 --control fifo:CTL,ACK` to enable its events and wait, with a
+/// deadline, for its `ack`: from then on it records.
+#[track_caller]
+fn perf_enable(perf: &mut Child, ctl: &Path, ack: &Path) {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let t0 = Instant::now();
+    let alive = |perf: &mut Child, what: &str| {
+        assert!(
+            perf.try_wait().unwrap().is_none(),
+            "perf record ended before it {what}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "perf record: no {what} in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Opening a fifo without blocking: for writing, it fails until perf has it open.
+    let mut w = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(ctl)
+        {
+            Ok(f) => break f,
+            Err(_) => alive(perf, "opened its control fifo"),
+        }
+    };
+    w.write_all(b"enable\n").unwrap();
+    let mut r = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(ack)
+        .unwrap();
+    let mut said = Vec::new();
+    // perf writes `ack\n` and a NUL.
+    while !said.windows(4).any(|w| w == b"ack\n") {
+        let mut buf = [0u8; 16];
+        match r.read(&mut buf) {
+            Ok(n) if n > 0 => said.extend_from_slice(&buf[..n]),
+            _ => alive(perf, "acknowledged 'enable'"),
+        }
+    }
 }
 
 /// A tmpfs of `size` bytes (mount(8)'s `size=`: `4k`) mounted at the new directory
