@@ -21,7 +21,9 @@
 //! Untrusted text (commands, names, paths, tracepoint strings) is escaped as everywhere else:
 //! a name made of printable ASCII prints as perf prints it.
 
-use crate::callchain::{Frame, FrameNames, NoNames};
+use crate::callchain::{
+    CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_USER, Frame, FrameNames, NoNames, is_marker,
+};
 use crate::event::{Event, EventKind};
 use crate::process::ProcessModel;
 use crate::process::maps::AddressSpace;
@@ -236,6 +238,13 @@ pub fn write_perf(buf: &mut Vec<u8>, ev: &Event, style: &PerfStyle, tasks: Optio
     };
     let shown = style.types[output_type(event.type_)];
     let chain = callchain.as_ref().filter(|_| style.callchains && shown.ip);
+    // perf takes a chain with a marker other than the kernel's, user's or hypervisor's for
+    // corrupt (`add_callchain_ip`: "Discard all") and prints no frame of it.
+    let frames = chain.filter(|c| {
+        c.entries()
+            .iter()
+            .all(|&e| !is_marker(e) || matches!(e, CONTEXT_KERNEL | CONTEXT_USER | CONTEXT_HV))
+    });
     let start = buf.len();
     comm(buf, ev, tasks);
     if chain.is_none() {
@@ -314,7 +323,7 @@ pub fn write_perf(buf: &mut Vec<u8>, ev: &Event, style: &PerfStyle, tasks: Optio
     }
     if shown.ip {
         match chain {
-            Some(chain) => {
+            Some(_) => {
                 buf.push(b'\n');
                 let names: &dyn FrameNames = match sym {
                     Some(n) => &**n,
@@ -323,7 +332,8 @@ pub fn write_perf(buf: &mut Vec<u8>, ev: &Event, style: &PerfStyle, tasks: Optio
                 let space = tasks
                     .and_then(|t| t.process_at(ev.pid, ev.time))
                     .map(|p| p.space_at(ev.time));
-                for (i, frame) in chain.frames().enumerate().take(MAX_FRAMES) {
+                let frames = frames.into_iter().flat_map(|c| c.frames());
+                for (i, frame) in frames.enumerate().take(MAX_FRAMES) {
                     buf.push(b'\t');
                     hex16(buf, frame_address(frame, space));
                     symbol(buf, names.symbol(i, frame));
@@ -484,6 +494,20 @@ mod tests {
              \tffffffff81000010 k_tick+0x4 ([kernel.kallsyms])\n\
              \t            1136 hot_b+0x4 (/usr/local/bin/spin)\n\
              \t    7f0000000001 [unknown] ([unknown])\n\n"
+        );
+        // A marker perf does not know (here -1): perf discards the chain, frames and all.
+        let mut bad = ev.clone();
+        if let EventKind::Sample { callchain, .. } = &mut bad.kind {
+            *callchain = Some(Callchain::new(vec![
+                CONTEXT_USER,
+                0x5555_0000_0136,
+                u64::MAX,
+                7,
+            ]));
+        }
+        assert_eq!(
+            line(&bad, &s, Some(&tasks)),
+            "spin     9 [001]     2.000000:    1001001 cpu-clock: \n\n"
         );
         // Without the chain's events recording chains, one line.
         let s = style(&[("cpu-clock", SW, SYSTEM)]);
