@@ -867,6 +867,7 @@ fn blocks_of(text: &str, comm: &str) -> String {
 #[test]
 fn format_perf_prints_what_perf_script_prints_for_clock_samples() {
     require_perf!();
+    let _tracefs = require_tracefs!();
     // A command's recording (no CPU column), with forks, exits, comm and mmap records.
     let (dir, prog, data) = record_prog(
         "task.data",
@@ -889,6 +890,30 @@ fn format_perf_prints_what_perf_script_prints_for_clock_samples() {
         "{perf}"
     );
     same_lines("per task, -g", &perf, &perfwatch_perf_lines(&chains));
+    // A tracepoint beside the clock, with call chains: the tracepoint's fields, then its
+    // (kernel) chain; the event column as wide as the longest name.
+    let mixed = dir.path().join("mixed.data");
+    perf_record(
+        &mixed,
+        &[
+            "-g",
+            "-e",
+            "sched:sched_process_fork,cpu-clock",
+            "-F",
+            "2000",
+            "--",
+            p,
+            "300",
+            "5",
+        ],
+    );
+    let perf = perf_out(&["script"], &mixed);
+    assert!(perf.contains(" sched:sched_process_fork: comm="), "{perf}");
+    same_lines(
+        "a tracepoint and a clock, -g",
+        &perf,
+        &perfwatch_perf_lines(&mixed),
+    );
     // The whole system with call chains (the CPU column): the program's samples, named
     // after the program renamed itself (the other programs of a shared machine may be
     // binaries replaced since they started, which perfwatch refuses to read by design).
@@ -918,7 +943,7 @@ fn format_perf_prints_what_perf_script_prints_for_clock_samples() {
 #[test]
 fn format_perf_prints_what_perf_script_prints_for_tracepoints() {
     require_perf!();
-    require_tracefs!();
+    let _tracefs = require_tracefs!();
     let events = [
         "sched:sched_switch",
         "sched:sched_wakeup",
@@ -946,7 +971,7 @@ fn format_perf_prints_what_perf_script_prints_for_tracepoints() {
 #[test]
 fn format_perf_works_live_and_its_lines_parse_as_perf_scripts_do() {
     require_perf!();
-    require_tracefs!();
+    let _tracefs = require_tracefs!();
     let dir = tempfile::tempdir().unwrap();
     let prog = build(dir.path());
     let r = common::run(
