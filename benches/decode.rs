@@ -131,7 +131,7 @@ fn bench_formats(g: &mut BenchmarkGroup<WallTime>, events: &[Event], line_bytes:
             b.iter(|| {
                 buf.clear();
                 for e in events {
-                    write_event(&mut buf, e, format).unwrap();
+                    write_event(&mut buf, e, format.clone()).unwrap();
                 }
                 black_box(buf.len())
             })

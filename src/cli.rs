@@ -153,6 +153,11 @@ pub struct Cli {
     #[arg(long = "json")]
     pub json: bool,
 
+    /// The line format on stdout: plain (--plain), json (--json), or perf: the samples as
+    /// `perf script` prints them by default (live, and on a recording with -i).
+    #[arg(long = "format", value_name = "FORMAT", value_enum, conflicts_with_all = ["plain", "json"])]
+    pub format: Option<LineFormat>,
+
     /// Run this Python script on every event (repeatable; scripts run in the order given). It
     /// may define trace_begin(), trace_end(), filter(event), on_event(event), on_tick(); or
     /// be written for perf script (SUBSYS__EVENT handlers, process_event, trace_unhandled),
@@ -234,7 +239,7 @@ pub struct Cli {
 
     /// No screen and no lines: run headless (with --metrics, --pprof-every, --folded FILE)
     /// until a signal or -d; the summary still goes to stderr.
-    #[arg(long = "quiet", conflicts_with_all = ["plain", "json"])]
+    #[arg(long = "quiet", conflicts_with_all = ["plain", "json", "format"])]
     pub quiet: bool,
 
     /// Command to run and watch (from its exec, with its children); perfwatch stops when it
@@ -262,6 +267,17 @@ pub enum Generate {
     CompleteFish,
     /// A PowerShell completion script.
     CompletePowershell,
+}
+
+/// `--format`: the line format on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LineFormat {
+    /// As --plain: perf's Python binding's lines.
+    Plain,
+    /// As --json: one JSON object per record.
+    Json,
+    /// perf script's default lines (samples only, as perf script prints them).
+    Perf,
 }
 
 /// How call chains are recorded (`--call-graph`).

@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 
 use anyhow::Result;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, LineFormat};
 use crate::format::Format;
 use crate::frontend::plain::{self, PlainOptions};
 use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
@@ -161,7 +161,13 @@ fn call_graph_of(cli: &Cli) -> Result<Option<u16>> {
 pub struct UsageError(pub String);
 
 /// Run perfwatch; returns the process exit code.
-pub fn run(cli: Cli) -> Result<i32> {
+pub fn run(mut cli: Cli) -> Result<i32> {
+    // `--format plain|json` are --plain and --json; `--format perf` is read where lines are.
+    match cli.format {
+        Some(LineFormat::Plain) => cli.plain = true,
+        Some(LineFormat::Json) => cli.json = true,
+        _ => {}
+    }
     // Before anything installs a handler: a signal ignored at entry stays ignored.
     crate::signals::record_entry();
     if let Some(filter) = &cli.list_events {
@@ -185,6 +191,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     // on stdout) was asked for, and the terminal can show it.
     let mut interactive = !cli.json
         && !cli.plain
+        && cli.format.is_none()
         && !cli.quiet
         && cli.folded.as_deref() != Some(std::path::Path::new("-"))
         && std::io::stdout().is_terminal();
@@ -299,7 +306,15 @@ pub fn run(cli: Cli) -> Result<i32> {
     for note in &mon.info.notes {
         eprintln!("perfwatch: {note}");
     }
-    let opts = line_options(&cli, scripts.perf_style(), &folding);
+    let perf_lines = perf_lines(&cli, || {
+        crate::format::perf::PerfStyle::live(
+            mon.info
+                .events
+                .iter()
+                .map(|e| (e.name.as_str(), e.type_, e.call_graph.is_some())),
+        )
+    });
+    let opts = line_options(&cli, scripts.perf_style(), &folding, perf_lines);
     let mut out = crate::output::StdoutQueue::stdout()?;
     let (mut pipe, scripts) =
         scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
@@ -348,11 +363,12 @@ fn line_options(
     cli: &Cli,
     perf_script: bool,
     folding: &Option<crate::folded::Folding>,
+    perf_lines: Option<crate::format::perf::PerfStyle>,
 ) -> PlainOptions {
-    let format = if cli.json {
-        Format::Json
-    } else {
-        Format::Plain
+    let format = match perf_lines {
+        _ if cli.json => Format::Json,
+        Some(style) => Format::Perf(std::sync::Arc::new(style)),
+        None => Format::Plain,
     };
     let filter = if perf_script || cli.quiet {
         Some(
@@ -366,6 +382,15 @@ fn line_options(
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter)
     };
     PlainOptions::new(format, filter, folding.clone())
+}
+
+/// `--format perf`'s style, made by `style` from the session's events; `None` for the other
+/// line formats.
+fn perf_lines(
+    cli: &Cli,
+    style: impl FnOnce() -> crate::format::perf::PerfStyle,
+) -> Option<crate::format::perf::PerfStyle> {
+    (cli.format == Some(LineFormat::Perf)).then(style)
 }
 
 /// What the end of a line-format run leaves for its summary and exit status.

@@ -244,7 +244,31 @@ fn perfs_scripts_print_on_a_recording_what_perf_script_prints() {
          def trace_end():\n    print('sys_enter', n)\n",
     )
     .unwrap();
+    // perf_sample_dict's keys, and the values perf gives what a sample did not record
+    // (branch stacks, registers, data source, read values) and the binary's build id and
+    // mapping.
+    let dict = dir.path().join("sample-dict.py");
+    std::fs::write(
+        &dict,
+        r#"keys = set(); consts = set(); maps = set()
+def process_event(d):
+    keys.update("top." + k for k in d)
+    keys.update("sample." + k for k in d["sample"])
+    for k in ("brstack", "brstacksym", "iregs", "uregs"):
+        consts.add((k, repr(d[k])))
+    for k in ("datasrc", "datasrc_decode", "values"):
+        consts.add((k, repr(d["sample"][k])))
+    if d.get("dso", "").endswith("/pwspin"):
+        maps.add(repr((d.get("dso_bid"), d.get("dso_map_start"), d.get("dso_map_end"))))
+def trace_end():
+    for k in sorted(keys): print(k)
+    for c in sorted(consts): print(*c)
+    for m in sorted(maps): print("map", m)
+"#,
+    )
+    .unwrap();
     for (script, data) in [
+        ("sample-dict.py", &stacks),
         ("syscall-counts.py", &syscalls),
         ("syscall-counts-by-pid.py", &syscalls),
         ("failed-syscalls-by-pid.py", &syscalls),
@@ -254,6 +278,7 @@ fn perfs_scripts_print_on_a_recording_what_perf_script_prints() {
         let path = match shipped(script) {
             Some(p) => p,
             None if script == "slow-count.py" => slow.clone(),
+            None if script == "sample-dict.py" => dict.clone(),
             None => skip!("{script} is not in {PERF_SCRIPTS} (Debian: linux-perf)"),
         };
         let perf = Command::new("perf")

@@ -1,8 +1,10 @@
-//! The line formats, in one home: `--plain` ([`plain`]: perf's Python binding's shape) and
-//! `--json` ([`json`]), a call chain's part included in each. Every frontend writes events
-//! through here; nothing here knows where a line goes.
+//! The line formats, in one home: `--plain` ([`plain`]: perf's Python binding's shape),
+//! `--json` ([`json`]) and `--format perf` ([`perf`]: perf script's default lines), a call
+//! chain's part included in each. Every frontend writes events through here; nothing here
+//! knows where a line goes.
 
 pub mod json;
+pub mod perf;
 pub mod plain;
 
 use std::io::{self, Write};
@@ -11,12 +13,14 @@ use crate::event::Event;
 pub use json::{Address, push_address, write_json, write_json_in, write_json_with};
 
 /// The line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Format {
     /// perf's Python binding: `cpu: 0, pid: 1, tid: 1 { type: fork, ... }`.
     Plain,
     /// One JSON object per line.
     Json,
+    /// perf script's default lines, with the session's choices of fields and widths.
+    Perf(std::sync::Arc<perf::PerfStyle>),
 }
 
 /// Write one event as a line.
@@ -29,6 +33,12 @@ pub fn write_event(out: &mut impl Write, ev: &Event, format: Format) -> io::Resu
             out.write_all(buf)
         }),
         Format::Json => write_json(out, ev),
+        // Without the process model every thread is `:TID`, as perf names one it never saw.
+        Format::Perf(style) => LINE.with_borrow_mut(|buf| {
+            buf.clear();
+            perf::write_perf(buf, ev, &style, None);
+            out.write_all(buf)
+        }),
     }
 }
 

@@ -165,8 +165,8 @@ fn write_ready(
         if err.is_none() && records {
             // One read lock per chunk, and only when a filter or --json (argv) looks at the
             // model.
-            let json = matches!(opts.format, Format::Json);
-            let tasks = (opts.filter.is_some() || json).then(|| model.read());
+            let named = matches!(opts.format, Format::Json | Format::Perf(_));
+            let tasks = (opts.filter.is_some() || named).then(|| model.read());
             for ev in &chunk.events {
                 if let (Some(f), Some(tasks)) = (opts.filter.as_mut(), tasks.as_deref()) {
                     if !f(ev, tasks) {
@@ -174,10 +174,13 @@ fn write_ready(
                     }
                 }
                 wrote = true;
-                match opts.format {
+                match &opts.format {
                     Format::Plain => {
                         ev.write_line(&mut buf);
                         buf.push(b'\n');
+                    }
+                    Format::Perf(style) => {
+                        crate::format::perf::write_perf(&mut buf, ev, style, tasks.as_deref());
                     }
                     // Into a Vec: cannot fail.
                     Format::Json => {

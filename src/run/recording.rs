@@ -146,7 +146,18 @@ pub fn run(
     // -s S`.
     let perf_script = scripts.perf_style();
     let pipe = agent.attach_profiles(pipe);
-    let opts = line_options(cli, perf_script, &folding);
+    let perf_lines = super::perf_lines(cli, || {
+        let events: Vec<_> = (rec.info.attrs.iter().zip(&rec.info.descs))
+            .map(|(a, d)| crate::format::perf::SessionEvent {
+                name: d.name,
+                type_: a.type_,
+                sample_type: a.sample_type,
+                dummy: a.is_dummy(),
+            })
+            .collect();
+        crate::format::perf::PerfStyle::new(&events)
+    });
+    let opts = line_options(cli, perf_script, &folding, perf_lines);
     let mut out = crate::output::StdoutQueue::stdout()?;
     if cli.json
         && !perf_script

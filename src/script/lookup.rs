@@ -54,3 +54,12 @@ pub fn exec_cmdline(pid: u32, time: u64) -> Option<Arc<CmdLine>> {
 pub fn exec_argv(pid: u32, time: u64) -> Option<Vec<String>> {
     exec_cmdline(pid, time).map(|c| c.lossy_args())
 }
+
+/// The start and end of the mapping that held `addr` in process `pid` at `time`; None when
+/// the model knows none.
+pub fn mapping(pid: u32, time: u64, addr: u64) -> Option<(u64, u64)> {
+    let model = MODEL.lock().ok()?.clone()?;
+    let m = model.read();
+    m.find_mapping(pid, time, addr)
+        .map(|(m, _)| (m.start, m.end()))
+}

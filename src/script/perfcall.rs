@@ -458,6 +458,12 @@ fn sample_dict<'py>(
     s.set_item("addr", 0)?;
     s.set_item("weight", 0)?;
     s.set_item("transaction", 0)?;
+    // What perf gives a sample that did not sample these (perf 6.1, checked with a script
+    // printing the dict): no data source (PERF_MEM_DATA_SRC_NONE, decoded), and one read
+    // value of zeros.
+    s.set_item("datasrc", DATA_SRC_NONE)?;
+    s.set_item("datasrc_decode", DATA_SRC_NONE_DECODED)?;
+    s.set_item("values", vec![(0u64, 0u64, 0u64)])?;
     // PERF_RECORD_MISC_CPUMODE_MASK of the sample's misc (kernel 1, user 2, ...).
     if let EventKind::Sample { misc, .. } = &ev.kind {
         s.set_item("cpumode", misc & 7)?;
@@ -467,14 +473,34 @@ fn sample_dict<'py>(
     d.set_item("comm", comm_of(ev))?;
     if let Some(sym) = ev.sym() {
         d.set_item("dso", sym.dso().name())?;
+        // perf: the build id it read for the binary, else empty.
+        let bid = sym.dso().build_id().map(|b| b.to_hex()).unwrap_or_default();
+        d.set_item("dso_bid", bid)?;
+        // The mapping's bounds where perfwatch's process model has it (user space).
+        if !sym.is_kernel() {
+            if let Some((start, end)) = super::lookup::mapping(ev.pid, ev.time, ip) {
+                d.set_item("dso_map_start", start)?;
+                d.set_item("dso_map_end", end)?;
+            }
+        }
         if let Some(n) = sym.name() {
             d.set_item("symbol", n)?;
             d.set_item("symoff", sym.offset().unwrap_or(0))?;
         }
     }
     d.set_item("callchain", callchain)?;
+    // perfwatch records no branch stacks nor registers: perf's empty forms.
+    d.set_item("brstack", PyList::empty(py))?;
+    d.set_item("brstacksym", PyList::empty(py))?;
+    d.set_item("iregs", "")?;
+    d.set_item("uregs", "")?;
     Ok(d)
 }
+
+/// PERF_MEM_DATA_SRC_NONE: the data source perf gives a sample that did not sample one.
+const DATA_SRC_NONE: u64 = 0x0508_0021;
+/// How perf script decodes it (`perf_script__meminfo_scnprintf`).
+const DATA_SRC_NONE_DECODED: &str = "|OP N/A|LVL N/A|SNP N/A|TLB N/A|LCK N/A|BLK  N/A";
 
 #[cfg(test)]
 mod tests {
