@@ -106,6 +106,7 @@ fn serve(
     stop: &AtomicBool,
     woken: &UnixStream,
 ) {
+    answer_first();
     let mut conns: VecDeque<Connection> = VecDeque::new();
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNECTIONS + 2);
     while !stop.load(Ordering::Relaxed) {
@@ -190,6 +191,21 @@ fn serve(
         }
     }
 }
+
+/// Give this thread (only) a nice value of [`NICE`] when allowed (root, CAP_SYS_NICE; else it
+/// stays as it is). It sleeps but for a scrape, so it takes next to no CPU from anyone, and a
+/// scrape no longer waits behind every runnable task of a loaded machine for its turn: on
+/// the 2-CPU VM at a load average of 17, the longest of 200 scrapes was 182 ms without it.
+fn answer_first() {
+    // SAFETY: gettid and setpriority take no pointers; the thread id is this thread's.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, NICE);
+    }
+}
+
+/// The endpoint thread's nice value.
+const NICE: i32 = -10;
 
 /// Read or write what the connection is ready for; false when it is done or broken.
 fn step(c: &mut Connection, published: &Published, live: &Live, start_time: Option<f64>) -> bool {
