@@ -40,6 +40,9 @@ impl Agent {
         interactive: bool,
         every: Option<(std::time::Duration, std::path::PathBuf)>,
     ) -> Result<Agent> {
+        if Self::wanted(cli) {
+            few_malloc_arenas();
+        }
         let bound = match cli.metrics {
             Some(addr) => Some((
                 BoundMetrics::bind(addr)
@@ -103,5 +106,21 @@ impl Agent {
             crate::output::stderr_bounded(format!("perfwatch: {l}\n").as_bytes());
         }
         ok
+    }
+}
+
+/// One malloc arena, trimmed past 128 KiB free at its top. glibc gives each thread that meets
+/// a locked arena one of its own (up to 8 per CPU), and memory freed in one is not used by
+/// the others; its trim threshold grows with the largest block freed (a symbol table), so
+/// freed memory stayed resident. perfwatch's threads allocate little at once (tcache takes
+/// most of it without the lock). `perfwatch -a --quiet -F 1000`, 20 s on the busy VM, side by
+/// side: 58 MiB RSS as is, 51 with two arenas, 44 with one arena and this threshold; the
+/// model alone (`-e dummy`) is 9 MiB. Called before the agent's threads start.
+fn few_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; no pointer is passed.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 10);
     }
 }

@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -30,13 +31,14 @@ pub const MAX_CONNECTIONS: usize = 1024;
 pub const MAX_REQUEST: usize = 8192;
 /// How long a connection may take to send its request and read the answer.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the loop sleeps in poll(2) before it looks at the stop flag.
-const TICK: Duration = Duration::from_millis(200);
 
 /// The running endpoint; dropping it stops the thread.
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Written to on drop: wakes the loop from poll(2), which otherwise sleeps until a
+    /// connection or its deadline needs it (no tick: an idle agent's endpoint costs nothing).
+    wake: UnixStream,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -58,12 +60,14 @@ impl BoundMetrics {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let start_time = process_start_time();
+        let (wake, woken) = UnixStream::pair()?;
         let thread = std::thread::Builder::new()
             .name("perfwatch-metrics".into())
-            .spawn(move || serve(listener, &published, &live, start_time, &flag))?;
+            .spawn(move || serve(listener, &published, &live, start_time, &flag, &woken))?;
         Ok(MetricsServer {
             addr,
             stop,
+            wake,
             thread: Some(thread),
         })
     }
@@ -79,6 +83,7 @@ impl MetricsServer {
 impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let _ = (&self.wake).write(&[1]);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -99,13 +104,20 @@ fn serve(
     live: &Live,
     start_time: Option<f64>,
     stop: &AtomicBool,
+    woken: &UnixStream,
 ) {
+    answer_first();
     let mut conns: VecDeque<Connection> = VecDeque::new();
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNECTIONS + 1);
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNECTIONS + 2);
     while !stop.load(Ordering::Relaxed) {
         fds.clear();
         fds.push(libc::pollfd {
             fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        fds.push(libc::pollfd {
+            fd: woken.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         });
@@ -120,27 +132,29 @@ fn serve(
                 revents: 0,
             });
         }
+        // Until the oldest connection's deadline (they are in the order they came), or
+        // until something happens.
+        let timeout = conns.front().map_or(-1, |c| {
+            CONNECTION_TIMEOUT
+                .saturating_sub(c.since.elapsed())
+                .as_millis()
+                .clamp(1, 60_000) as i32
+        });
         // SAFETY: `fds` is a live, initialised array of `fds.len()` pollfd structs that poll
         // only writes `revents` of.
-        let n = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                TICK.as_millis() as i32,
-            )
-        };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if n < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            std::thread::sleep(TICK);
+            std::thread::sleep(Duration::from_millis(200));
             continue;
         }
         let now = Instant::now();
         // Connections first (their indexes match `fds` until the table changes).
         let mut keep = VecDeque::with_capacity(conns.len());
         for (i, mut c) in conns.drain(..).enumerate() {
-            let ready = fds.get(i + 1).is_some_and(|p| p.revents != 0);
+            let ready = fds.get(i + 2).is_some_and(|p| p.revents != 0);
             let alive = if ready {
                 step(&mut c, published, live, start_time)
             } else {
@@ -177,6 +191,21 @@ fn serve(
         }
     }
 }
+
+/// Give this thread (only) a nice value of [`NICE`] when allowed (root, CAP_SYS_NICE; else it
+/// stays as it is). It sleeps but for a scrape, so it takes next to no CPU from anyone, and a
+/// scrape no longer waits behind every runnable task of a loaded machine for its turn: on
+/// the 2-CPU VM at a load average of 17, the longest of 200 scrapes was 182 ms without it.
+fn answer_first() {
+    // SAFETY: gettid and setpriority take no pointers; the thread id is this thread's.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, NICE);
+    }
+}
+
+/// The endpoint thread's nice value.
+const NICE: i32 = -10;
 
 /// Read or write what the connection is ready for; false when it is done or broken.
 fn step(c: &mut Connection, published: &Published, live: &Live, start_time: Option<f64>) -> bool {

@@ -43,7 +43,8 @@ const KERNEL: u32 = u32::MAX;
 /// What a frame is called, and in which binary.
 #[derive(Clone)]
 struct FrameName {
-    function: Box<str>,
+    /// Shared by every address of the function.
+    function: Arc<str>,
     known: bool,
     binary: Arc<Binary>,
 }
@@ -65,12 +66,18 @@ struct Owner {
 
 /// The samples of one profile.
 pub struct Profiles {
-    /// Samples and summed periods by `[owner id, (frame owner, address)...]`, leaf first; a
-    /// frame's owner is the pid, or [`KERNEL`].
-    stacks: FastMap<Box<[u64]>, (u64, u64)>,
+    /// Samples and summed periods by `[owner id, frame id...]`, leaf first. Frame ids are
+    /// 4 bytes where a (frame owner, address) is 12: a 60 s profile of a busy machine holds
+    /// some 100 000 distinct deep stacks, and that was most of the agent's memory.
+    stacks: FastMap<Box<[u32]>, (u64, u64)>,
+    /// Frame ids by (frame owner, address); a frame's owner is the pid, or [`KERNEL`].
+    frame_ids: FastMap<(u32, u64), u32>,
+    frames: Vec<(u32, u64)>,
     owners: Vec<Owner>,
     owner_ids: FastMap<Owner, u32>,
-    names: FastMap<(u32, u64), FrameName>,
+    /// What each frame id is called, when the symbolize step said.
+    names: FastMap<u32, FrameName>,
+    functions: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
     comms: FastMap<Box<[u8]>, Arc<str>>,
     cgroups: FastMap<Arc<str>, Arc<str>>,
     binaries: FastMap<Arc<Binary>, ()>,
@@ -81,7 +88,7 @@ pub struct Profiles {
     samples: u64,
     dropped: u64,
     scratch: Vec<(u32, u64)>,
-    key: Vec<u64>,
+    key: Vec<u32>,
 }
 
 impl Default for Profiles {
@@ -100,9 +107,12 @@ impl Profiles {
     pub fn new() -> Profiles {
         Profiles {
             stacks: FastMap::default(),
+            frame_ids: FastMap::default(),
+            frames: Vec::new(),
             owners: Vec::new(),
             owner_ids: FastMap::default(),
             names: FastMap::default(),
+            functions: Default::default(),
             comms: FastMap::default(),
             cgroups: FastMap::default(),
             binaries: FastMap::default(),
@@ -154,6 +164,25 @@ impl Profiles {
                 .scratch
                 .push((owner(Context::of_cpumode(*misc).is_kernel()), *ip)),
         }
+        self.key.clear();
+        self.key.push(0);
+        for i in 0..self.scratch.len() {
+            let frame = self.scratch[i];
+            let id = match self.frame_ids.get(&frame) {
+                Some(&id) => id,
+                None if self.frames.len() < MAX_NAMES => {
+                    let id = self.frames.len() as u32;
+                    self.frames.push(frame);
+                    self.frame_ids.insert(frame, id);
+                    id
+                }
+                None => {
+                    self.dropped += 1;
+                    return;
+                }
+            };
+            self.key.push(id);
+        }
         // What the symbolize step said of each frame.
         if let Some(n) = sym.as_deref() {
             let chain = callchain.as_ref().is_some_and(|c| !c.is_empty());
@@ -164,8 +193,7 @@ impl Profiles {
             };
             for (i, s) in named.iter().enumerate().take(self.scratch.len()) {
                 if let Some(s) = s {
-                    let (o, a) = self.scratch[i];
-                    self.learn(o, a, s);
+                    self.learn(self.key[i + 1], s);
                 }
             }
         }
@@ -207,12 +235,7 @@ impl Profiles {
                 id
             }
         };
-        self.key.clear();
-        self.key.push(owner_id as u64);
-        for &(o, a) in &self.scratch {
-            self.key.push(o as u64);
-            self.key.push(a);
-        }
+        self.key[0] = owner_id;
         let full = self.stacks.len() >= MAX_STACKS;
         match self.stacks.get_mut(&self.key[..]) {
             Some(v) => {
@@ -226,9 +249,9 @@ impl Profiles {
         }
     }
 
-    fn learn(&mut self, owner: u32, ip: u64, s: &crate::symbols::Symbolized) {
+    fn learn(&mut self, frame: u32, s: &crate::symbols::Symbolized) {
         let known = s.is_known();
-        if let Some(n) = self.names.get(&(owner, ip)) {
+        if let Some(n) = self.names.get(&frame) {
             if n.known || !known {
                 return;
             }
@@ -253,10 +276,19 @@ impl Profiles {
                 b
             }
         };
+        let name = crate::text::escape(s.symbol().frame_name().as_bytes());
+        let function = match self.functions.get(name.as_str()) {
+            Some(f) => f.clone(),
+            None => {
+                let f: Arc<str> = name.into();
+                self.functions.insert(f.clone());
+                f
+            }
+        };
         self.names.insert(
-            (owner, ip),
+            frame,
             FrameName {
-                function: crate::text::escape(s.symbol().frame_name().as_bytes()).into(),
+                function,
                 known,
                 binary,
             },
@@ -278,9 +310,9 @@ impl Profiles {
             (strings.id("pid"), strings.id("comm"), strings.id("cgroup"));
         let mut mappings: FastMap<*const Binary, u64> = FastMap::default();
         let mut mapping = Vec::new();
-        let mut functions: FastMap<(Box<str>, u64), u64> = FastMap::default();
+        let mut functions: FastMap<(Arc<str>, u64), u64> = FastMap::default();
         let mut function = Vec::new();
-        let mut locations: FastMap<(u32, u64), u64> = FastMap::default();
+        let mut locations: FastMap<u32, u64> = FastMap::default();
         let mut location = Vec::new();
         let unknown = Arc::new(Binary {
             path: crate::symbols::UNKNOWN.into(),
@@ -295,13 +327,15 @@ impl Profiles {
                 continue;
             };
             let who = &self.owners[owner_id as usize];
-            let mut ids = Vec::with_capacity(frames.len() / 2);
-            for f in frames.chunks_exact(2) {
-                let (owner, ip) = (f[0] as u32, f[1]);
-                let id = match locations.get(&(owner, ip)) {
+            let mut ids = Vec::with_capacity(frames.len());
+            for &frame in frames {
+                let Some(&(_, ip)) = self.frames.get(frame as usize) else {
+                    continue;
+                };
+                let id = match locations.get(&frame) {
                     Some(&id) => id,
                     None => {
-                        let (fname, binary) = match self.names.get(&(owner, ip)) {
+                        let (fname, binary) = match self.names.get(&frame) {
                             Some(n) => (n.function.clone(), n.binary.clone()),
                             None => (format!("{ip:#x}").into(), unknown.clone()),
                         };
@@ -345,7 +379,7 @@ impl Profiles {
                             }],
                             is_folded: false,
                         });
-                        locations.insert((owner, ip), id);
+                        locations.insert(frame, id);
                         id
                     }
                 };

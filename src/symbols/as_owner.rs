@@ -166,8 +166,12 @@ pub(crate) fn open_perf_map(pid: u32) -> Result<Opened, Refused> {
     let Some(creds) = creds_of(pid) else {
         return open_left_behind(name(pid).as_bytes());
     };
+    let ns = ns_pid(pid);
+    if surely_absent(pid, ns) {
+        return Err(Refused::Open(OpenError::NotFound));
+    }
     let mut result = Err(Refused::Open(OpenError::NotFound));
-    if let Some(ns) = ns_pid(pid) {
+    if let Some(ns) = ns {
         let root = open_dir(&format!("/proc/{pid}/root"))?;
         result = open(&root, name(ns).as_bytes(), &creds, CHILD_DEADLINE);
     }
@@ -176,6 +180,98 @@ pub(crate) fn open_perf_map(pid: u32) -> Result<Opened, Refused> {
         result = open(&root, name(pid).as_bytes(), &creds, CHILD_DEADLINE);
     }
     result
+}
+
+/// Whether the process's perf map surely does not exist, known without the child: the
+/// process sees the mount namespace and root perfwatch sees, and neither name the child
+/// would try is in perfwatch's own `/tmp`. Most processes have no map, and their maps are
+/// looked for again every second while they are sampled; a fork of perfwatch (tens of MB of
+/// page tables to copy, and every page written afterwards faults once) for each look was
+/// most of the headless agent's CPU time on a busy machine.
+///
+/// The look is a path lookup only (`O_PATH`: nothing is opened, read or drained) of one
+/// name in `/tmp`, which stays on `/tmp`'s filesystem (no symbolic link, no mount crossed),
+/// and is not made when that filesystem is one whose lookups can wait on someone else. Any
+/// answer but "no such file" leaves the question to the child.
+fn surely_absent(pid: u32, ns: Option<u32>) -> bool {
+    let link = |p: String| std::fs::read_link(p).ok();
+    let same_view = link(format!("/proc/{pid}/root")).is_some_and(|r| r.as_os_str() == "/")
+        && link(format!("/proc/{pid}/ns/mnt"))
+            .is_some_and(|m| Some(m) == link("/proc/self/ns/mnt".into()));
+    let Some(tmp) = (if same_view { our_tmp() } else { None }) else {
+        return false;
+    };
+    let names = [Some(pid), ns.filter(|&n| n != pid)];
+    names.iter().flatten().all(|n| {
+        let Ok(name) = CString::new(format!("perf-{n}.map")) else {
+            return false;
+        };
+        let how = OpenHow {
+            flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: libc::RESOLVE_BENEATH
+                | libc::RESOLVE_NO_XDEV
+                | libc::RESOLVE_NO_SYMLINKS
+                | libc::RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: a directory fd we own, a NUL-terminated name and an open_how of the size
+        // given, all alive for the call; a descriptor returned is closed at once.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                tmp.as_raw_fd(),
+                name.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: a descriptor openat2 just returned, owned by nobody else.
+            drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+            return false;
+        }
+        io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
+    })
+}
+
+/// perfwatch's own `/tmp` (`O_PATH`), unless its filesystem is one whose lookups can wait on
+/// another program or machine (FUSE, NFS, ...: [`super::mounts::can_hang`]) or is not known.
+fn our_tmp() -> Option<&'static OwnedFd> {
+    static TMP: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    TMP.get_or_init(|| {
+        let info = std::fs::read("/proc/self/mountinfo").ok()?;
+        let fstype = tmp_fstype(&info)?;
+        if super::mounts::can_hang(fstype) {
+            return None;
+        }
+        open_dir("/tmp").ok()
+    })
+    .as_ref()
+}
+
+/// The filesystem type of the mount `/tmp` is on, from a mountinfo text: the last mount on
+/// `/tmp` itself, else on `/`.
+fn tmp_fstype(mountinfo: &[u8]) -> Option<&[u8]> {
+    let mut best: Option<(usize, &[u8])> = None;
+    for line in mountinfo.split(|&b| b == b'\n') {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        let (Some(&point), Some(dash)) = (fields.get(4), fields.iter().position(|f| *f == b"-"))
+        else {
+            continue;
+        };
+        let Some(&fstype) = fields.get(dash + 1) else {
+            continue;
+        };
+        let rank = match point {
+            b"/tmp" => 2,
+            b"/" => 1,
+            _ => continue,
+        };
+        if best.is_none_or(|(r, _)| rank >= r) {
+            best = Some((rank, fstype));
+        }
+    }
+    best.map(|(_, f)| f)
 }
 
 /// The map of a process that has gone, read as root.
@@ -495,5 +591,46 @@ mod tests {
         std::fs::write(dir.path().join("f"), b"x").unwrap();
         assert!(!is_pseudo_fs(magic(dir.path().join("f").to_str().unwrap())));
         assert!(!is_pseudo_fs(0x0102_1994));
+    }
+
+    #[test]
+    fn tmp_is_on_its_own_mount_else_on_the_root() {
+        let root = b"22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n";
+        let tmp = b"30 22 0:26 / /tmp rw shared:5 - fuse.sshfs u@h: rw\n";
+        let other = b"31 22 0:27 / /tmpx rw - nfs h:/x rw\n";
+        let all = [&root[..], &other[..], &tmp[..]].concat();
+        assert_eq!(tmp_fstype(&all), Some(&b"fuse.sshfs"[..]));
+        assert_eq!(
+            tmp_fstype(&[&root[..], &other[..]].concat()),
+            Some(&b"ext4"[..])
+        );
+        assert_eq!(tmp_fstype(b"garbage\n"), None);
+    }
+
+    #[test]
+    fn a_perf_map_in_our_tmp_is_looked_for_without_the_child_only_when_absent() {
+        // This process sees its own namespace: the look decides "absent" alone, and leaves
+        // a map that is there (or anything else there) to the child.
+        let pid = std::process::id();
+        let path = format!("/tmp/perf-{pid}.map");
+        let _ = std::fs::remove_file(&path);
+        if our_tmp().is_none() {
+            return; // /tmp on a filesystem that is not looked into: the child always asks.
+        }
+        assert!(surely_absent(pid, Some(pid)));
+        std::fs::write(&path, b"1000 10 jitted\n").unwrap();
+        let there = surely_absent(pid, Some(pid));
+        std::fs::remove_file(&path).unwrap();
+        assert!(!there, "a map that exists was taken for absent");
+        std::os::unix::fs::symlink("/etc/hostname", &path).unwrap();
+        let link = surely_absent(pid, None);
+        std::fs::remove_file(&path).unwrap();
+        assert!(!link, "a symbolic link was taken for absent");
+        // Another pid's name is looked at too when the process knows itself by it.
+        let other = format!("/tmp/perf-{}.map", pid + 1_000_000);
+        std::fs::write(&other, b"").unwrap();
+        let ns = surely_absent(pid, Some(pid + 1_000_000));
+        std::fs::remove_file(&other).unwrap();
+        assert!(!ns);
     }
 }

@@ -46,10 +46,11 @@ impl Worker {
             .name("perfwatch-symload".into())
             .spawn(move || {
                 for (job, done) in rx {
+                    let small = matches!(job, Job::PerfMap(_) | Job::Memory { .. });
                     // A panic in a parser must not end the thread; dropping `done` unsent
                     // tells the symbolizer.
                     let out = std::panic::catch_unwind(AssertUnwindSafe(|| job.run()));
-                    release_free_memory();
+                    release_free_memory(small);
                     if let Ok(out) = out {
                         let _ = done.send(out);
                     }
@@ -64,14 +65,27 @@ impl Worker {
 /// table allocates several times the table's size for a moment; glibc keeps what is freed in
 /// the thread's arena (its mmap threshold grows after the first large free), which would
 /// count in perfwatch's RSS for good: 35 MB instead of 13 MB after loading the kernel, libc
-/// and ld.so here.
-fn release_free_memory() {
+/// and ld.so here. After the small jobs (perf maps, most of them looked for again every second
+/// and absent, and vDSO reads), at most every [`SMALL_TRIM_EVERY`]: a trim walks every arena
+/// and hands back pages that the next allocations fault in again, which on a machine with
+/// many processes cost more than the jobs themselves.
+fn release_free_memory(small: bool) {
+    static LAST_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = crate::clock::monotonic_ns();
+    let last = LAST_NS.load(std::sync::atomic::Ordering::Relaxed);
+    if small && last != 0 && now.saturating_sub(last) < SMALL_TRIM_EVERY.as_nanos() as u64 {
+        return;
+    }
+    LAST_NS.store(now.max(1), std::sync::atomic::Ordering::Relaxed);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of the allocator to the system.
     unsafe {
         libc::malloc_trim(0);
     }
 }
+
+/// How often the small jobs give freed memory back at most (see [`release_free_memory`]).
+const SMALL_TRIM_EVERY: Duration = Duration::from_secs(5);
 
 /// A read started and not taken yet.
 struct Running {
