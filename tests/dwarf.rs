@@ -506,12 +506,19 @@ fn debians_python3_busy_loop_unwinds_to_main_as_perf_unwinds_it() {
 
 // --- A binary replaced while it runs; the vDSO ---
 
-/// Another program than [`common::CALL_PATH_C`]: other names, and its code 8 KiB further on,
-/// so that its unwind rules and symbols, applied to the first one's addresses, are wrong.
+/// Another program than [`common::CALL_PATH_C`]: other names, and where the first one has
+/// `hot`, `middle` and `outer` (whose frames are `CFA = rsp + 8` throughout) it has the body
+/// of `other_pad`, whose frame is 4 KiB: its unwind rules and symbols, applied to the first
+/// one's addresses, are wrong (checked: read from the path, the chains did not reach main).
 const OTHER_C: &str = r#"
 #include <stdlib.h>
 volatile unsigned long sink;
-__attribute__((noinline)) void other_pad(void) { __asm__ volatile(".skip 8192, 0x90"); }
+__attribute__((noinline)) void other_pad(void) {
+    volatile char big[4096];
+    for (int i = 0; i < 4096; i++) big[i] = (char)i;
+    __asm__ volatile(".skip 8192, 0x90");
+    sink += big[7];
+}
 __attribute__((noinline)) void other_tick(void) { sink++; }
 __attribute__((noinline)) void other_hot(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) sink += i;
