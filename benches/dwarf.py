@@ -3,18 +3,22 @@
 side by side on one run of each workload, and the unwind step's speed.
 
 Completeness. Each workload is stopped right after its exec;
-`perf record --call-graph dwarf -e cpu-clock -F 1000 -p PID` and `perfwatch --json
---call-graph dwarf -e cpu-clock -F 1000 -p PID` both attach, then it runs. Per workload: the
+`perf record --call-graph dwarf -e cpu-clock -F HZ -m 16M -p PID` and `perfwatch --json
+--call-graph dwarf -e cpu-clock -F HZ -m 16M -p PID` both attach, then it runs: both sample
+the same execution (perf's chains read with `perf script --no-inline`, see perf_samples). Per workload: the
 samples each took, the share whose chain reaches `main` (or glibc's
 `__libc_start_call_main`, which calls it, or `_start`), the difference in points, and the
 total variation between the two folded-stack distributions (user frames outermost first, an
 unnamed frame as `[binary]`; glibc's start frames and the entry point left out: perf 6.1
 names them otherwise, names a stripped binary's entry `_start` where perfwatch leaves it
-unnamed, and loses them in some runs of a process it attached to before its exec); `TV bin`: the
+unnamed, and loses them in some runs of a process it attached to before its exec); `chance`:
+the total variation two samplers of the same distribution show at these sample counts by
+chance alone (see noise_floor; the TV is to be read against it); `TV bin`: the
 same over the path through the binaries alone (names left aside: perf prints libc's
 functions by its debug info's aliases and inlines, so the name-level figure also measures
 naming). The workloads:
-Debian's `python3 -c 'busy loop'`, `xz -9` of 8 MB of text, `sort` of 2 M lines.
+Debian's `python3 -c 'busy loop'` and `xz -9` of 8 MB of text at 1 kHz, `sort` of 6 M lines
+at 4 kHz (its many distinct stacks need ~20 000 samples to bring chance below 0.05).
 
 Speed. `cargo bench --bench dwarf` (the unwind step on 400 real python3 stacks, samples/s on
 one core), beside `perf script`'s rate on a perf.data of the same python3 loop (samples
@@ -61,7 +65,12 @@ def watching(p, what):
 
 
 def perf_samples(data):
-    out = subprocess.run(["perf", "script", "-F", "ip,sym,dso", "-i", data],
+    # --no-inline: with inline expansion perf 6.1 prints real libc frames (read,
+    # _IO_file_xsgetn, strcoll_l, memcpy, ... each at its own return address) as
+    # "NAME (inlined)" with no binary; a reader that drops inlined lines drops real frames,
+    # the innermost ones most of all (in sort: 42% of perf's samples then seemed to stop in sort
+    # itself, against 31% of perfwatch's; 32% with --no-inline).
+    out = subprocess.run(["perf", "script", "--no-inline", "-F", "ip,sym,dso", "-i", data],
                          capture_output=True, text=True).stdout
     samples = []
     for block in out.split("\n\n"):
@@ -126,12 +135,12 @@ def shares(samples, key=key):
     return {k: v / n for k, v in d.items()}
 
 
-def side_by_side(perfwatch, argv, tmp):
+def side_by_side(perfwatch, argv, tmp, freq):
     target = stopped(argv)
     pid = str(target.pid)
     data = os.path.join(tmp, "perf.data")
     out = os.path.join(tmp, "pw.json")
-    args = ["--call-graph", "dwarf", "-e", "cpu-clock", "-F", "1000", "-p", pid]
+    args = ["--call-graph", "dwarf", "-e", "cpu-clock", "-F", str(freq), "-m", "16M", "-p", pid]
     perf = subprocess.Popen(["perf", "record", "-q", *args, "-o", data],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out, "w") as f:
@@ -158,29 +167,44 @@ def words(path, size):
             n += len(line)
 
 
+def tv(a, b, key=key):
+    sa, sb = shares(a, key), shares(b, key)
+    return sum(abs(sa.get(k, 0) - sb.get(k, 0)) for k in set(sa) | set(sb)) / 2
+
+
+def noise_floor(a, b, key=key, draws=20):
+    """The total variation two samplers of one distribution show by chance alone at these
+    sample counts: the mean over `draws` pairs of samples of len(a) and len(b) drawn from
+    a and b pooled. A workload with many distinct stacks (sort's recursive merge: ~140 at
+    1 500 samples) shows 0.14 between two honest samplers at 1 500 samples, 0.04 at 20 000."""
+    pool = a + b
+    rng = random.Random(27)
+    t = [tv([rng.choice(pool) for _ in a], [rng.choice(pool) for _ in b], key) for _ in range(draws)]
+    return sum(t) / len(t)
+
+
 def completeness(perfwatch, tmp):
     text = os.path.join(tmp, "words")
     words(text, 8 << 20)
     lines = os.path.join(tmp, "lines")
     with open(lines, "w") as f:
         rng = random.Random(5)
-        for _ in range(2_000_000):
+        for _ in range(6_000_000):
             f.write(f"{rng.randrange(10**12)} {rng.randrange(10**6)}\n")
+    # sort at 4 kHz: its recursive merge spreads the samples over many distinct stacks, and
+    # the chance part of the total variation shrinks only with the sample count.
     workloads = [
-        ("python3 busy loop", ["/usr/bin/python3", "-c", "x = 0\nfor i in range(30000000):\n    x += i * i\n"]),
-        ("xz -9", ["xz", "-9", "-c", "-T1", text]),
-        ("sort", ["sort", "-S", "64M", "--parallel=1", "-o", "/dev/null", lines]),
+        ("python3 busy loop", 1000, ["/usr/bin/python3", "-c", "x = 0\nfor i in range(30000000):\n    x += i * i\n"]),
+        ("xz -9", 1000, ["xz", "-9", "-c", "-T1", text]),
+        ("sort", 4000, ["sort", "-S", "256M", "--parallel=1", "-o", "/dev/null", lines]),
     ]
-    print(f"{'workload':<20} {'perf n':>7} {'perfwatch n':>11} {'perf main':>9} {'pw main':>8} {'diff':>6} {'TV':>6} {'TV bin':>6}")
-    for name, argv in workloads:
-        p, w, summary = side_by_side(perfwatch, argv, tmp)
+    print(f"{'workload':<20} {'perf n':>7} {'perfwatch n':>11} {'perf main':>9} {'pw main':>8} {'diff':>6} {'TV':>6} {'chance':>6} {'TV bin':>6}")
+    for name, freq, argv in workloads:
+        p, w, summary = side_by_side(perfwatch, argv, tmp, freq)
         rp = sum(map(reaches_main, p)) / max(len(p), 1)
         rw = sum(map(reaches_main, w)) / max(len(w), 1)
-        sp, sw = shares(p), shares(w)
-        tv = sum(abs(sp.get(k, 0) - sw.get(k, 0)) for k in set(sp) | set(sw)) / 2
-        bp, bw = shares(p, binaries), shares(w, binaries)
-        tvb = sum(abs(bp.get(k, 0) - bw.get(k, 0)) for k in set(bp) | set(bw)) / 2
-        print(f"{name:<20} {len(p):>7} {len(w):>11} {rp*100:>8.1f}% {rw*100:>7.1f}% {(rw-rp)*100:>+6.1f} {tv:>6.3f} {tvb:>6.3f}")
+        print(f"{name:<20} {len(p):>7} {len(w):>11} {rp*100:>8.1f}% {rw*100:>7.1f}% {(rw-rp)*100:>+6.1f}"
+              f" {tv(p, w):>6.3f} {noise_floor(p, w):>6.3f} {tv(p, w, binaries):>6.3f}")
         for line in summary:
             print("   ", line.strip())
 

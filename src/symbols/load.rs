@@ -201,15 +201,36 @@ fn perf_cache(id: &BuildId) -> Option<Opened> {
     fs::open_regular(p.as_os_str().as_encoded_bytes(), true).ok()
 }
 
+/// Why [`open_mapped`] gave no file; each says why, for a note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenMappedError {
+    /// A file is at the mapping's path, but not the one mapped (its device or inode differ:
+    /// replaced since it was mapped), and the mapped one cannot be reached any more.
+    Replaced(String),
+    /// Any other reason (gone, unreadable, not a regular file).
+    Other(String),
+}
+
+impl std::fmt::Display for OpenMappedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenMappedError::Replaced(m) => {
+                write!(f, "the file there is not the one mapped (replaced: {m})")
+            }
+            OpenMappedError::Other(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The file mapping `[start, end)` of process `pid` mapped, checked to be that file (as the
 /// symbolizer finds it, see [`ElfJob::open`]): for readers of other parts of the binary (the
-/// unwinder's unwind tables). The error says why not, for a note.
+/// unwinder's unwind tables).
 pub fn open_mapped(
     file: &Arc<MappedFile>,
     pid: u32,
     start: u64,
     end: u64,
-) -> Result<std::fs::File, String> {
+) -> Result<std::fs::File, OpenMappedError> {
     let job = ElfJob {
         file: file.clone(),
         pid,
@@ -218,7 +239,10 @@ pub fn open_mapped(
         debug_dirs: Arc::new([]),
         max_bytes: 0,
     };
-    job.open().map(|o| o.file).map_err(|e| e.to_string())
+    job.open().map(|o| o.file).map_err(|e| match e {
+        LoadError::Mismatch(m) => OpenMappedError::Replaced(m),
+        e => OpenMappedError::Other(e.to_string()),
+    })
 }
 
 /// Does the opened file match what the record said?

@@ -68,11 +68,15 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub use load::open_mapped;
+pub use load::{OpenMappedError, open_mapped};
 pub use mounts::user_fs_of;
 pub use request::{BuildId, FileIdentity, MappedFile, Mapping, MappingKind, Request};
 pub use symbol::{Dso, DsoKind, Symbol, SymbolKey, Symbolized, UNKNOWN};
 pub use table::TooLarge;
+/// perfwatch's own vDSO (the unwinder reads its unwind tables), and a process's copy to compare.
+pub(crate) use vdso::{
+    own_build_id as own_vdso_build_id, own_image as own_vdso, read_process_memory,
+};
 
 use load::{Job, LoadError, Outcome};
 use loader::Loader;

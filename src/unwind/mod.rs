@@ -51,10 +51,14 @@ pub enum End {
     MaxFrames,
     /// A null return address, an overflow, or another rule that cannot be trusted.
     Invalid,
+    /// A frame in a binary replaced since it was mapped (the file at its path is another,
+    /// and the mapped one cannot be reached): its callers cannot be trusted to another
+    /// build's rules, so the chain ends at it.
+    Replaced,
 }
 
 impl End {
-    pub const ALL: [End; 8] = [
+    pub const ALL: [End; 9] = [
         End::Complete,
         End::NoRegisters,
         End::EmptyStack,
@@ -63,6 +67,7 @@ impl End {
         End::Loop,
         End::MaxFrames,
         End::Invalid,
+        End::Replaced,
     ];
 
     /// How the summary names it.
@@ -76,6 +81,7 @@ impl End {
             End::Loop => "loop in the unwind rules",
             End::MaxFrames => "--max-stack reached",
             End::Invalid => "bad unwind rule",
+            End::Replaced => "binary replaced since it was mapped",
         }
     }
 
@@ -145,14 +151,29 @@ type Tables = Option<Arc<UnwindTables>>;
 
 struct Binary {
     tables: Tables,
+    /// The file at its path is another than the one mapped (see [`End::Replaced`]).
+    replaced: bool,
     last_use: u64,
+}
+
+/// Where a process's modules are: those with unwind rules, and those whose binary was
+/// replaced since it was mapped (no rules read from the new one).
+#[derive(Debug, Default, Clone)]
+pub struct Coverage {
+    pub covered: Vec<std::ops::Range<u64>>,
+    pub replaced: Vec<std::ops::Range<u64>>,
+}
+
+impl Coverage {
+    fn is_replaced(&self, addr: u64) -> bool {
+        self.replaced.iter().any(|r| r.contains(&addr))
+    }
 }
 
 struct Process {
     key: SpaceKey,
     unwinder: UnwinderX86_64<Arc<[u8]>>,
-    /// The address ranges of its modules with unwind rules.
-    covered: Vec<std::ops::Range<u64>>,
+    coverage: Coverage,
     last_use: u64,
 }
 
@@ -167,6 +188,10 @@ pub struct Unwinder {
     stats: Stats,
     notes: Vec<String>,
     maps: Vec<ModuleMap>,
+    /// perfwatch's own vDSO's tables (read once, when a process's vDSO is first met).
+    vdso: Option<Tables>,
+    /// Whether process `pid`'s vDSO at an address is perfwatch's own image (bounded).
+    vdso_same: FxHashMap<(u32, u64), bool>,
 }
 
 impl Unwinder {
@@ -181,6 +206,8 @@ impl Unwinder {
             stats: Stats::default(),
             notes: Vec::new(),
             maps: Vec::new(),
+            vdso: None,
+            vdso_same: FxHashMap::default(),
         }
     }
 
@@ -227,7 +254,7 @@ impl Unwinder {
                     let before = out.len();
                     let end = walk(
                         &p.unwinder,
-                        &p.covered,
+                        &p.coverage,
                         &mut self.cache,
                         stack,
                         max_frames,
@@ -258,7 +285,7 @@ impl Unwinder {
         let mut maps = std::mem::take(&mut self.maps);
         maps.clear();
         modules(&mut maps);
-        let (unwinder, covered) = self.build(pid, &maps);
+        let (unwinder, coverage) = self.build(pid, &maps);
         self.maps = maps;
         if self.processes.len() >= self.config.max_processes && !self.processes.contains_key(&pid) {
             self.forget_processes();
@@ -268,25 +295,26 @@ impl Unwinder {
             Process {
                 key,
                 unwinder,
-                covered,
+                coverage,
                 last_use: clock,
             },
         );
     }
 
     /// A framehop unwinder over the modules of `maps` whose tables can be read.
-    fn build(
-        &mut self,
-        pid: u32,
-        maps: &[ModuleMap],
-    ) -> (UnwinderX86_64<Arc<[u8]>>, Vec<std::ops::Range<u64>>) {
+    fn build(&mut self, pid: u32, maps: &[ModuleMap]) -> (UnwinderX86_64<Arc<[u8]>>, Coverage) {
         let mut u = UnwinderX86_64::new();
-        let mut covered = Vec::new();
+        let mut coverage = Coverage::default();
         for m in maps {
-            if m.file.kind() != MappingKind::File || m.end <= m.start {
+            if m.end <= m.start {
                 continue;
             }
-            let Some(t) = self.tables(pid, m) else {
+            let t = match m.file.kind() {
+                MappingKind::File => self.tables(pid, m, &mut coverage),
+                MappingKind::Vdso => self.vdso_tables(pid, m),
+                _ => continue,
+            };
+            let Some(t) = t else {
                 continue;
             };
             let Some(svma) = t.svma_of_offset(m.pgoff) else {
@@ -294,7 +322,7 @@ impl Unwinder {
             };
             let base_avma = m.start.wrapping_sub(svma);
             if t.has_rules() {
-                covered.push(m.start..m.end);
+                coverage.covered.push(m.start..m.end);
             }
             let name = String::new();
             u.add_module(Module::new(
@@ -304,26 +332,66 @@ impl Unwinder {
                 t.section_info(),
             ));
         }
-        (u, covered)
+        (u, coverage)
     }
 
-    /// The tables of the binary `m` maps: from the cache, else read now (once).
-    fn tables(&mut self, pid: u32, m: &ModuleMap) -> Tables {
+    /// The unwind tables of process `pid`'s vDSO mapping `m`: perfwatch's own vDSO's, when
+    /// the process's is the same image (by build id when the record carried one, else by
+    /// comparing the process's copy, as the symbolizer names it); else none (its frames end
+    /// the chains as "no unwind info").
+    fn vdso_tables(&mut self, pid: u32, m: &ModuleMap) -> Tables {
+        let own = crate::symbols::own_vdso()?;
+        let same = match m.file.identity() {
+            crate::symbols::FileIdentity::BuildId(b) => {
+                crate::symbols::own_vdso_build_id() == Some(*b)
+            }
+            _ => *self.vdso_same.entry((pid, m.start)).or_insert_with(|| {
+                m.end - m.start == own.len() as u64
+                    && crate::symbols::read_process_memory(pid, m.start, m.end - m.start)
+                        .is_some_and(|copy| copy == own)
+            }),
+        };
+        if self.vdso_same.len() > 4096 {
+            self.vdso_same.clear();
+        }
+        if !same {
+            return None;
+        }
+        self.vdso
+            .get_or_insert_with(|| tables::read(own).ok().map(Arc::new))
+            .clone()
+    }
+
+    /// The tables of the binary `m` maps: from the cache, else read now (once). A binary
+    /// replaced since it was mapped goes into `coverage`'s replaced ranges.
+    fn tables(&mut self, pid: u32, m: &ModuleMap, coverage: &mut Coverage) -> Tables {
         self.clock += 1;
         let key = binary_key(&m.file);
         if let Some(b) = self.binaries.get_mut(&key) {
             b.last_use = self.clock;
+            if b.replaced {
+                coverage.replaced.push(m.start..m.end);
+            }
             return b.tables.clone();
         }
+        let mut replaced = false;
         let read = match crate::symbols::user_fs_of(&m.file, pid) {
             // As the symbolizer: a read another program or machine answers may never end.
             Some(fstype) if !self.config.read_user_fs => Err(format!(
                 "it is on a {fstype} filesystem, whose reads another program or machine \
                  answers: not read (--read-user-fs reads such files)"
             )),
-            _ => crate::symbols::open_mapped(&m.file, pid, m.start, m.end)
-                .and_then(tables::read_file),
+            _ => match crate::symbols::open_mapped(&m.file, pid, m.start, m.end) {
+                Ok(f) => tables::read_file(f),
+                Err(e) => {
+                    replaced = matches!(e, crate::symbols::OpenMappedError::Replaced(_));
+                    Err(e.to_string())
+                }
+            },
         };
+        if replaced {
+            coverage.replaced.push(m.start..m.end);
+        }
         let tables = match read {
             Ok(t) => {
                 if !t.has_rules() && self.notes.len() < 64 {
@@ -351,6 +419,7 @@ impl Unwinder {
             key,
             Binary {
                 tables: tables.clone(),
+                replaced,
                 last_use: self.clock,
             },
         );
@@ -386,12 +455,13 @@ impl Unwinder {
     }
 }
 
-/// Unwind `stack` with `unwinder` (whose modules with rules cover `covered`): the frames
+/// Unwind `stack` with `unwinder` (whose modules are where `coverage` says): the frames
 /// into `out`, at most `max_frames` (at least 1), and why the chain ended. Every step reads
-/// only the copied stack, and the walk ends at `max_frames` whatever the rules say.
+/// only the copied stack, and the walk ends at `max_frames` whatever the rules say, or at
+/// the first frame in a replaced binary.
 pub fn walk(
     unwinder: &UnwinderX86_64<Arc<[u8]>>,
-    covered: &[std::ops::Range<u64>],
+    coverage: &Coverage,
     cache: &mut CacheX86_64,
     stack: &UserStack,
     max_frames: usize,
@@ -405,6 +475,9 @@ pub fn walk(
     }
     // The interrupted address first, whatever the stack says.
     out.push(regs.ip);
+    if coverage.is_replaced(regs.ip) {
+        return End::Replaced;
+    }
     if stack.stack.is_empty() {
         return End::EmptyStack;
     }
@@ -430,6 +503,9 @@ pub fn walk(
             Ok(Some(f)) => {
                 out.push(f.address());
                 n += 1;
+                if coverage.is_replaced(f.address()) {
+                    return End::Replaced;
+                }
             }
             Ok(None) => return End::Complete,
             Err(e) => {
@@ -438,7 +514,7 @@ pub fn walk(
                 // last address is in a module with rules.
                 let last = out.last().copied().unwrap_or(regs.ip);
                 if matches!(e, StepError::CouldNotReadStack(_))
-                    && !covered.iter().any(|r| r.contains(&last))
+                    && !coverage.covered.iter().any(|r| r.contains(&last))
                 {
                     return End::NoUnwindInfo;
                 }
@@ -500,13 +576,13 @@ mod tests {
             stack: Box::new([]),
         };
         assert_eq!(
-            walk(&u, &[], &mut cache, &none, 64, &mut out),
+            walk(&u, &Coverage::default(), &mut cache, &none, 64, &mut out),
             End::NoRegisters
         );
         assert!(out.is_empty());
         let empty = stack(0x401000, 0x7000, 0x7000, vec![]);
         assert_eq!(
-            walk(&u, &[], &mut cache, &empty, 64, &mut out),
+            walk(&u, &Coverage::default(), &mut cache, &empty, 64, &mut out),
             End::EmptyStack
         );
         assert_eq!(out, [0x401000]);
@@ -516,7 +592,7 @@ mod tests {
         bytes[0..8].copy_from_slice(&0x7000u64.to_ne_bytes());
         bytes[8..16].copy_from_slice(&0x401234u64.to_ne_bytes());
         let looped = stack(0x401000, 0x7000, 0x7000, bytes);
-        let end = walk(&u, &[], &mut cache, &looped, 64, &mut out);
+        let end = walk(&u, &Coverage::default(), &mut cache, &looped, 64, &mut out);
         assert!(out.len() < 64, "{end:?} {out:x?}");
         assert_ne!(end, End::Complete);
     }
@@ -537,9 +613,209 @@ mod tests {
             let mut cache = CacheX86_64::new();
             let mut out = Vec::new();
             let s = stack(ip, 0x7ff0_0000, bp, bytes);
-            let covered = vec![std::ops::Range { start: 0x400000, end: 0x410000 }];
-            let _ = walk(&u, &covered, &mut cache, &s, max, &mut out);
+            let coverage = Coverage {
+                covered: std::iter::once(0x400000..0x410000).collect(),
+                replaced: vec![],
+            };
+            let _ = walk(&u, &coverage, &mut cache, &s, max, &mut out);
             prop_assert!(!out.is_empty() && out.len() <= max);
         }
+
+        /// Well-formed `.debug_frame` with random rules (CFA from any register and offset,
+        /// expressions, saved registers, state pushes and pops) over random stacks: what
+        /// parses gets evaluated, and the walk still ends within its bound, never a panic.
+        #[test]
+        fn random_rules_in_well_formed_cfi_end_within_the_bound(
+            cie_ops in proptest::collection::vec(cfa_op(), 0..6),
+            fde_ops in proptest::collection::vec(cfa_op(), 0..24),
+            bytes in proptest::collection::vec(any::<u8>(), 0..1024),
+            ip_off in 0u64..0x8000,
+            sp_off in 0u64..64,
+            bp in any::<u64>(),
+            max in 1usize..200,
+        ) {
+            let u = module(vec![], vec![], debug_frame(&cie_ops.concat(), &fde_ops.concat()));
+            let mut cache = CacheX86_64::new();
+            let mut out = Vec::new();
+            let sp = 0x7ff0_0000;
+            let s = UserStack {
+                regs: Some(UserRegs { ip: 0x401000 + ip_off, sp: sp + sp_off * 8, bp }),
+                stack: bytes.into(),
+            };
+            let coverage = Coverage { covered: std::iter::once(0x400000..0x410000).collect(), replaced: vec![] };
+            let end = walk(&u, &coverage, &mut cache, &s, max, &mut out);
+            prop_assert!(!out.is_empty() && out.len() <= max, "{end:?}");
+        }
+
+        /// A frame in a replaced binary ends the chain there, wherever it is in the chain.
+        #[test]
+        fn a_frame_in_a_replaced_binary_ends_the_chain_at_it(
+            frames in proptest::collection::vec(0x401000u64..0x40f000, 1..12),
+            replaced_at in 0usize..12,
+            max in 1usize..20,
+        ) {
+            // Frame-pointer rules all the way (no tables): each frame `bp -> [next bp, ra]`.
+            let u = module(vec![], vec![], vec![]);
+            let sp = 0x7ff0_0000u64;
+            let mut bytes = Vec::new();
+            for (i, ra) in frames.iter().enumerate().skip(1) {
+                bytes.extend_from_slice(&(sp + 16 * i as u64).to_ne_bytes());
+                bytes.extend_from_slice(&ra.to_ne_bytes());
+            }
+            bytes.extend_from_slice(&[0; 16]);
+            let s = stack(frames[0], sp, sp, bytes);
+            let bad = frames[replaced_at.min(frames.len() - 1)];
+            let coverage = Coverage { covered: vec![], replaced: std::iter::once(bad..bad + 1).collect() };
+            let mut cache = CacheX86_64::new();
+            let mut out = Vec::new();
+            let end = walk(&u, &coverage, &mut cache, &s, max, &mut out);
+            prop_assert!(!out.is_empty() && out.len() <= max);
+            if let Some(i) = out.iter().position(|&a| a == bad) {
+                prop_assert_eq!(end, End::Replaced);
+                prop_assert_eq!(i, out.len() - 1);
+            } else {
+                prop_assert_ne!(end, End::Replaced);
+            }
+        }
+
+        /// perfwatch's own vDSO (a real, small ELF file) with random bytes changed: its
+        /// tables are read or refused, and what is read unwinds random stacks within the
+        /// bound.
+        #[test]
+        fn a_mangled_real_elf_file_is_read_or_refused_and_unwinds_within_the_bound(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..32),
+            bytes in proptest::collection::vec(any::<u8>(), 0..512),
+            ip_off in 0u64..0x2000,
+            max in 1usize..100,
+        ) {
+            let Some(own) = crate::symbols::own_vdso() else {
+                return Ok(());
+            };
+            let mut img = own.to_vec();
+            for (i, b) in &edits {
+                let i = i.index(img.len());
+                img[i] = *b;
+            }
+            let Ok(t) = tables::read(&img[..]) else {
+                return Ok(());
+            };
+            let Some(svma) = t.svma_of_offset(0) else {
+                return Ok(());
+            };
+            let base = 0x7fff_0000_0000u64;
+            let mut u = UnwinderX86_64::new();
+            u.add_module(Module::new(
+                String::new(),
+                base..base + img.len() as u64,
+                base.wrapping_sub(svma),
+                t.section_info(),
+            ));
+            let mut cache = CacheX86_64::new();
+            let mut out = Vec::new();
+            let s = stack(base + ip_off, 0x7ff0_0000, 0, bytes);
+            let coverage = Coverage { covered: std::iter::once(base..base + img.len() as u64).collect(), replaced: vec![] };
+            let _ = walk(&u, &coverage, &mut cache, &s, max, &mut out);
+            prop_assert!(!out.is_empty() && out.len() <= max);
+        }
+    }
+
+    /// One DWARF call-frame instruction, well formed or not (a random byte now and then).
+    fn cfa_op() -> impl Strategy<Value = Vec<u8>> {
+        let reg = 0u8..20;
+        prop_oneof![
+            (reg.clone(), any::<u8>()).prop_map(|(r, o)| vec![0x0c, r, o & 0x7f]), // def_cfa
+            any::<u8>().prop_map(|o| vec![0x0e, o & 0x7f]),                        // def_cfa_offset
+            reg.clone().prop_map(|r| vec![0x0d, r]), // def_cfa_register
+            (0u8..17, any::<u8>()).prop_map(|(r, o)| vec![0x80 | r, o & 0x7f]), // offset
+            (1u8..0x3f).prop_map(|d| vec![0x40 | d]), // advance_loc
+            Just(vec![0x0a]),                        // remember_state
+            Just(vec![0x0b]),                        // restore_state
+            proptest::collection::vec(any::<u8>(), 0..8).prop_map(|e| {
+                let mut v = vec![0x0f, e.len() as u8]; // def_cfa_expression
+                v.extend(e);
+                v
+            }),
+            (reg.clone(), proptest::collection::vec(any::<u8>(), 0..8)).prop_map(|(r, e)| {
+                let mut v = vec![0x10, r, e.len() as u8]; // expression
+                v.extend(e);
+                v
+            }),
+            (reg, any::<u8>()).prop_map(|(r, o)| vec![0x14, r, o & 0x7f]), // val_offset
+            Just(vec![0x00]),                                              // nop
+            any::<u8>().prop_map(|b| vec![b]),
+        ]
+    }
+
+    /// A 64-bit `.debug_frame` of one CIE (x86_64: code 1, data -8, return address in
+    /// register 16; `cie_ops` after `CFA = rsp + 8, ra at CFA - 8`) and one FDE over stated
+    /// addresses 0x1000..0x9000 with `fde_ops`.
+    fn debug_frame(cie_ops: &[u8], fde_ops: &[u8]) -> Vec<u8> {
+        fn entry(out: &mut Vec<u8>, body: Vec<u8>) {
+            let mut body = body;
+            while (body.len() + 4) % 8 != 0 {
+                body.push(0);
+            }
+            out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            out.extend(body);
+        }
+        let mut out = Vec::new();
+        let mut cie = vec![
+            0xff, 0xff, 0xff, 0xff, 1, 0, 1, 0x78, 16, 0x0c, 7, 8, 0x90, 1,
+        ];
+        cie.extend_from_slice(cie_ops);
+        entry(&mut out, cie);
+        let mut fde = 0u32.to_le_bytes().to_vec();
+        fde.extend_from_slice(&0x1000u64.to_le_bytes());
+        fde.extend_from_slice(&0x8000u64.to_le_bytes());
+        fde.extend_from_slice(fde_ops);
+        entry(&mut out, fde);
+        out
+    }
+
+    /// A binary whose file at its path is another than the one mapped (another inode), and
+    /// whose mapped one cannot be reached (no process to read it through): not read, its
+    /// frames end the chains, counted as replaced.
+    #[test]
+    fn a_binary_replaced_since_it_was_mapped_ends_chains_counted() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prog");
+        std::fs::write(&path, b"\x7fELF not the mapped one").unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        let (maj, min) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        let file = MappedFile::new(
+            path.as_os_str().as_encoded_bytes(),
+            crate::symbols::FileIdentity::from_mmap2(maj, min, meta.ino() + 1, 0),
+        );
+        let mut u = Unwinder::new(Config::default());
+        let mut out = Vec::new();
+        let modules = |m: &mut Vec<ModuleMap>| {
+            m.push(ModuleMap {
+                start: 0x400000,
+                end: 0x410000,
+                pgoff: 0,
+                file: file.clone(),
+            })
+        };
+        let s = stack(0x401234, 0x7ff0_0000, 0, vec![0; 64]);
+        let end = u.unwind(0, (1, 1), modules, &s, 64, &mut out);
+        assert_eq!((end, &out[..]), (End::Replaced, &[0x401234][..]));
+        assert_eq!(u.stats().count(End::Replaced), 1);
+        let notes = u.take_notes();
+        assert!(notes.iter().any(|n| n.contains("replaced")), "{notes:?}");
+    }
+
+    #[test]
+    fn our_own_vdso_has_unwind_rules() {
+        let Some(own) = crate::symbols::own_vdso() else {
+            crate::skip_test(
+                "unwind::tests::our_own_vdso_has_unwind_rules",
+                "no vDSO in this process",
+            );
+            return;
+        };
+        let t = tables::read(own).unwrap();
+        assert!(t.has_rules() && t.eh_frame_hdr.is_some());
+        assert_eq!(t.svma_of_offset(0), Some(0));
     }
 }
