@@ -41,9 +41,19 @@ EXIT STATUS:
 /// in `:`, an entry is a line with two columns.
 pub fn after_help() -> String {
     format!(
-        "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{HELP_AFTER_FILTER}",
-        crate::filter::SYNTAX_HELP
+        "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{}\n{HELP_AFTER_FILTER}",
+        crate::filter::SYNTAX_HELP,
+        replay_keys(),
     )
+}
+
+/// The replay keys of the TUI (`-i FILE` on a terminal), from the table its help shows.
+fn replay_keys() -> String {
+    let mut s = String::from("REPLAY KEYS (perfwatch -i FILE on a terminal):\n");
+    for (k, what) in crate::frontend::tui::input::REPLAY_KEYS {
+        s += &format!("  {k:<10}  {what}\n");
+    }
+    s
 }
 
 /// A live Linux event monitor: fork, exit, exec, mmap and samples from every CPU.
