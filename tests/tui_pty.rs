@@ -1415,17 +1415,30 @@ fn a_recording_replays_on_its_own_clock_pauses_jumps_and_quits_cleanly() {
         })
         .collect();
     insta::assert_snapshot!(masked);
-    // `}`: the end, at once; the hot function leads Top symbols.
+    // `>` while paused: 10x, still paused; space: on at 10x to the end, where the hot
+    // function leads Top symbols.
+    s.send(">");
+    s.wait_for("10x, paused", Duration::from_secs(5), |t| {
+        t.contains("replay: PAUSED (10x on space)")
+    });
+    let hot = |t: &str| {
+        t.lines()
+            .any(|l| l.contains("pwhot_spin") && l.contains("pwhot "))
+    };
+    s.send(" ");
+    s.wait_for("the end at 10x", Duration::from_secs(20), |t| {
+        t.contains("replay: END") && hot(t)
+    });
+    // `<` back to 1x, `[`: 10 s back from a 3 s end is the start (the file read again).
+    s.send("<[");
+    s.wait_for("back at the start, at 1x", Duration::from_secs(10), |t| {
+        t.contains("replay: PLAYING 1x") && replay_position(t).is_some_and(|(p, _)| p < 1.0)
+    });
+    // `}`: the end, at once.
     s.send("}");
-    s.wait_for(
-        "the end, pwhot_spin in Top symbols",
-        Duration::from_secs(20),
-        |t| {
-            t.contains("replay: END")
-                && t.lines()
-                    .any(|l| l.contains("pwhot_spin") && l.contains("pwhot "))
-        },
-    );
+    s.wait_for("the end again", Duration::from_secs(20), |t| {
+        t.contains("replay: END") && hot(t)
+    });
     s.quit_restored("q after a replay");
 }
 

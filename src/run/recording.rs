@@ -25,6 +25,11 @@ const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// than a read may hang: a system-wide recording maps binaries whose reads can (a FUSE
 /// mount of the time), and 10 s a chunk over a large file's thousand rounds took minutes.
 const CHUNK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// The same waits in the TUI: as live (a read and a chunk's wait on the loop's thread hold up
+/// the keys and the frames; a second per chunk froze a replay's start on a system-wide
+/// recording). What is not read in time is `[unknown]` for those samples, as live.
+const TUI_LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+const TUI_CHUNK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The running kernel's release (`uname -r`).
 fn running_release() -> Option<String> {
@@ -108,7 +113,7 @@ pub fn run(
     for note in &notes {
         crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
     }
-    let pipe = pipeline(cli, &rec, same_kernel, &late);
+    let pipe = pipeline(cli, &rec, same_kernel, &late, false);
     let stop = StopRule::new(
         {
             let signals = signals.clone();
@@ -197,16 +202,22 @@ fn summary(rec: &Recording, late: &std::sync::atomic::AtomicU64, err: &mut Vec<u
     failure.is_some()
 }
 
-/// A pipeline over `rec`'s batches, as every read of a recording has it.
+/// A pipeline over `rec`'s batches, as every read of a recording has it (`tui`: with the
+/// TUI's waits for symbols).
 fn pipeline(
     cli: &Cli,
     rec: &Recording,
     same_kernel: bool,
     late: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    tui: bool,
 ) -> Pipeline {
+    let (load, chunk) = match tui {
+        true => (TUI_LOAD_WAIT, TUI_CHUNK_WAIT),
+        false => (LOAD_WAIT, CHUNK_WAIT),
+    };
     let symbols = crate::symbols::Config {
-        load_timeout: LOAD_WAIT,
-        batch_wait: Some(CHUNK_WAIT),
+        load_timeout: load,
+        batch_wait: Some(chunk),
         read_user_fs: cli.read_user_fs,
         preload_kernel: same_kernel,
         ..crate::symbols::Config::default()
@@ -281,7 +292,7 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
         late,
     } = run;
     let info = rec.info.clone();
-    let pipe = agent.attach_profiles(pipeline(cli, &rec, same_kernel, &late));
+    let pipe = agent.attach_profiles(pipeline(cli, &rec, same_kernel, &late, true));
     let (mut pipe, pane_rx, scripts) =
         scripts.attach(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
     pipe.scripts_get_everything();
@@ -311,7 +322,7 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
                 rec.join(std::time::Duration::from_millis(200));
                 let again = Recording::open(input.clone(), cli.common_fields, &|| false)
                     .map_err(|e| format!("cannot read the recording again: {e:#}"))?;
-                let pipe = pipeline(cli, &again, same_kernel, &late);
+                let pipe = pipeline(cli, &again, same_kernel, &late, true);
                 *rec = again;
                 Ok(pipe)
             }))
