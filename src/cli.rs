@@ -72,7 +72,8 @@ pub struct Cli {
     /// Read a recording instead of watching live: a perf.data file (`perf record -o FILE`), or
     /// `-` for perf's pipe format on stdin (`perf record -o - ... | perfwatch -i - --plain`).
     /// Its records go through the same ordering, symbols, filters, scripts and line formats
-    /// (--plain, --json, --folded); not the full-screen view yet.
+    /// (--plain, --json, --folded); on a terminal without them, the full-screen view replays
+    /// it on its own clock (REPLAY KEYS below).
     #[arg(short = 'i', long = "input", value_name = "FILE", conflicts_with_all = ["events", "all_cpus", "cpu", "pid", "tid", "cgroup", "command", "freq", "period", "callchains", "call_graph", "switch", "clockid"])]
     pub input: Option<std::path::PathBuf>,
 

@@ -318,11 +318,13 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
         input => {
             let (current, late, input) = (current.clone(), late.clone(), input.clone());
             Ok(Box::new(move || {
-                let mut rec = current.0.borrow_mut();
-                rec.join(std::time::Duration::from_millis(200));
+                // Opened before the current read is stopped: a file gone meanwhile leaves
+                // the replay as it was, with the message.
                 let again = Recording::open(input.clone(), cli.common_fields, &|| false)
                     .map_err(|e| format!("cannot read the recording again: {e:#}"))?;
                 let pipe = pipeline(cli, &again, same_kernel, &late, true);
+                let mut rec = current.0.borrow_mut();
+                rec.join(std::time::Duration::from_millis(200));
                 *rec = again;
                 Ok(pipe)
             }))
