@@ -369,8 +369,12 @@ where
         input_done();
         pipe.finish(SHUTDOWN_GRACE);
     }
+    // A replay ends where it is: what the pipeline held beyond its position is not shown
+    // (nor fed to `--folded`).
     while let Some(chunk) = pipe.next_chunk() {
-        app.on_chunk(chunk);
+        if replay.is_none() {
+            app.on_chunk(chunk);
+        }
     }
     result
 }
