@@ -596,6 +596,63 @@ mod tests {
         assert!(!r.holding());
     }
 
+    /// A pipeline over nothing (the replay only swaps it).
+    fn no_pipe() -> Pipeline {
+        let (_tx, rx) = crossbeam_channel::bounded(1);
+        Pipeline::new(
+            rx,
+            &[0],
+            crate::pipeline::PipelineOptions {
+                model: false,
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_jump_back_reads_the_recording_again_or_says_why_it_cannot() {
+        let shown_at_20s = |r: &mut Replay<'_>| {
+            r.take(Chunk {
+                events: vec![ev(S + 20 * NS)],
+                watermark: S + 20 * NS,
+            });
+            r.clock.jump_to(S + 20 * NS);
+            assert!(r.release().is_some());
+        };
+        let mut pipe = no_pipe();
+        let mut r = Replay::new(
+            Some(S),
+            Some(S + 60 * NS),
+            Err("a pipe".into()),
+            String::new(),
+        );
+        shown_at_20s(&mut r);
+        assert_eq!(r.command(ReplayCmd::Back, &mut pipe), Err("a pipe".into()));
+        assert_eq!(
+            r.command(ReplayCmd::Forward, &mut pipe),
+            Ok(false),
+            "on needs no read again"
+        );
+        let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counted = reads.clone();
+        let rewind: Rewind<'_> = Box::new(move || {
+            counted.set(counted.get() + 1);
+            Ok(no_pipe())
+        });
+        let mut r = Replay::new(Some(S), Some(S + 60 * NS), Ok(rewind), String::new());
+        shown_at_20s(&mut r);
+        assert_eq!(r.command(ReplayCmd::Back, &mut pipe), Ok(true));
+        assert_eq!(reads.get(), 1);
+        let v = r.view();
+        assert!(v.seeking && v.position == S, "nothing in yet: {v:?}");
+        assert_eq!(r.clock.position(r.wall()), S + 10 * NS, "seeking 10 s back");
+        assert_eq!(r.totals(Totals::default()).total_records(), 0);
+        // Nothing shown since that read: the start needs no other.
+        assert_eq!(r.command(ReplayCmd::ToStart, &mut pipe), Ok(false));
+        assert_eq!(reads.get(), 1);
+        assert_eq!(r.clock.position(r.wall()), S);
+    }
+
     #[test]
     fn the_end_of_the_read_ends_the_recording_and_lets_in_what_follows_its_last_sample() {
         let mut r = Replay::new(Some(S), Some(S + NS), Err(String::new()), String::new());
