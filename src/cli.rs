@@ -41,9 +41,19 @@ EXIT STATUS:
 /// in `:`, an entry is a line with two columns.
 pub fn after_help() -> String {
     format!(
-        "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{HELP_AFTER_FILTER}",
-        crate::filter::SYNTAX_HELP
+        "{HELP_BEFORE_FILTER}FILTER (--filter EXPR, and / in the TUI):\n  {}\n  e.g. --filter 'type:fork,exit,comm !comm:kworker*'\n\n{}\n{HELP_AFTER_FILTER}",
+        crate::filter::SYNTAX_HELP,
+        replay_keys(),
     )
+}
+
+/// The replay keys of the TUI (`-i FILE` on a terminal), from the table its help shows.
+fn replay_keys() -> String {
+    let mut s = String::from("REPLAY KEYS (perfwatch -i FILE on a terminal):\n");
+    for (k, what) in crate::frontend::tui::input::REPLAY_KEYS {
+        s += &format!("  {k:<10}  {what}\n");
+    }
+    s
 }
 
 /// A live Linux event monitor: fork, exit, exec, mmap and samples from every CPU.
@@ -62,7 +72,8 @@ pub struct Cli {
     /// Read a recording instead of watching live: a perf.data file (`perf record -o FILE`), or
     /// `-` for perf's pipe format on stdin (`perf record -o - ... | perfwatch -i - --plain`).
     /// Its records go through the same ordering, symbols, filters, scripts and line formats
-    /// (--plain, --json, --folded); not the full-screen view yet.
+    /// (--plain, --json, --folded); on a terminal without them, the full-screen view replays
+    /// it on its own clock (REPLAY KEYS below).
     #[arg(short = 'i', long = "input", value_name = "FILE", conflicts_with_all = ["events", "all_cpus", "cpu", "pid", "tid", "cgroup", "command", "freq", "period", "callchains", "call_graph", "switch", "clockid"])]
     pub input: Option<std::path::PathBuf>,
 

@@ -773,8 +773,9 @@ fn a_stop_is_not_held_up_by_a_pipe_that_writes_nothing() {
 }
 
 #[test]
-fn the_full_screen_view_refuses_a_recording_with_a_message() {
-    // A terminal on stdout (script(1) gives one), no line format: the TUI would start.
+fn a_recording_that_cannot_be_opened_is_said_before_the_full_screen_view_starts() {
+    // A terminal on stdout (script(1) gives one), no line format: the TUI replays; a file
+    // it cannot open is said on the normal screen, which is never taken.
     let bin = assert_cmd::cargo::cargo_bin("perfwatch");
     let r = common::run(
         Command::new("script")
@@ -783,12 +784,14 @@ fn the_full_screen_view_refuses_a_recording_with_a_message() {
             .arg("/dev/null")
             .env("TERM", "xterm"),
     );
-    assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{} {}", r.stdout, r.stderr);
     assert!(
-        r.stdout.contains("does not replay recordings yet") && r.stdout.contains("--plain"),
+        r.stdout
+            .contains("cannot open the recording '/nonexistent.data'"),
         "{}",
         r.stdout
     );
+    assert!(!r.stdout.contains("\x1b[?1049h"), "{:?}", r.stdout);
 }
 
 #[test]

@@ -88,6 +88,7 @@ fn drive(
         now: &now,
         frame: Duration::from_millis(10),
         suspend: None,
+        replay: None,
     };
     run_loop(term, app, inputs, || {}).unwrap()
 }

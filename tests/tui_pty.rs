@@ -1307,3 +1307,166 @@ fn a_slow_script_gets_every_event_when_a_tui_run_ends_by_itself() {
     assert_eq!(saw, records, "{after}");
     assert!(after.contains("dropped by perfwatch: 0"), "{after}");
 }
+
+/// `perf record -e cpu-clock -g` of the hot program for 3 s, into `dir/replay.data`.
+fn hot_recording(dir: &std::path::Path) -> std::path::PathBuf {
+    let prog = hot_program(dir);
+    let data = dir.join("replay.data");
+    let out = std::process::Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o"])
+        .arg(&data)
+        .args(["--", "timeout", "3"])
+        .arg(&prog)
+        .output_in_time()
+        .expect("perf record");
+    assert!(
+        data.exists(),
+        "perf record: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    data
+}
+
+/// The replay's position bar: (position, end) in seconds from the first sample.
+fn replay_position(screen: &str) -> Option<(f64, Option<f64>)> {
+    let line = screen.lines().find(|l| l.contains(" replay: "))?;
+    let mut it = line.split('│').nth(1)?.split(" s / ");
+    let pos = it.next()?.trim().parse().ok()?;
+    let end = it.next()?.split(" s").next()?.trim().parse().ok();
+    Some((pos, end))
+}
+
+#[test]
+fn a_recording_replays_on_its_own_clock_pauses_jumps_and_quits_cleanly() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = hot_recording(dir.path());
+    let mut s = Screen::spawn_at(&["-i", data.to_str().unwrap()], 45, 160);
+    // The header says what the file says about itself; the replay plays at 1x.
+    s.wait_for("the replay playing", Duration::from_secs(20), |t| {
+        t.contains("replay: PLAYING 1x")
+            && t.contains("recording ")
+            && t.contains(" host ")
+            && t.contains("recorded with: ")
+            && replay_position(t).is_some_and(|(p, _)| p > 0.0)
+    });
+    let (first, end) = replay_position(&s.text()).unwrap();
+    let end = end.expect("the span from the file's header");
+    assert!((2.0..=4.0).contains(&end), "a 3 s recording: {end}");
+    s.wait_for("the position bar moving", Duration::from_secs(5), |t| {
+        replay_position(t).is_some_and(|(p, _)| p > first)
+    });
+    // Space pauses; `{` goes back to the start (the file read again), still paused.
+    s.send(" ");
+    s.wait_for("paused", Duration::from_secs(5), |t| {
+        t.contains("replay: PAUSED") && replay_position(t).is_some_and(|(p, _)| p > 0.0)
+    });
+    s.send("{");
+    s.wait_for("paused at the start", Duration::from_secs(10), |t| {
+        t.contains("replay: PAUSED") && replay_position(t).is_some_and(|(p, _)| p == 0.0)
+    });
+    s.idle(Duration::from_millis(1500));
+    let screen = s.text();
+    assert_eq!(
+        replay_position(&screen).map(|p| p.0),
+        Some(0.0),
+        "paused: the position stays\n{screen}"
+    );
+    // The status bar says what the file says about itself, and the counters as live.
+    let about = screen
+        .lines()
+        .find(|l| l.starts_with(" host "))
+        .unwrap_or_else(|| panic!("no row about the recording:\n{screen}"));
+    for what in [
+        ", Linux ",
+        ", perf ",
+        " CPUs, events cpu-clock",
+        "; recorded with: ",
+    ] {
+        assert!(about.contains(what), "{what} in {about}");
+    }
+    assert!(
+        screen.contains("lost 0 lost samples 0 dropped 0"),
+        "{screen}"
+    );
+    // A paused replay's screen but for what differs from run to run: the status rows that
+    // count or name this machine, the panes' rows; digits masked (a run of them is one #),
+    // a run of border dashes or of the bar's dots one (a title a digit longer has a dash less),
+    // the temporary directory named.
+    let tmp = dir.path().display().to_string();
+    let masked: String = screen
+        .lines()
+        .filter(|l| l.starts_with(" perfwatch ") || l.contains(" replay: ") || l.starts_with('┌'))
+        .chain(
+            screen
+                .lines()
+                .filter(|l| l.starts_with(" q  quit "))
+                .map(|l| l.split("  focus").next().unwrap_or(l)),
+        )
+        .map(|l| {
+            let mut out = String::new();
+            for c in l.replace(&tmp, "<dir>").trim_end().chars() {
+                let c = if c.is_ascii_digit() { '#' } else { c };
+                if !(matches!(c, '#' | '─' | '·') && out.ends_with(c)) {
+                    out.push(c);
+                }
+            }
+            out + "\n"
+        })
+        .collect();
+    insta::assert_snapshot!(masked);
+    // `>` while paused: 10x, still paused; space: on at 10x to the end, where the hot
+    // function leads Top symbols.
+    s.send(">");
+    s.wait_for("10x, paused", Duration::from_secs(5), |t| {
+        t.contains("replay: PAUSED (10x on space)")
+    });
+    let hot = |t: &str| {
+        t.lines()
+            .any(|l| l.contains("pwhot_spin") && l.contains("pwhot "))
+    };
+    s.send(" ");
+    s.wait_for("the end at 10x", Duration::from_secs(20), |t| {
+        t.contains("replay: END") && hot(t)
+    });
+    // `<` back to 1x, `[`: 10 s back from a 3 s end is the start (the file read again).
+    s.send("<[");
+    s.wait_for("back at the start, at 1x", Duration::from_secs(10), |t| {
+        t.contains("replay: PLAYING 1x") && replay_position(t).is_some_and(|(p, _)| p < 1.0)
+    });
+    // `}`: the end, at once.
+    s.send("}");
+    s.wait_for("the end again", Duration::from_secs(20), |t| {
+        t.contains("replay: END") && hot(t)
+    });
+    s.quit_restored("q after a replay");
+}
+
+#[test]
+fn a_piped_recording_refuses_jumps_back_in_the_status_bar() {
+    require_perf!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = hot_recording(dir.path());
+    // perf inject writes the file in perf's pipe format.
+    let mut cmd = CommandBuilder::new("sh");
+    cmd.args([
+        "-c",
+        &format!(
+            "perf inject -i '{}' -o - | '{}' -i -",
+            data.display(),
+            env!("CARGO_BIN_EXE_perfwatch")
+        ),
+    ]);
+    cmd.env("TERM", "xterm-256color");
+    let mut s = Screen::spawn_sized(cmd, 45, 160);
+    s.wait_for("the replay of the pipe", Duration::from_secs(20), |t| {
+        replay_position(t).is_some_and(|(p, _)| p > 0.5)
+    });
+    s.send("[");
+    s.wait_for("the refusal", Duration::from_secs(5), |t| {
+        t.contains("a pipe (-i -) cannot be read again")
+    });
+    s.send("q");
+    assert!(exit_status(&mut s, "q").success());
+    assert!(!s.parser.screen().alternate_screen());
+}

@@ -127,6 +127,47 @@ fn paused_screen() {
 }
 
 #[test]
+fn paused_replay_screen() {
+    use perfwatch::frontend::tui::replay::{ReplayCmd, ReplayView, Speed};
+    let mut a = app();
+    a.replay = Some(ReplayView {
+        start: T0,
+        end: Some(T0 + 60 * NS),
+        position: T0 + 3 * NS + NS / 2,
+        playing: false,
+        speed: Speed::Ten,
+        seeking: false,
+        read: false,
+        at_end: false,
+        about: "host box, Linux 6.1.0-18-amd64, perf 6.1.76, 2 CPUs, events cpu-clock; recorded with: perf record -a -o rec.data".into(),
+    });
+    let s = shows(
+        &mut a,
+        &[
+            "PAUSED",
+            "replay: PAUSED (10x on space) │ 3.5 s / 60.0 s [",
+            "recorded with: perf record",
+            "play/pause",
+        ],
+    );
+    // Space and the replay keys go to the loop, which owns the replay's clock.
+    key(&mut a, KeyCode::Char(' '));
+    key(&mut a, KeyCode::Char('['));
+    assert_eq!(
+        a.take_replay_cmds(),
+        vec![ReplayCmd::PlayPause, ReplayCmd::Back]
+    );
+    insta::assert_snapshot!(s);
+    // Its help lists the replay keys first, in place of the live pause.
+    key(&mut a, KeyCode::Char('?'));
+    let help = shows(
+        &mut a,
+        &["Replay (a recording: perfwatch -i FILE)", "jump 10 s on"],
+    );
+    assert!(!help.contains("counting continues"), "{help}");
+}
+
+#[test]
 fn filter_editing_with_an_error() {
     let mut a = app();
     key(&mut a, KeyCode::Char('/'));

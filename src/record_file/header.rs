@@ -36,6 +36,7 @@ pub const FEAT_ARCH: u32 = 6;
 pub const FEAT_NRCPUS: u32 = 7;
 pub const FEAT_CMDLINE: u32 = 11;
 pub const FEAT_EVENT_DESC: u32 = 12;
+pub const FEAT_SAMPLE_TIME: u32 = 21;
 pub const FEAT_CLOCKID: u32 = 23;
 
 /// Why a recording cannot be read at all.
@@ -161,6 +162,9 @@ pub struct Facts {
     /// File name -> build id (BUILD_ID), and the kernel's (`[kernel.kallsyms]`).
     pub build_ids: HashMap<Box<[u8]>, BuildId>,
     pub clockid: Option<i32>,
+    /// The times of the first and the last sample (SAMPLE_TIME, written by `perf record`
+    /// when it reads the samples for their build ids): the span a replay shows.
+    pub sample_time: Option<(u64, u64)>,
     /// Tracepoint formats by tracepoint id (TRACING_DATA).
     pub formats: HashMap<u64, TraceFormat>,
     /// Things worth saying about the header (a section not read).
@@ -350,6 +354,11 @@ impl Facts {
                 }
             }
             FEAT_CLOCKID => self.clockid = u64_at(b, 0).map(|c| c as i32),
+            FEAT_SAMPLE_TIME => {
+                self.sample_time = u64_at(b, 0)
+                    .zip(u64_at(b, 8))
+                    .filter(|&(first, last)| first > 0 && first <= last)
+            }
             FEAT_TRACING_DATA => self.tracing_data(b),
             _ => {}
         }

@@ -76,11 +76,16 @@ impl RecordingInfo {
 
     /// One line saying what the recording is (escaped: every string comes from the file).
     pub fn describe(&self) -> String {
+        format!("recording {}: {}", self.input.display(), self.about())
+    }
+
+    /// What the file says about itself: host, OS release, perf version, CPUs, events and
+    /// perf's command line (escaped).
+    pub fn about(&self) -> String {
         let f = &self.facts;
         let esc = |s: &Option<String>| crate::text::escape(s.as_deref().unwrap_or("?").as_bytes());
         let mut s = format!(
-            "recording {}: host {}, Linux {}, perf {}, {} CPUs, events {}",
-            self.input.display(),
+            "host {}, Linux {}, perf {}, {} CPUs, events {}",
             esc(&f.hostname),
             esc(&f.osrelease),
             esc(&f.version),

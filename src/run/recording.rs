@@ -25,6 +25,11 @@ const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// than a read may hang: a system-wide recording maps binaries whose reads can (a FUSE
 /// mount of the time), and 10 s a chunk over a large file's thousand rounds took minutes.
 const CHUNK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// The same waits in the TUI: as live (a read and a chunk's wait on the loop's thread hold up
+/// the keys and the frames; a second per chunk froze a replay's start on a system-wide
+/// recording). What is not read in time is `[unknown]` for those samples, as live.
+const TUI_LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+const TUI_CHUNK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The running kernel's release (`uname -r`).
 fn running_release() -> Option<String> {
@@ -40,12 +45,6 @@ pub fn run(
     signals: StopSignals,
     interactive: bool,
 ) -> Result<i32> {
-    if interactive {
-        return Err(UsageError(
-            "the full-screen view does not replay recordings yet: give --plain, --json or --folded with -i".into(),
-        )
-        .into());
-    }
     if let Some(addr) = cli.metrics {
         return Err(UsageError(format!(
             "--metrics {addr} serves a live run's counters; a recording (-i) gives its numbers with --json, --folded or --pprof"
@@ -98,43 +97,23 @@ pub fn run(
         f.check(&formats, rec.info.attrs.iter().any(|a| !a.is_dummy()))
             .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
     }
+    let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if interactive {
+        // Said after the screen is restored, with the summary.
+        let run = Replayed {
+            scripts,
+            agent,
+            folding,
+            same_kernel,
+            notes,
+            late,
+        };
+        return replay(cli, rec, run, signals);
+    }
     for note in &notes {
         crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
     }
-    let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let symbols = crate::symbols::Config {
-        load_timeout: LOAD_WAIT,
-        batch_wait: Some(CHUNK_WAIT),
-        read_user_fs: cli.read_user_fs,
-        preload_kernel: same_kernel,
-        ..crate::symbols::Config::default()
-    };
-    let symbols = if same_kernel {
-        symbols
-    } else {
-        crate::symbols::Config {
-            kallsyms: "/nonexistent/kallsyms".into(),
-            modules: "/nonexistent/modules".into(),
-            ..symbols
-        }
-    };
-    let pipe = Pipeline::new(
-        rec.rx.clone(),
-        &[0],
-        PipelineOptions {
-            model: true,
-            // The recording's side-band records are the model: this machine's /proc is not.
-            seed: None,
-            argv: false,
-            orphans: false,
-            pool: Some(rec.pool.clone()),
-            symbols: Some(symbols),
-            hide: None,
-            late: Some(late.clone()),
-            stop_time: None,
-            ..PipelineOptions::default()
-        },
-    );
+    let pipe = pipeline(cli, &rec, same_kernel, &late, false);
     let stop = StopRule::new(
         {
             let signals = signals.clone();
@@ -186,19 +165,33 @@ pub fn run(
         return Ok(0);
     }
     let mut err = Vec::new();
-    let failure = rec.counts.failure.get().cloned();
-    if let Some(why) = &failure {
-        let _ = writeln!(
-            err,
-            "perfwatch: error: {}: {why}; the records before it are above",
-            rec.info.input.display()
-        );
-    }
     if stdout_lost {
         let _ = writeln!(
             err,
             "perfwatch: {} bytes of output were not written",
             flushed.unwritten
+        );
+    }
+    let failed = summary(&rec, &late, &mut err);
+    crate::output::stderr_bounded(&err);
+    let code = match reason {
+        StopReason::Signal(sig) => exit_code_for(sig),
+        StopReason::Panicked => super::EXIT_INTERNAL,
+        _ if failed => 1,
+        _ => 0,
+    };
+    Ok(with_lost_output(code, stdout_lost || other_lost))
+}
+
+/// The recording's summary (after the records, or after the screen is restored): why the
+/// read stopped early, the counters, what was not used; true when the read failed.
+fn summary(rec: &Recording, late: &std::sync::atomic::AtomicU64, err: &mut Vec<u8>) -> bool {
+    let failure = rec.counts.failure.get().cloned();
+    if let Some(why) = &failure {
+        let _ = writeln!(
+            err,
+            "perfwatch: error: {}: {why}; the records before it were shown",
+            rec.info.input.display()
         );
     }
     let _ = err.write_all(
@@ -217,14 +210,187 @@ pub fn run(
             "  out of time order: {late} records came after newer ones had gone out (the recording's rounds overlap more than perf promises)"
         );
     }
+    failure.is_some()
+}
+
+/// A pipeline over `rec`'s batches, as every read of a recording has it (`tui`: with the
+/// TUI's waits for symbols).
+fn pipeline(
+    cli: &Cli,
+    rec: &Recording,
+    same_kernel: bool,
+    late: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    tui: bool,
+) -> Pipeline {
+    let (load, chunk) = match tui {
+        true => (TUI_LOAD_WAIT, TUI_CHUNK_WAIT),
+        false => (LOAD_WAIT, CHUNK_WAIT),
+    };
+    let symbols = crate::symbols::Config {
+        load_timeout: load,
+        batch_wait: Some(chunk),
+        read_user_fs: cli.read_user_fs,
+        preload_kernel: same_kernel,
+        ..crate::symbols::Config::default()
+    };
+    let symbols = if same_kernel {
+        symbols
+    } else {
+        crate::symbols::Config {
+            kallsyms: "/nonexistent/kallsyms".into(),
+            modules: "/nonexistent/modules".into(),
+            ..symbols
+        }
+    };
+    Pipeline::new(
+        rec.rx.clone(),
+        &[0],
+        PipelineOptions {
+            model: true,
+            // The recording's side-band records are the model: this machine's /proc is not.
+            seed: None,
+            argv: false,
+            orphans: false,
+            pool: Some(rec.pool.clone()),
+            symbols: Some(symbols),
+            hide: None,
+            late: Some(late.clone()),
+            stop_time: None,
+            ..PipelineOptions::default()
+        },
+    )
+}
+
+/// What a replay in the TUI takes over from the start of [`run`].
+struct Replayed {
+    scripts: crate::script::Scripts,
+    agent: crate::agent::Agent,
+    folding: Option<crate::folded::Folding>,
+    same_kernel: bool,
+    notes: Vec<String>,
+    late: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The recording being read now: a backward jump replaces it with a new read of the file,
+/// while the loop watches it and reads its counters.
+#[derive(Clone)]
+struct Current(std::rc::Rc<std::cell::RefCell<Recording>>);
+
+impl crate::stop::Watched for Current {
+    fn reader_failed(&self) -> bool {
+        false
+    }
+
+    fn command_exit(&mut self) -> Option<i32> {
+        None
+    }
+
+    fn request_stop(&self) {
+        crate::stop::Watched::request_stop(&*self.0.borrow());
+    }
+}
+
+/// `perfwatch -i FILE` on a terminal: the TUI replays the recording on its own clock (see
+/// `frontend::tui::replay`); the notes and the summary follow on the normal screen.
+fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Result<i32> {
+    use crate::frontend::tui;
+    let Replayed {
+        scripts,
+        agent,
+        folding,
+        same_kernel,
+        notes,
+        late,
+    } = run;
+    let info = rec.info.clone();
+    let pipe = agent.attach_profiles(pipeline(cli, &rec, same_kernel, &late, true));
+    let (mut pipe, pane_rx, scripts) =
+        scripts.attach(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
+    pipe.scripts_get_everything();
+    let stop = StopRule::new(
+        {
+            let signals = signals.clone();
+            move || signals.pending()
+        },
+        cli.duration,
+    );
+    let current = Current(std::rc::Rc::new(std::cell::RefCell::new(rec)));
+    // Reading again from the start would feed what reads the stream beside the screen the
+    // same records twice.
+    let others = !cli.script.is_empty() || cli.folded.is_some() || crate::agent::Agent::wanted(cli);
+    let rewind: Result<tui::replay::Rewind<'_>, String> = match &info.input {
+        crate::record_file::Input::Stdin => {
+            Err("a pipe (-i -) cannot be read again: no jumps back (a file can)".into())
+        }
+        _ if others => Err(
+            "no jumps back with --script, --folded or --pprof: they would see the records twice"
+                .into(),
+        ),
+        input => {
+            let (current, late, input) = (current.clone(), late.clone(), input.clone());
+            Ok(Box::new(move || {
+                // Opened before the current read is stopped: a file gone meanwhile leaves
+                // the replay as it was, with the message.
+                let again = Recording::open(input.clone(), cli.common_fields, &|| false)
+                    .map_err(|e| format!("cannot read the recording again: {e:#}"))?;
+                let pipe = pipeline(cli, &again, same_kernel, &late, true);
+                let mut rec = current.0.borrow_mut();
+                rec.join(std::time::Duration::from_millis(200));
+                *rec = again;
+                Ok(pipe)
+            }))
+        }
+    };
+    let span = info.facts.sample_time;
+    let replay =
+        tui::replay::Replay::new(span.map(|s| s.0), span.map(|s| s.1), rewind, info.about());
+    let cfg = tui::app::AppConfig::replay(&info, cli.history, span.map_or(0, |s| s.0));
+    let opts = tui::TuiOptions {
+        history: cli.history,
+        filter: cli.filter.clone(),
+        folded: folding.clone(),
+    };
+    let totals = {
+        let current = current.clone();
+        move || current.0.borrow().stats.snapshot()
+    };
+    let mut watched = current.clone();
+    let reason = catch_panic(|| {
+        tui::run_replay(
+            &mut watched,
+            &mut pipe,
+            pane_rx,
+            opts,
+            &stop,
+            cfg,
+            replay,
+            &totals,
+        )
+    });
+    for note in notes.iter().chain(pipe.all_notes()) {
+        crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
+    }
+    let scripts = scripts.finish();
+    scripts.print();
+    let folded_ok =
+        super::write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
+    let agent_ok = agent.finish();
+    let mut rec = current.0.borrow_mut();
+    rec.join(std::time::Duration::from_millis(200));
+    let reason = reason?;
+    let mut err = Vec::new();
+    let failed = summary(&rec, &late, &mut err);
     crate::output::stderr_bounded(&err);
     let code = match reason {
         StopReason::Signal(sig) => exit_code_for(sig),
         StopReason::Panicked => super::EXIT_INTERNAL,
-        _ if failure.is_some() => 1,
+        _ if failed => 1,
         _ => 0,
     };
-    Ok(with_lost_output(code, stdout_lost || other_lost))
+    Ok(with_lost_output(
+        code,
+        scripts.output_lost || !folded_ok || !agent_ok,
+    ))
 }
 
 /// `--json`'s first line for a recording: what the file says about itself, as

@@ -92,6 +92,36 @@ impl AppConfig {
 }
 
 impl AppConfig {
+    /// A recording replayed (`-i FILE`): the header says what the file says about itself;
+    /// the rates are of its main event (the first that samples); `start_ns` is its first
+    /// sample's time (0 until a pipe's first record says it).
+    pub fn replay(
+        info: &crate::record_file::RecordingInfo,
+        history: usize,
+        start_ns: u64,
+    ) -> AppConfig {
+        let main = info
+            .descs
+            .iter()
+            .find(|d| !is_dummy(d))
+            .or(info.descs.first());
+        let unit = match main {
+            Some(d) if is_dummy(d) || d.format.is_some() => RateUnit::Records,
+            Some(d) => super::rates::unit_of(d),
+            None => RateUnit::Records,
+        };
+        AppConfig {
+            event: main.map_or_else(|| "?".into(), |d| crate::text::escape(d.name.as_bytes())),
+            fallback: None,
+            unit,
+            target: format!("recording {}", info.input.display()),
+            cpus: info.cpus.clone(),
+            history,
+            start_ns,
+            events: info.descs.clone(),
+        }
+    }
+
     pub(crate) fn from_info(info: &MonitorInfo, history: usize, start_ns: u64) -> AppConfig {
         let unit = if info.event.is_clock() {
             RateUnit::Utilisation
@@ -203,6 +233,10 @@ pub struct App {
     pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
     pub(crate) zoom: bool,
+    /// A recording replayed: where the replay is (set by the loop on each tick).
+    pub replay: Option<super::replay::ReplayView>,
+    /// Replay keys for the loop (which owns the replay's clock) to act on.
+    replay_cmds: Vec<super::replay::ReplayCmd>,
 }
 
 impl App {
@@ -232,6 +266,8 @@ impl App {
             proc_alive: None,
             pick: None,
             zoom: false,
+            replay: None,
+            replay_cmds: Vec::new(),
             cfg,
         }
     }
@@ -293,7 +329,8 @@ impl App {
     /// The name of task `pid` as shown: the latest, or on a paused view the one it had at
     /// the pause.
     pub(crate) fn task_name(&self, tasks: &ProcessModel, pid: u32) -> String {
-        let c = match self.paused {
+        // A replay's model may know a little of what comes after the position.
+        let c = match self.paused || self.replay.is_some() {
             true => tasks
                 .comm_at(pid, self.shown().now_ns)
                 .or_else(|| tasks.comm(pid)),
@@ -472,6 +509,42 @@ impl App {
             None => self.live.log.clear(),
         }
         self.log.scroll = 0;
+    }
+
+    /// The replay keys pressed since the last call, for the loop.
+    pub fn take_replay_cmds(&mut self) -> Vec<super::replay::ReplayCmd> {
+        std::mem::take(&mut self.replay_cmds)
+    }
+
+    /// A replay read again from its start (a jump back), or a pipe's start learnt: the panes
+    /// start afresh from `start_ns` on `model` (the new read's); the view state (filter,
+    /// samples shown, focus, how panes are shown) stays, scrolls and narrowing go.
+    pub fn restart(&mut self, model: ModelHandle, start_ns: u64) {
+        let filter = self.filter().clone();
+        let samples = self.samples_in_log() && !filter.names_samples();
+        let scripts = std::mem::take(&mut self.live.scripts);
+        self.cfg.start_ns = start_ns;
+        self.live = Panes::new(
+            &self.cfg.cpus,
+            &self.cfg.events,
+            self.cfg.unit,
+            self.cfg.history,
+            start_ns,
+        );
+        self.live.scripts = scripts;
+        self.frozen = None;
+        self.paused = false;
+        self.model = model;
+        self.narrow = None;
+        self.reparents = 0;
+        self.set_filter(filter);
+        if samples {
+            self.toggle_samples();
+        }
+        self.log.scroll = 0;
+        self.stream.scroll = 0;
+        self.top.scroll = 0;
+        self.tree_view = TreeView::default();
     }
 
     /// Seconds since monitoring started.

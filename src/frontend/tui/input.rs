@@ -3,6 +3,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use super::replay::ReplayCmd;
+
 /// What a key asks for (outside filter editing, which takes text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -38,6 +40,8 @@ pub enum Action {
     Threads,
     /// `z`: the focused pane on the whole screen, or back.
     Zoom,
+    /// `<` `>` `[` `]` `{` `}`: a recording's replay (speed, jumps).
+    Replay(ReplayCmd),
     None,
 }
 
@@ -134,6 +138,18 @@ pub const KEYS: &[(&str, &str)] = &[
     ("?", "this help (any key closes it)"),
 ];
 
+/// The replay keys (a recording: `perfwatch -i FILE` on a terminal), as the help overlay and
+/// the man page show them.
+pub const REPLAY_KEYS: &[(&str, &str)] = &[
+    (
+        "space, p",
+        "play / pause the replay (paused, nothing moves)",
+    ),
+    ("> / <", "faster / slower: 1x, 10x, as fast as it decodes"),
+    ("] / [", "jump 10 s on / back (back reads the file again)"),
+    ("} / {", "jump to the end / the start"),
+];
+
 pub fn map_key(key: KeyEvent) -> Action {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     match key.code {
@@ -161,6 +177,12 @@ pub fn map_key(key: KeyEvent) -> Action {
         KeyCode::Char('t') => Action::Tree,
         KeyCode::Char('H') => Action::Threads,
         KeyCode::Char('z') => Action::Zoom,
+        KeyCode::Char('>') => Action::Replay(ReplayCmd::Faster),
+        KeyCode::Char('<') => Action::Replay(ReplayCmd::Slower),
+        KeyCode::Char(']') => Action::Replay(ReplayCmd::Forward),
+        KeyCode::Char('[') => Action::Replay(ReplayCmd::Back),
+        KeyCode::Char('}') => Action::Replay(ReplayCmd::ToEnd),
+        KeyCode::Char('{') => Action::Replay(ReplayCmd::ToStart),
         _ => Action::None,
     }
 }
@@ -181,5 +203,13 @@ mod tests {
         assert_eq!(map_key(k(KeyCode::Char(' '))), Action::Pause);
         assert_eq!(map_key(k(KeyCode::BackTab)), Action::FocusPrev);
         assert_eq!(map_key(k(KeyCode::Char('x'))), Action::None);
+        assert_eq!(
+            map_key(k(KeyCode::Char('['))),
+            Action::Replay(ReplayCmd::Back)
+        );
+        assert_eq!(
+            map_key(k(KeyCode::Char('}'))),
+            Action::Replay(ReplayCmd::ToEnd)
+        );
     }
 }

@@ -93,6 +93,9 @@ pub struct Spec {
     pub pick: Option<Pane>,
     /// The zoomed pane, if any.
     pub zoom: Option<Pane>,
+    /// A recording replayed: the status bar has two more rows, what the file says about
+    /// itself and the position bar.
+    pub replay: bool,
 }
 
 /// Where everything goes.
@@ -161,7 +164,8 @@ pub fn layout(area: Rect, spec: &Spec) -> Layout {
     let cpu_rows = (spec.cpus as u16 + 1)
         .min(MAX_CPU_ROWS)
         .min((area.height / 6).max(2));
-    let body = area.height.saturating_sub(2 + footer);
+    let status_rows = 2 + 2 * u16::from(spec.replay);
+    let body = area.height.saturating_sub(status_rows + footer);
     let rest = body.saturating_sub(cpu_rows + 2);
     // Short terminals give the middle row half of what is left, taller ones two fifths.
     let middle_h = if area.height < 30 {
@@ -174,7 +178,7 @@ pub fn layout(area: Rect, spec: &Spec) -> Layout {
     let [status, cpus, middle, log, foot] = stack(
         area,
         [
-            2,
+            status_rows,
             cpu_rows + 2,
             middle_h,
             rest.saturating_sub(middle_h),
@@ -284,6 +288,7 @@ mod tests {
             scripts,
             pick: None,
             zoom: None,
+            replay: false,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod layout;
 pub mod log;
 mod panes;
 mod rates;
+pub mod replay;
 mod task_rows;
 pub mod tasks;
 pub mod terminal;
@@ -192,7 +193,74 @@ pub fn run(
     }
     app.set_folding(opts.folded);
     app.proc_alive = Some(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
+    let stats = mon.stats.clone();
+    let now = move || clock_ns(clockid);
+    on_terminal(
+        &mut app,
+        pipe,
+        mon,
+        panes,
+        stop,
+        &|| stats.snapshot(),
+        &now,
+        None,
+    )
+}
 
+/// Replay a recording (`perfwatch -i FILE` on a terminal) until stopped: the same loop as
+/// live, its app fed through `replay`'s gate and ticked by its clock (see [`replay`]).
+/// `watched` is the recording's reader; `totals` its counters.
+#[allow(clippy::too_many_arguments)]
+pub fn run_replay(
+    watched: &mut dyn Watched,
+    pipe: &mut Pipeline,
+    panes: Option<Receiver<PaneMsg>>,
+    opts: TuiOptions,
+    stop: &StopRule,
+    cfg: AppConfig,
+    replay: replay::Replay<'_>,
+    totals: &dyn Fn() -> Totals,
+) -> anyhow::Result<StopReason> {
+    let mut app = App::new(AppConfig {
+        history: if opts.history == 0 {
+            app::DEFAULT_HISTORY
+        } else {
+            opts.history
+        },
+        ..cfg
+    })
+    .with_model(pipe.model().clone());
+    if let Some(f) = opts.filter {
+        app.set_filter(f);
+    }
+    app.set_folding(opts.folded);
+    app.replay = Some(replay.view());
+    // The recording's processes are not this machine's: no /proc look-ups.
+    app.proc_alive = None;
+    on_terminal(
+        &mut app,
+        pipe,
+        watched,
+        panes,
+        stop,
+        totals,
+        &|| 0,
+        Some(replay),
+    )
+}
+
+/// The terminal taken, the loop run on it, the terminal restored.
+#[allow(clippy::too_many_arguments)]
+fn on_terminal(
+    app: &mut App,
+    pipe: &mut Pipeline,
+    watched: &mut dyn Watched,
+    panes: Option<Receiver<PaneMsg>>,
+    stop: &StopRule,
+    totals: &dyn Fn() -> Totals,
+    now: &dyn Fn() -> u64,
+    replay: Option<replay::Replay<'_>>,
+) -> anyhow::Result<StopReason> {
     install_panic_hook();
     let suspend = terminal::Suspend::install();
     let mut guard = TerminalGuard::enter()?;
@@ -200,20 +268,19 @@ pub fn run(
     // that does not answer would stop perfwatch. The guard cleared the screen already.
     let mut term = Terminal::new(CrosstermBackend::new(FrameWriter::default()))?;
     let (input, keys) = InputThread::spawn()?;
-    let stats = mon.stats.clone();
-    let now = move || clock_ns(clockid);
     let inputs = LoopInputs {
         pipe,
-        watched: mon,
+        watched,
         stop,
         keys,
         panes: panes.unwrap_or_else(never),
-        totals: &|| stats.snapshot(),
-        now: &now,
+        totals,
+        now,
         frame: FRAME,
         suspend: Some(&suspend),
+        replay,
     };
-    let result = run_loop(&mut term, &mut app, inputs, move || drop(input));
+    let result = run_loop(&mut term, app, inputs, move || drop(input));
     drop(term);
     guard.restore();
     result
@@ -239,6 +306,9 @@ pub struct LoopInputs<'a> {
     /// Ctrl-Z and SIGTSTP: leave the terminal, stop, take it back on SIGCONT (None in tests
     /// without a terminal).
     pub suspend: Option<&'a terminal::Suspend>,
+    /// A recording replayed: the gate and clock between the pipeline and the app (None
+    /// live).
+    pub replay: Option<replay::Replay<'a>>,
 }
 
 /// The TUI's loop until a stop, then the shutdown: the readers are asked to stop, and their
@@ -264,6 +334,7 @@ where
         now,
         frame,
         suspend,
+        mut replay,
     } = inputs;
     let result = event_loop(
         term,
@@ -277,6 +348,7 @@ where
         now,
         frame,
         suspend,
+        replay.as_mut(),
     );
     watched.request_stop();
     if result.as_ref().is_ok_and(|r| r.is_natural()) {
@@ -297,8 +369,12 @@ where
         input_done();
         pipe.finish(SHUTDOWN_GRACE);
     }
+    // A replay ends where it is: what the pipeline held beyond its position is not shown
+    // (nor fed to `--folded`).
     while let Some(chunk) = pipe.next_chunk() {
-        app.on_chunk(chunk);
+        if replay.is_none() {
+            app.on_chunk(chunk);
+        }
     }
     result
 }
@@ -360,6 +436,7 @@ fn event_loop<B: Backend>(
     now: &dyn Fn() -> u64,
     frame: Duration,
     suspend: Option<&terminal::Suspend>,
+    mut replay: Option<&mut replay::Replay<'_>>,
 ) -> anyhow::Result<StopReason>
 where
     B::Error: Send + Sync + 'static,
@@ -369,9 +446,23 @@ where
     let mut pane_rx = &panes;
     let no_input = never();
     let mut input_rx = &keys;
+    let no_batches = never();
     let start = Instant::now();
-    app.on_tick(now());
-    app.set_totals(totals());
+    // Live, the panes' clock is the events' clock now; replayed, the replay's position.
+    let tick = |app: &mut App, replay: &Option<&mut replay::Replay<'_>>| match replay {
+        Some(r) => {
+            app.on_tick(r.now());
+            app.replay = Some(r.view());
+        }
+        None => app.on_tick(now()),
+    };
+    // A replay counts the records up to its position.
+    let counters = |replay: &Option<&mut replay::Replay<'_>>| match replay {
+        Some(r) => r.totals(totals()),
+        None => totals(),
+    };
+    tick(app, &replay);
+    app.set_totals(counters(&replay));
     ui::render(term, app)?;
     let mut last_draw = Instant::now();
     // Something to show since the last frame; and something besides samples (a task
@@ -388,15 +479,22 @@ where
         } else {
             frame.max(SAMPLES_FRAME)
         };
-        let wait = if dirty {
+        let mut wait = if dirty {
             period.saturating_sub(last_draw.elapsed())
         } else {
             SECOND - Duration::from_nanos((since.as_nanos() % SECOND.as_nanos()) as u64)
         };
+        // A replay that moves is drawn every frame (its position bar moves, its records are
+        // let in as the clock passes them); one that holds records takes no more batches.
+        let moving = replay.as_ref().is_some_and(|r| r.moving());
+        if moving {
+            wait = wait.min(frame.saturating_sub(last_draw.elapsed()));
+        }
+        let holding = replay.as_ref().is_some_and(|r| r.holding());
         let mut redraw = false;
         let mut suspend_key = false;
         select! {
-            recv(pipe.batches()) -> msg => pipe.take(msg),
+            recv(if holding { &no_batches } else { pipe.batches() }) -> msg => pipe.take(msg),
             recv(pipe.staged()) -> msg => pipe.take_staged(msg),
             recv(input_rx) -> ev => match ev {
                 Ok(ev) => {
@@ -426,10 +524,44 @@ where
             },
             default(stop.wait_at_most(wait)) => {}
         }
-        while let Some(chunk) = pipe.next_chunk() {
-            dirty |= !chunk.events.is_empty();
-            lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
-            app.on_chunk(chunk);
+        if let Some(r) = replay.as_deref_mut() {
+            for cmd in app.take_replay_cmds() {
+                match r.command(cmd, pipe) {
+                    // Read again from the start: the panes start afresh on the new model.
+                    Ok(true) => app.restart(pipe.model().clone(), r.view().start),
+                    Ok(false) => {}
+                    Err(why) => app.message = Some(why),
+                }
+            }
+        }
+        match replay.as_deref_mut() {
+            None => {
+                while let Some(chunk) = pipe.next_chunk() {
+                    dirty |= !chunk.events.is_empty();
+                    lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
+                    app.on_chunk(chunk);
+                }
+            }
+            Some(r) => loop {
+                let known = r.view().start;
+                while !r.holding() {
+                    let Some(chunk) = pipe.next_chunk() else {
+                        break;
+                    };
+                    r.take(chunk);
+                }
+                if pipe.all_ended() {
+                    r.read_to_end();
+                }
+                if known == 0 && r.view().start != 0 {
+                    // A pipe's first timed record: the panes count from it.
+                    app.restart(pipe.model().clone(), r.view().start);
+                }
+                let Some(chunk) = r.release() else { break };
+                dirty = true;
+                lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
+                app.on_chunk(chunk);
+            },
         }
         for note in pipe.take_notes() {
             // In the footer now; all of them on stderr after the screen is restored.
@@ -440,7 +572,8 @@ where
             // q is the same request as Ctrl-C: a normal stop, exit status 0.
             return Ok(StopReason::Signal(libc::SIGINT));
         }
-        if let Some(reason) = stop.check(watched, pipe.all_ended()) {
+        // A replay stays on its last frame at the end of the recording, until q.
+        if let Some(reason) = stop.check(watched, pipe.all_ended() && replay.is_none()) {
             return Ok(reason);
         }
         if let Some(suspend) = suspend {
@@ -453,9 +586,13 @@ where
             }
         }
         let second = start.elapsed().as_secs();
-        if redraw || (dirty && last_draw.elapsed() >= period) || second != drawn_second {
-            app.on_tick(now());
-            app.set_totals(totals());
+        if redraw
+            || (dirty && last_draw.elapsed() >= period)
+            || second != drawn_second
+            || (moving && last_draw.elapsed() >= frame)
+        {
+            tick(app, &replay);
+            app.set_totals(counters(&replay));
             dirty = false;
             lively = false;
             drawn_second = second;

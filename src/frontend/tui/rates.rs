@@ -38,7 +38,7 @@ pub fn ipc(instructions: f64, cycles: f64) -> Option<f64> {
 
 /// The rate unit of one event of the list: a software clock's utilisation, otherwise the
 /// sum of sample periods per second (a tracepoint's hits per second).
-fn unit_of(d: &EventDesc) -> RateUnit {
+pub(super) fn unit_of(d: &EventDesc) -> RateUnit {
     use perf_event_open_sys::bindings as sys;
     let clock = d.type_ == sys::PERF_TYPE_SOFTWARE
         && (d.config == sys::PERF_COUNT_SW_CPU_CLOCK as u64

@@ -94,11 +94,22 @@ fn shown_name(model: &ProcessModel, p: &Process) -> (String, String) {
 /// Which processes are shown: the live ones, and those that exited in the last
 /// [`RECENT_NS`] (marked). A process known from `/proc` at start whose exit the stream cannot
 /// tell (it is not watched) is live while `alive` says so.
+/// A replay's model knows a little of what comes after its position: a process that starts
+/// later is not shown yet, one that exits later is live.
 fn shown(p: &Process, now: u64, alive: &dyn Fn(u32) -> bool) -> bool {
+    if p.start().is_some_and(|s| s > now) {
+        return false;
+    }
     match p.exit() {
-        Some(e) => now.saturating_sub(e) <= RECENT_NS,
+        Some(e) if e <= now => now - e <= RECENT_NS,
+        Some(_) => true,
         None => p.start().is_some() || alive(p.pid),
     }
+}
+
+/// Whether `p` had exited by `now`.
+fn exited(p: &Process, now: u64) -> bool {
+    p.exit().is_some_and(|e| e <= now)
 }
 
 /// The guides before a name, from its ancestors' (true where that ancestor was a last child,
@@ -238,7 +249,7 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         let Some(p) = procs.get(&pid) else { continue };
         let kids = children.get(&pid).map(Vec::as_slice).unwrap_or_default();
         let fold = pid == KTHREADD;
-        let mark = if p.exit().is_some() {
+        let mark = if exited(p, now) {
             Mark::Exited
         } else if p
             .start()
@@ -272,7 +283,7 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         // Exited children with nothing shown below them: one row, after the others, when
         // they are many.
         let (gone, shown): (Vec<u32>, Vec<u32>) = kids.iter().partition(|k| {
-            procs.get(k).is_some_and(|c| c.exit().is_some()) && !children.contains_key(k)
+            procs.get(k).is_some_and(|c| exited(c, now)) && !children.contains_key(k)
         });
         let (gone, kids) = if gone.len() > FOLD_EXITED {
             (gone, shown)
@@ -413,6 +424,26 @@ pub(crate) mod tests {
         assert_eq!(
             lines(&rows(&m, T0 + 10 * S, &|_| true)),
             ["1 init", "└─ 100 bash", "   └─ 300 sleep 5"]
+        );
+    }
+
+    #[test]
+    fn a_replay_shows_the_tree_as_of_its_position_not_as_of_what_its_model_knows() {
+        let mut m = seeded(&[(1, Some(0), "init"), (100, Some(1), "bash")]);
+        m.apply(&[
+            tk::fork(0, T0 + S, 301, 100),
+            tk::exit(0, T0 + 3 * S, 301, 100),
+        ]);
+        let at = |t| lines(&rows(&m, t, &|_| true));
+        assert_eq!(at(T0), ["1 init", "└─ 100 bash"], "not started yet");
+        assert_eq!(
+            at(T0 + 2 * S),
+            ["1 init", "└─ 100 bash", "   └─ 301 bash +"],
+            "live: its exit is later"
+        );
+        assert_eq!(
+            at(T0 + 4 * S),
+            ["1 init", "└─ 100 bash", "   └─ 301 bash x"]
         );
     }
 

@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::app::App;
-use super::input::KEYS;
+use super::input::{KEYS, REPLAY_KEYS};
 use super::layout::{Drawn, Pane};
 use super::widgets::{draw_grid, hms, pane_block, rel, scroll_note, shown_rows, si, window};
 use crate::event::{Event, RecordType};
@@ -60,6 +60,7 @@ pub fn draw(f: &mut Frame, app: &App) -> Option<Drawn> {
             scripts: data.scripts.len(),
             pick: app.pick,
             zoom: app.zoom.then_some(app.focus),
+            replay: app.replay.is_some(),
         },
     );
     draw_status(f, l.status, app, &l);
@@ -110,7 +111,7 @@ pub fn draw(f: &mut Frame, app: &App) -> Option<Drawn> {
         _ => focused.height.saturating_sub(chrome).max(1) as usize,
     };
     if app.show_help {
-        draw_help(f, area);
+        draw_help(f, area, app.replay.is_some());
     }
     Some(Drawn {
         areas,
@@ -169,7 +170,12 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) 
         sep.clone(),
     ];
     // First, so that a narrow terminal never cuts it off.
-    if app.paused {
+    if app.paused
+        || app
+            .replay
+            .as_ref()
+            .is_some_and(|r| !r.playing && !r.seeking)
+    {
         l1.push(Span::styled(
             " PAUSED ",
             Style::default()
@@ -245,7 +251,60 @@ fn draw_status(f: &mut Frame, area: Rect, app: &App, l: &super::layout::Layout) 
     l2.push(warn("lost samples", t.lost_samples));
     l2.push(Span::raw(" "));
     l2.push(warn("dropped", t.dropped));
-    f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
+    let mut lines = vec![Line::from(l1), Line::from(l2)];
+    if let Some(r) = &app.replay {
+        lines.push(Line::from(Span::styled(
+            format!(" {}", r.about),
+            Style::default().fg(Color::DarkGray),
+        )));
+        lines.push(position_bar(r, area.width));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+/// A replay's position bar: its state and speed, where it is in the recording's span (from
+/// its first sample), and the bar itself.
+fn position_bar(r: &super::replay::ReplayView, width: u16) -> Line<'static> {
+    let secs = |t: u64| t.saturating_sub(r.start) as f64 / 1e9;
+    let state = if r.at_end {
+        "END".to_string()
+    } else if r.seeking {
+        "SEEKING".to_string()
+    } else if r.playing {
+        format!("PLAYING {}", r.speed.name())
+    } else {
+        format!("PAUSED ({} on space)", r.speed.name())
+    };
+    let end = match r.end {
+        Some(e) if r.read || e > r.start => format!("{:.1} s", secs(e)),
+        _ => "? s (reading)".into(),
+    };
+    let pos = match r.start {
+        0 => "waiting for the first record".to_string(),
+        _ => format!("{:.1} s / {end}", secs(r.position)),
+    };
+    let head = format!(" replay: {state} │ {pos} ");
+    let room = (width as usize)
+        .saturating_sub(head.chars().count() + 3)
+        .min(80);
+    let filled = match (r.end, r.start) {
+        (Some(e), s) if s > 0 && e > s => {
+            ((r.position.saturating_sub(s)) as f64 / (e - s) as f64 * room as f64).round() as usize
+        }
+        (Some(_), s) if s > 0 => room,
+        _ => 0,
+    }
+    .min(room);
+    Line::from(vec![
+        Span::styled(head, Style::default().fg(Color::Cyan)),
+        Span::raw("["),
+        Span::styled("█".repeat(filled), Style::default().fg(Color::Cyan)),
+        Span::styled(
+            "·".repeat(room - filled),
+            Style::default().fg(Color::DarkGray),
+        ),
+        Span::raw("]"),
+    ])
 }
 
 /// ` of PID comm (+children)` when the views are narrowed to a process.
@@ -616,16 +675,29 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
         .bg(Color::Cyan)
         .add_modifier(Modifier::BOLD);
     let mut spans = Vec::new();
-    for (k, what) in [
-        ("q", "quit"),
-        ("?", "help"),
-        ("/", "filter"),
-        ("Tab", "focus"),
-        ("z", "zoom"),
-        ("space", "pause"),
-        ("↑↓ PgUp PgDn", "scroll"),
-        ("c", "clear"),
-    ] {
+    let keys: &[(&str, &str)] = match app.replay {
+        Some(_) => &[
+            ("q", "quit"),
+            ("?", "help"),
+            ("space", "play/pause"),
+            ("< >", "speed"),
+            ("[ ]", "-/+10 s"),
+            ("{ }", "start/end"),
+            ("/", "filter"),
+            ("Tab", "focus"),
+        ],
+        None => &[
+            ("q", "quit"),
+            ("?", "help"),
+            ("/", "filter"),
+            ("Tab", "focus"),
+            ("z", "zoom"),
+            ("space", "pause"),
+            ("↑↓ PgUp PgDn", "scroll"),
+            ("c", "clear"),
+        ],
+    };
+    for &(k, what) in keys {
         spans.push(Span::styled(format!(" {k} "), key));
         spans.push(Span::raw(format!(" {what} ")));
     }
@@ -638,17 +710,30 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-fn draw_help(f: &mut Frame, area: Rect) {
-    let mut lines = vec![Line::from(Span::styled(
-        "Keys",
-        Style::default().add_modifier(Modifier::BOLD),
-    ))];
-    for (k, what) in KEYS {
-        lines.push(Line::from(vec![
-            Span::styled(format!("  {k:<16}"), Style::default().fg(Color::Cyan)),
-            Span::raw(*what),
-        ]));
+/// The help overlay: the keys (a replay's first, in place of the live pause), then the
+/// filter's syntax.
+fn draw_help(f: &mut Frame, area: Rect, replay: bool) {
+    let mut lines = Vec::new();
+    let mut table = |title: &'static str, keys: &[(&'static str, &'static str)]| {
+        lines.push(Line::from(Span::styled(
+            title,
+            Style::default().add_modifier(Modifier::BOLD),
+        )));
+        for (k, what) in keys {
+            // A replay's space is its own (above).
+            if replay && k.starts_with("space") && title == "Keys" {
+                continue;
+            }
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {k:<16}"), Style::default().fg(Color::Cyan)),
+                Span::raw(*what),
+            ]));
+        }
+    };
+    if replay {
+        table("Replay (a recording: perfwatch -i FILE)", REPLAY_KEYS);
     }
+    table("Keys", KEYS);
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         "Filter (/ here, --filter in --plain/--json)",

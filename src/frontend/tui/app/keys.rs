@@ -28,7 +28,16 @@ impl App {
         self.message = None;
         match map_key(key) {
             Action::Quit => self.quit = true,
+            // A replay's pause stops its clock: nothing moves (see `replay`).
+            Action::Pause if self.replay.is_some() => self
+                .replay_cmds
+                .push(super::super::replay::ReplayCmd::PlayPause),
             Action::Pause => self.toggle_pause(),
+            Action::Replay(cmd) if self.replay.is_some() => self.replay_cmds.push(cmd),
+            Action::Replay(_) => {
+                self.message =
+                    Some("< > [ ] { } play a recording: perfwatch -i FILE (this is live)".into())
+            }
             Action::EditFilter => {
                 let text = self.filter().source().to_string();
                 self.edit = Some(FilterEdit {

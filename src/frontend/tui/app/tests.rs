@@ -631,3 +631,38 @@ fn batches_go_through_time_order() {
     assert_eq!(app.log_len(), 2);
     assert_eq!(app.log_entry(0).unwrap().cpu, 0);
 }
+
+#[test]
+fn a_replay_read_again_starts_the_panes_afresh_and_keeps_the_view_settings() {
+    use crate::frontend::tui::replay::{ReplayCmd, ReplayView};
+    let mut app = App::new(cfg(RateUnit::Utilisation, 100));
+    app.replay = Some(ReplayView::default());
+    app.set_filter(Filter::parse("type:fork").unwrap());
+    app.on_events([fork(0, T0 + 5, 300, 1), sample(0, 300, T0 + 6, 1_000_000)]);
+    assert_eq!(app.log_len(), 1);
+    // Space is the replay's, not the view's pause; the replay keys go to the loop.
+    app.on_key(key(' '));
+    app.on_key(key('{'));
+    app.on_key(key('>'));
+    assert!(!app.paused, "no frozen copy: the replay's clock stops");
+    assert_eq!(
+        app.take_replay_cmds(),
+        [ReplayCmd::PlayPause, ReplayCmd::ToStart, ReplayCmd::Faster]
+    );
+    assert!(app.take_replay_cmds().is_empty());
+    let model = crate::process::ModelHandle::default();
+    app.restart(model, T0 + 2);
+    assert_eq!(app.log_len(), 0, "the panes start afresh");
+    assert_eq!(app.shown().top().1, 0);
+    assert_eq!(app.filter().source(), "type:fork", "the filter stays");
+    assert_eq!(app.cfg.start_ns, T0 + 2);
+    // Live, the replay keys only say what they are for.
+    let mut live = App::new(cfg(RateUnit::Utilisation, 100));
+    live.on_key(key(']'));
+    assert!(live.take_replay_cmds().is_empty());
+    assert!(
+        live.message
+            .as_deref()
+            .is_some_and(|m| m.contains("-i FILE"))
+    );
+}
