@@ -120,15 +120,7 @@ fn serve(
                 revents: 0,
             });
         }
-        // SAFETY: `fds` is a live, initialised array of `fds.len()` pollfd structs that poll
-        // only writes `revents` of.
-        let n = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                TICK.as_millis() as i32,
-            )
-        };
+        let n = crate::sys::poll(&mut fds, TICK.as_millis() as i32);
         if n < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -367,8 +359,7 @@ fn own_stat() -> Option<Vec<u64>> {
 }
 
 fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let t = crate::sys::sysconf(libc::_SC_CLK_TCK);
     if t > 0 { t as f64 } else { 100.0 }
 }
 
@@ -376,8 +367,7 @@ fn clock_ticks() -> f64 {
 fn own_usage() -> (Option<f64>, Option<u64>) {
     // Fields 14 and 15 of stat (11 and 12 after the name and state).
     let cpu = own_stat().and_then(|f| Some((f.get(11)? + f.get(12)?) as f64 / clock_ticks()));
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let page = crate::sys::sysconf(libc::_SC_PAGESIZE).max(4096) as u64;
     let rss = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_ascii_whitespace().nth(1)?.parse::<u64>().ok())

@@ -203,8 +203,7 @@ impl Read for StdinUntilStop {
                 events: libc::POLLIN,
                 revents: 0,
             };
-            // SAFETY: one valid pollfd, for the duration of the call.
-            let r = unsafe { libc::poll(&mut p, 1, STOP_POLL) };
+            let r = crate::sys::poll(std::slice::from_mut(&mut p), STOP_POLL);
             if r < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {
@@ -215,8 +214,7 @@ impl Read for StdinUntilStop {
             if r == 0 {
                 continue;
             }
-            // SAFETY: `buf` is valid for writes of its length.
-            let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+            let n = crate::sys::read(std::os::fd::AsFd::as_fd(&std::io::stdin()), buf);
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {

@@ -66,11 +66,7 @@ impl Worker {
 /// count in perfwatch's RSS for good: 35 MB instead of 13 MB after loading the kernel, libc
 /// and ld.so here.
 fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the allocator to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::malloc_trim();
 }
 
 /// A read started and not taken yet.
