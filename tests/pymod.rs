@@ -8,7 +8,7 @@
 //! Building the wheel compiles the crate again (the dev profile, as an extension module, into
 //! target/pymod so that later runs are incremental): a minute or two the first time.
 
-use crate::common;
+mod common;
 
 use std::path::Path;
 use std::process::Command;
