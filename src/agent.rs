@@ -86,11 +86,6 @@ impl Agent {
         pipe
     }
 
-    /// Where the endpoint listens.
-    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.server.as_ref().map(MetricsServer::addr)
-    }
-
     /// At the end: stop serving, write the last profiles and say where they went. False when
     /// a profile could not be written.
     pub fn finish(self) -> bool {

@@ -35,7 +35,6 @@ const TICK: Duration = Duration::from_millis(200);
 
 /// The running endpoint; dropping it stops the thread.
 pub struct MetricsServer {
-    addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -54,7 +53,6 @@ impl BoundMetrics {
     /// Serve from a thread of its own.
     pub fn serve(self, published: Arc<Published>, live: Live) -> io::Result<MetricsServer> {
         let listener = self.0;
-        let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let start_time = process_start_time();
@@ -62,17 +60,9 @@ impl BoundMetrics {
             .name("perfwatch-metrics".into())
             .spawn(move || serve(listener, &published, &live, start_time, &flag))?;
         Ok(MetricsServer {
-            addr,
             stop,
             thread: Some(thread),
         })
-    }
-}
-
-impl MetricsServer {
-    /// Where it listens (the port the kernel chose for port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 }
 

@@ -27,7 +27,7 @@ use crate::event::{Batch, BufferPool, EventDesc};
 use crate::stats::Stats;
 use header::{Facts, FileAttr};
 
-pub use stream::{Decoding, record_type_name};
+pub use stream::record_type_name;
 
 /// Where the recording comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,8 +106,6 @@ pub struct ReadCounts {
     pub undecoded: Mutex<BTreeMap<String, u64>>,
     /// Why reading stopped before the end (a truncated or inconsistent file).
     pub failure: OnceLock<String>,
-    /// Things learnt while reading (a pipe's late header records).
-    pub notes: Mutex<Vec<String>>,
 }
 
 impl ReadCounts {
