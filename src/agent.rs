@@ -89,11 +89,6 @@ impl Agent {
         pipe
     }
 
-    /// Where the endpoint listens.
-    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.server.as_ref().map(MetricsServer::addr)
-    }
-
     /// At the end: stop serving, write the last profiles and say where they went. False when
     /// a profile could not be written.
     pub fn finish(self) -> bool {
@@ -117,10 +112,5 @@ impl Agent {
 /// side: 58 MiB RSS as is, 51 with two arenas, 44 with one arena and this threshold; the
 /// model alone (`-e dummy`) is 9 MiB. Called before the agent's threads start.
 fn few_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes the allocator's tuning; no pointer is passed.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 10);
-    }
+    crate::sys::malloc_tune(1, 128 << 10);
 }

@@ -181,6 +181,7 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
     }
 
     /// Distinct chains kept.
+    #[cfg(test)]
     pub fn chains(&self) -> usize {
         self.paths.len()
     }
@@ -346,6 +347,7 @@ impl<K: Clone + Eq + Ord> CallerTree<K> {
     }
 
     /// The samples through the root (its Children count over the span).
+    #[cfg(test)]
     pub fn samples(&self) -> u64 {
         self.nodes[0].samples
     }

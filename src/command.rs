@@ -5,6 +5,9 @@
 //! is the classic fork / wait-on-a-pipe / exec with a close-on-exec pipe that reports a
 //! failed exec, as perf's `evlist__prepare_workload` does. Everything the child needs is
 //! allocated before the fork; after it, the child only makes async-signal-safe calls.
+// Still its own `unsafe` (the fork/exec of `-- COMMAND` (what the child may call before exec)):
+// not moved into src/sys/ yet (issue 24).
+#![allow(unsafe_code)]
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;

@@ -18,13 +18,6 @@
 
 use crate::event::tracepoint::{Field, FieldType, Format};
 
-/// Keys that mean the record's own task, CPU or file unless the record has a field of that
-/// name.
-pub const SHADOWED: &[&str] = &["pid", "tid", "comm", "cpu", "filename"];
-
-/// The running task and CPU, always.
-pub const COMMON: &[&str] = &["common_pid", "common_tid", "common_comm", "common_cpu"];
-
 /// What a value of a field term was written as.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wanted<'a> {

@@ -22,6 +22,9 @@
 //! bytes cannot tell this: a pipe is a ring of pages, and one byte left unread in each page
 //! blocks a writer as surely as a full pipe. Everything else (a terminal, a socket, a file)
 //! goes through the writer.
+// Still its own `unsafe` (descriptor checks and raw writes to stdout/stderr (a signal-safe path)):
+// not moved into src/sys/ yet (issue 24).
+#![allow(unsafe_code)]
 
 use std::io::{self, Write};
 use std::sync::Arc;

@@ -27,11 +27,7 @@ fn entry_ignored() -> &'static [bool; 5] {
     static AT_ENTRY: OnceLock<[bool; 5]> = OnceLock::new();
     AT_ENTRY.get_or_init(|| {
         WATCHED.map(|sig| {
-            let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-            // SAFETY: reading the current disposition into a valid out-parameter.
-            let ok = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) } == 0;
-            // SAFETY: filled by sigaction when it succeeded.
-            ok && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+            crate::sys::disposition(sig).is_some_and(|old| old.sa_sigaction == libc::SIG_IGN)
         })
     })
 }

@@ -31,8 +31,6 @@ use crate::process::ProcessModel;
 use crate::stats::Stats;
 use family::TopFamily;
 
-/// Series per family by default (`--metrics-top`).
-pub const DEFAULT_TOP: usize = 20;
 /// How often the tap publishes a new snapshot.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 

@@ -34,7 +34,6 @@ pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The running endpoint; dropping it stops the thread.
 pub struct MetricsServer {
-    addr: SocketAddr,
     stop: Arc<AtomicBool>,
     /// Written to on drop: wakes the loop from poll(2), which otherwise sleeps until a
     /// connection or its deadline needs it (no tick: an idle agent's endpoint costs nothing).
@@ -56,7 +55,6 @@ impl BoundMetrics {
     /// Serve from a thread of its own.
     pub fn serve(self, published: Arc<Published>, live: Live) -> io::Result<MetricsServer> {
         let listener = self.0;
-        let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let start_time = process_start_time();
@@ -65,18 +63,10 @@ impl BoundMetrics {
             .name("perfwatch-metrics".into())
             .spawn(move || serve(listener, &published, &live, start_time, &flag, &woken))?;
         Ok(MetricsServer {
-            addr,
             stop,
             wake,
             thread: Some(thread),
         })
-    }
-}
-
-impl MetricsServer {
-    /// Where it listens (the port the kernel chose for port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 }
 
@@ -140,9 +130,7 @@ fn serve(
                 .as_millis()
                 .clamp(1, 60_000) as i32
         });
-        // SAFETY: `fds` is a live, initialised array of `fds.len()` pollfd structs that poll
-        // only writes `revents` of.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        let n = crate::sys::poll(&mut fds, timeout);
         if n < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -197,11 +185,7 @@ fn serve(
 /// scrape no longer waits behind every runnable task of a loaded machine for its turn: on
 /// the 2-CPU VM at a load average of 17, the longest of 200 scrapes was 182 ms without it.
 fn answer_first() {
-    // SAFETY: gettid and setpriority take no pointers; the thread id is this thread's.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, NICE);
-    }
+    let _ = crate::sys::set_thread_nice(NICE);
 }
 
 /// The endpoint thread's nice value.
@@ -396,8 +380,7 @@ fn own_stat() -> Option<Vec<u64>> {
 }
 
 fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let t = crate::sys::sysconf(libc::_SC_CLK_TCK);
     if t > 0 { t as f64 } else { 100.0 }
 }
 
@@ -405,8 +388,7 @@ fn clock_ticks() -> f64 {
 fn own_usage() -> (Option<f64>, Option<u64>) {
     // Fields 14 and 15 of stat (11 and 12 after the name and state).
     let cpu = own_stat().and_then(|f| Some((f.get(11)? + f.get(12)?) as f64 / clock_ticks()));
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let page = crate::sys::sysconf(libc::_SC_PAGESIZE).max(4096) as u64;
     let rss = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_ascii_whitespace().nth(1)?.parse::<u64>().ok())

@@ -19,7 +19,7 @@
 //! fails and perfwatch reads command lines as before (later, from `/proc`).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,21 +116,11 @@ fn attr(id: u64, clockid: libc::clockid_t, stacks: bool, target: &Target) -> sys
 
 fn open_fd(a: &mut sys::perf_event_attr, pid: i32, cpu: i32, flags: u64) -> io::Result<OwnedFd> {
     loop {
-        // SAFETY: `a` is a valid, initialised perf_event_attr.
-        let fd = unsafe {
-            pe::perf_event_open(
-                a,
-                pid,
-                cpu,
-                -1,
-                (sys::PERF_FLAG_FD_CLOEXEC as u64 | flags) as libc::c_ulong,
-            )
+        let flags = (sys::PERF_FLAG_FD_CLOEXEC as u64 | flags) as libc::c_ulong;
+        let e = match crate::sys::perf::open(a, pid, cpu, flags) {
+            Ok(fd) => return Ok(fd),
+            Err(e) => e,
         };
-        if fd >= 0 {
-            // SAFETY: the kernel just gave us this fd.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EINTR) {
             return Err(e);
         }
@@ -183,10 +173,7 @@ fn open_rings(cfg: &WatchConfig, stacks: bool) -> io::Result<Vec<Ring>> {
             };
             match (&ring, fds.first()) {
                 (Some(_), Some(first)) => {
-                    // SAFETY: both are perf events on the same CPU.
-                    if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), first.as_raw_fd()) } != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
+                    crate::sys::perf::set_output(fd.as_fd(), first.as_raw_fd())?;
                 }
                 _ => ring = Some(RingBuffer::map(fd.as_fd(), RING_PAGES)?),
             }
@@ -334,11 +321,8 @@ struct WatchThread {
 
 impl WatchThread {
     fn run(&mut self) {
-        // SAFETY: gettid and setpriority on this thread; a refusal (not root) is harmless.
-        unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, WATCH_NICE);
-        }
+        // A refusal (not root) is harmless.
+        crate::sys::nice_this_thread(WATCH_NICE);
         loop {
             let stopping = self.stop.load(Ordering::Acquire);
             self.drain();
@@ -417,8 +401,7 @@ impl WatchThread {
             std::thread::sleep(Duration::from_millis(POLL_MS as u64));
             return;
         }
-        // SAFETY: `polled` is a valid array of pollfd for the call.
-        let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, POLL_MS) };
+        let n = crate::sys::poll(&mut polled, POLL_MS);
         if n <= 0 {
             return;
         }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use perf_event_open_sys as pe;
 
@@ -221,7 +221,7 @@ pub fn max_sample_rate() -> Option<u64> {
 /// not apply.
 pub fn is_privileged() -> bool {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if crate::sys::geteuid() == 0 {
         return true;
     }
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
@@ -281,21 +281,11 @@ fn open_one(
 ) -> io::Result<OwnedFd> {
     let mut raised = false;
     loop {
-        // SAFETY: attr is a valid, initialised perf_event_attr.
-        let fd = unsafe {
-            pe::perf_event_open(
-                attr,
-                pid,
-                cpu,
-                -1,
-                pe::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong | flags,
-            )
+        let flags = pe::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong | flags;
+        let err = match crate::sys::perf::open(attr, pid, cpu, flags) {
+            Ok(fd) => return Ok(fd),
+            Err(e) => e,
         };
-        if fd >= 0 {
-            // SAFETY: the kernel just gave us this fd.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EINTR) => continue,
             // Out of fds: raise the soft limit to the hard one and try again, once.
@@ -327,31 +317,21 @@ fn threads_of(pid: u32) -> Result<Vec<u32>, OpenError> {
 }
 
 fn current_nofile() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit into a struct we own.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    r.rlim_cur
+    crate::sys::getrlimit(libc::RLIMIT_NOFILE).map_or(0, |r| r.rlim_cur)
 }
 
 /// Raise RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
 fn raise_nofile() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let Ok(r) = crate::sys::getrlimit(libc::RLIMIT_NOFILE) else {
+        return 0;
     };
-    // SAFETY: getrlimit/setrlimit on a struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: r.rlim_max,
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                return want.rlim_cur;
-            }
+    if r.rlim_cur < r.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        if crate::sys::setrlimit(libc::RLIMIT_NOFILE, &want).is_ok() {
+            return want.rlim_cur;
         }
     }
     r.rlim_cur
@@ -509,27 +489,27 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
                     None => ring = Some(map_ring(fd.as_fd(), cfg.mmap_pages)?),
                     Some(_) => {
                         let first = fds.first().map(|f| f.as_raw_fd()).unwrap_or(-1);
-                        // SAFETY: both fds are perf events on the same CPU.
-                        if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), first) } != 0 {
+                        if let Err(err) = crate::sys::perf::set_output(fd.as_fd(), first) {
                             return Err(OpenError::Other {
                                 event: event.name.clone(),
                                 cpu,
                                 task: format!(" (redirecting it into the ring of CPU {cpu})"),
-                                err: io::Error::last_os_error(),
+                                err,
                             });
                         }
                     }
                 }
-                let mut id = 0u64;
-                // SAFETY: fd is a perf event; the kernel writes one u64.
-                if unsafe { pe::ioctls::ID(fd.as_raw_fd(), &mut id) } != 0 {
-                    return Err(OpenError::Other {
-                        event: event.name.clone(),
-                        cpu,
-                        task: " (reading its id)".into(),
-                        err: io::Error::last_os_error(),
-                    });
-                }
+                let id = match crate::sys::perf::id(fd.as_fd()) {
+                    Ok(id) => id,
+                    Err(err) => {
+                        return Err(OpenError::Other {
+                            event: event.name.clone(),
+                            cpu,
+                            task: " (reading its id)".into(),
+                            err,
+                        });
+                    }
+                };
                 ids.push((id, i as u16));
                 fds.push(fd);
             }
@@ -623,10 +603,7 @@ fn map_ring(fd: std::os::fd::BorrowedFd<'_>, pages: usize) -> Result<RingBuffer,
 pub fn enable(rings: &[CpuRing]) -> io::Result<()> {
     for r in rings {
         for fd in &r.fds {
-            // SAFETY: fd is a perf event fd.
-            if unsafe { pe::ioctls::ENABLE(fd.as_raw_fd(), 0) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            crate::sys::perf::enable(fd.as_fd())?;
         }
     }
     Ok(())
@@ -671,18 +648,10 @@ fn explain(
             })
         }
         Some(libc::ESRCH) => OpenError::NoSuchProcess(task.max(0) as u32),
-        Some(libc::EMFILE | libc::ENFILE) => {
-            let mut r = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: getrlimit into a struct we own.
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-            OpenError::TooManyFiles {
-                needed,
-                soft: r.rlim_cur,
-            }
-        }
+        Some(libc::EMFILE | libc::ENFILE) => OpenError::TooManyFiles {
+            needed,
+            soft: current_nofile(),
+        },
         Some(libc::EOPNOTSUPP | libc::EINVAL) if event.precise > 0 => OpenError::Precise {
             event: event.name.clone(),
             precise: event.precise,

@@ -1,6 +1,6 @@
 //! One reader thread per CPU: wait on the CPU's fds, drain its ring, send batches.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -49,14 +49,9 @@ impl ReaderStop {
     /// A stop request; without an eventfd (the kernel refused one) readers notice it at
     /// their next poll timeout.
     pub fn new() -> ReaderStop {
-        // SAFETY: eventfd takes no pointers; a valid fd is ours to own.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         ReaderStop {
             requested: AtomicBool::new(false),
-            wake: (fd >= 0).then(|| {
-                // SAFETY: a fresh fd from eventfd, owned by nobody else.
-                unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
-            }),
+            wake: crate::sys::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK).ok(),
         }
     }
 
@@ -64,9 +59,7 @@ impl ReaderStop {
     pub fn request(&self) {
         self.requested.store(true, Ordering::Release);
         if let Some(fd) = &self.wake {
-            let one = 1u64;
-            // SAFETY: writing 8 bytes from a u64 we own to our eventfd.
-            unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+            crate::sys::write(fd.as_fd(), &1u64.to_ne_bytes());
         }
     }
 
@@ -173,11 +166,12 @@ pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
     }
     let mut total = 0;
     for fd in &ring.fds {
-        let mut v = [0u64; 2];
-        // SAFETY: reading at most 16 bytes into a buffer of 16 bytes.
-        let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 16) };
-        if n == 16 {
-            total += v[1];
+        // The count, then the lost count (PERF_FORMAT_LOST): two u64.
+        let mut v = [0u8; 16];
+        if crate::sys::read(fd.as_fd(), &mut v) == 16 {
+            let mut lost = [0u8; 8];
+            lost.copy_from_slice(&v[8..]);
+            total += u64::from_ne_bytes(lost);
         }
     }
     Some(total)
@@ -188,8 +182,7 @@ pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
 /// is gone (its task exited, its CPU offline) refuses; there is nothing to stop then.
 fn disable(ring: &CpuRing) {
     for fd in &ring.fds {
-        // SAFETY: fd is a perf event fd this ring owns; DISABLE takes no argument.
-        unsafe { perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
+        let _ = crate::sys::perf::disable(fd.as_fd());
     }
 }
 
@@ -320,16 +313,7 @@ fn run(
             continue;
         }
         let timeout = aligned_timeout(POLL_TIMEOUT);
-        // SAFETY: pollfds is a valid array of pollfd of the given length; the timespec is
-        // ours; no signal mask is changed.
-        let r = unsafe {
-            libc::ppoll(
-                pollfds.as_mut_ptr(),
-                pollfds.len() as libc::nfds_t,
-                &timeout,
-                std::ptr::null(),
-            )
-        };
+        let r = crate::sys::ppoll(&mut pollfds, &timeout);
         if r < 0 {
             // EINTR: a signal; anything else is not recoverable by waiting, and the timeout
             // path would spin, so sleep instead.

@@ -9,6 +9,9 @@
 //!
 //! [`drain`] is the whole consuming logic over a raw data area and is what the unit tests and
 //! the fuzz target exercise; [`RingBuffer`] only adds the mapping and the atomics.
+// Still its own `unsafe` (the ring's mapping, its head/tail atomics and `drain` over raw memory):
+// not moved into src/sys/ yet (issue 24).
+#![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};

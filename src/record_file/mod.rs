@@ -27,7 +27,7 @@ use crate::event::{Batch, BufferPool, EventDesc};
 use crate::stats::Stats;
 use header::{Facts, FileAttr};
 
-pub use stream::{Decoding, record_type_name};
+pub use stream::record_type_name;
 
 /// Where the recording comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,8 +111,6 @@ pub struct ReadCounts {
     pub undecoded: Mutex<BTreeMap<String, u64>>,
     /// Why reading stopped before the end (a truncated or inconsistent file).
     pub failure: OnceLock<String>,
-    /// Things learnt while reading (a pipe's late header records).
-    pub notes: Mutex<Vec<String>>,
 }
 
 impl ReadCounts {
@@ -208,8 +206,7 @@ impl Read for StdinUntilStop {
                 events: libc::POLLIN,
                 revents: 0,
             };
-            // SAFETY: one valid pollfd, for the duration of the call.
-            let r = unsafe { libc::poll(&mut p, 1, STOP_POLL) };
+            let r = crate::sys::poll(std::slice::from_mut(&mut p), STOP_POLL);
             if r < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {
@@ -220,8 +217,7 @@ impl Read for StdinUntilStop {
             if r == 0 {
                 continue;
             }
-            // SAFETY: `buf` is valid for writes of its length.
-            let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+            let n = crate::sys::read(std::os::fd::AsFd::as_fd(&std::io::stdin()), buf);
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {

@@ -18,7 +18,7 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -47,31 +47,16 @@ impl Drop for Replace {
             return;
         }
         // Not committed (an error, or a panic): the temporary file goes, the old one stays.
-        // SAFETY: a live directory descriptor and a NUL-terminated name.
-        unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.temp.as_ptr(), 0) };
+        let _ = crate::sys::fs::unlinkat(self.dir.as_fd(), &self.temp, 0);
     }
 }
 
 /// `fstatat` without following a link; `None` when nothing is there.
 fn lstat_at(dir: &OwnedFd, name: &CString) -> io::Result<Option<libc::stat>> {
-    // SAFETY: a zeroed stat is a valid value of this plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a live directory descriptor, a NUL-terminated name and a stat buffer.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r == 0 {
-        return Ok(Some(st));
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => Ok(None),
-        _ => Err(e),
+    match crate::sys::fs::fstatat(dir.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -183,18 +168,7 @@ impl OutputFile {
         };
         // On error `r` drops: the temporary file is removed, the old one stays.
         self.file.sync_all()?;
-        // SAFETY: a live directory descriptor and NUL-terminated names in it.
-        let renamed = unsafe {
-            libc::renameat(
-                r.dir.as_raw_fd(),
-                r.temp.as_ptr(),
-                r.dir.as_raw_fd(),
-                r.name.as_ptr(),
-            )
-        };
-        if renamed != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        crate::sys::fs::renameat(r.dir.as_fd(), &r.temp, &r.name)?;
         r.renamed = true;
         // The rename reaches the disk with its directory (best effort: the data already has).
         if let Ok(dir) = openat(&r.dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0) {

@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -108,7 +108,7 @@ impl Invoker {
     /// The current process: `geteuid()` and `$SUDO_UID` (ignored when it is not a number).
     pub fn current() -> Invoker {
         // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = crate::sys::geteuid();
         let sudo_uid = std::env::var("SUDO_UID")
             .ok()
             .and_then(|s| s.trim().parse().ok());
@@ -264,20 +264,7 @@ pub(super) fn cstring(name: &OsStr) -> io::Result<CString> {
 }
 
 pub(super) fn openat(dir: &OwnedFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-    // SAFETY: a valid directory fd and a NUL-terminated name; the result is checked.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_CLOEXEC,
-            mode,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::fs::openat(dir.as_fd(), name, flags, mode)
 }
 
 fn open_root() -> io::Result<OwnedFd> {
@@ -293,20 +280,12 @@ fn open_root() -> io::Result<OwnedFd> {
 /// `fstat` of a descriptor (an `O_PATH` one included: a symbolic link opened with
 /// `O_NOFOLLOW` is described as itself).
 pub fn stat_fd(fd: &OwnedFd, path: &Path) -> io::Result<Node> {
-    // SAFETY: zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid fd, an empty NUL-terminated name with AT_EMPTY_PATH, a valid buffer.
-    let r = unsafe {
-        libc::fstatat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            &mut st,
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    // An empty name with AT_EMPTY_PATH: the descriptor itself.
+    let st = crate::sys::fs::fstatat(
+        fd.as_fd(),
+        c"",
+        libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+    )?;
     Ok(Node {
         path: escape(path.as_os_str().as_bytes()),
         kind: Kind::of(st.st_mode),
@@ -319,19 +298,9 @@ pub fn stat_fd(fd: &OwnedFd, path: &Path) -> io::Result<Node> {
 
 fn readlink_fd(fd: &OwnedFd) -> io::Result<PathBuf> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-    // SAFETY: a valid fd, an empty name (the link the O_PATH fd refers to), a valid buffer.
-    let n = unsafe {
-        libc::readlinkat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    buf.truncate(n as usize);
+    // An empty name: the link the O_PATH fd refers to.
+    let n = crate::sys::fs::readlinkat(fd.as_fd(), c"", &mut buf)?;
+    buf.truncate(n);
     Ok(PathBuf::from(OsString::from_vec(buf)))
 }
 

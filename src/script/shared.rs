@@ -1,6 +1,8 @@
 //! What the script stage's threads share: the pump, the Python worker and the handle that
 //! stops them. Its own module, so that the stage (which starts the worker) and the worker
 //! (which reports through this) do not import each other.
+// Still its own `unsafe` (the Python C API (pyo3's ffi)): not moved into src/sys/ yet (issue 24).
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

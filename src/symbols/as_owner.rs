@@ -10,6 +10,9 @@
 //! (it is forked from a threaded process), never anything of the user's, and is waited for
 //! with a deadline. The parent then checks what it got: a regular file owned by the process's
 //! user, on no pseudo filesystem ([`is_pseudo_fs`]).
+// Still its own `unsafe` (the child that drops to a process's user and enters its mount namespace):
+// not moved into src/sys/ yet (issue 24).
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::fs::File;

@@ -192,7 +192,7 @@ fn perf_cache(id: &BuildId) -> Option<Opened> {
     let hex = id.to_hex();
     let (head, rest) = (hex.get(..2)?, hex.get(2..)?);
     // SAFETY: geteuid has no preconditions.
-    let home = if unsafe { libc::geteuid() } == 0 {
+    let home = if crate::sys::geteuid() == 0 {
         PathBuf::from("/root")
     } else {
         PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)

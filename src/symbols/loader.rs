@@ -77,11 +77,7 @@ fn release_free_memory(small: bool) {
         return;
     }
     LAST_NS.store(now.max(1), std::sync::atomic::Ordering::Relaxed);
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the allocator to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::malloc_trim();
 }
 
 /// How often the small jobs give freed memory back at most (see [`release_free_memory`]).

@@ -1,4 +1,6 @@
 //! Tests of the symbolizer's caches and its kernel table.
+// Still its own `unsafe` (test set-up (mkfifo)): not moved into src/sys/ yet (issue 24).
+#![allow(unsafe_code)]
 
 use super::*;
 

@@ -21,7 +21,7 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// Whose files are trusted: root always, and up to two more users.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,8 +34,7 @@ pub(crate) struct Trust {
 impl Trust {
     /// Root and perfwatch's own user; links followed (a system debug directory).
     pub(crate) fn system() -> Trust {
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
+        let me = crate::sys::geteuid();
         Trust {
             others: [Some(me), None],
             follow_links: true,
@@ -134,48 +133,20 @@ const MAX_LINKS: u32 = 16;
 
 fn openat(dir: &OwnedFd, name: &[u8], flags: i32) -> Result<OwnedFd, Refused> {
     let c = CString::new(name).map_err(|_| Refused::Missing)?;
-    // SAFETY: a live directory descriptor and a NUL-terminated name; the result is checked.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(Refused::Missing);
-    }
-    // SAFETY: a descriptor the kernel just gave us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::fs::openat(dir.as_fd(), &c, flags, 0).map_err(|_| Refused::Missing)
 }
 
-fn stat(fd: &impl AsRawFd) -> Result<libc::stat, Refused> {
-    // SAFETY: zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a live descriptor, an empty name with AT_EMPTY_PATH, a valid buffer.
-    let r = unsafe {
-        libc::fstatat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            &mut st,
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(Refused::Missing);
-    }
-    Ok(st)
+fn stat(fd: &impl AsFd) -> Result<libc::stat, Refused> {
+    // An empty name with AT_EMPTY_PATH: the descriptor itself.
+    let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
+    crate::sys::fs::fstatat(fd.as_fd(), c"", flags).map_err(|_| Refused::Missing)
 }
 
 fn readlink(fd: &OwnedFd) -> Result<Vec<u8>, Refused> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-    // SAFETY: a live O_PATH descriptor of a link, an empty name, a valid buffer.
-    let n = unsafe {
-        libc::readlinkat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(Refused::Missing);
-    }
-    buf.truncate(n as usize);
+    // An empty name: the link the O_PATH descriptor refers to.
+    let n = crate::sys::fs::readlinkat(fd.as_fd(), c"", &mut buf).map_err(|_| Refused::Missing)?;
+    buf.truncate(n);
     Ok(buf)
 }
 
@@ -270,18 +241,14 @@ fn follow(
 }
 
 fn openat_root() -> Result<OwnedFd, Refused> {
-    // SAFETY: a NUL-terminated path; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            c"/".as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(Refused::Missing);
-    }
-    // SAFETY: a descriptor the kernel just gave us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_PATH: the access mode is ignored; std adds O_CLOEXEC.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open("/")
+        .map(OwnedFd::from)
+        .map_err(|_| Refused::Missing)
 }
 
 #[cfg(test)]
@@ -371,8 +338,7 @@ mod tests {
     #[test]
     fn the_walk_follows_root_links_and_refuses_what_the_rules_refuse() {
         use std::os::unix::fs::{PermissionsExt, symlink};
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if crate::sys::geteuid() != 0 {
             // As another user the temporary directory is not root's: the rules would refuse
             // it for the system trust; the pure rules above still run.
             return;

@@ -1,0 +1,163 @@
+//! The system calls perfwatch makes, as safe functions: the one module where `unsafe` is
+//! allowed (the crate root denies it everywhere else, see src/lib.rs).
+//!
+//! Each wrapper keeps the call's own convention (a `c_int`/`isize` result with `errno` left for
+//! `io::Error::last_os_error()`) unless it hands out a descriptor, which comes back owned
+//! (`io::Result<OwnedFd>`) so no caller has to trust a raw number. What makes each call sound
+//! is said once, here, beside it. It imports nothing of perfwatch's: it is the ground floor.
+//!
+//! Not here yet (files that still allow `unsafe` themselves, each named in ARCHITECTURE.md):
+//! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the fatal-signal handlers
+//! and their saved state (src/frontend/tui/terminal.rs), the ring mapping (src/perf/ring.rs),
+//! descriptor hand-offs in src/output.rs and src/symbols/{fs,trusted}.rs, the vDSO image
+//! (src/symbols/vdso.rs) and the Python C API calls (src/script/).
+
+pub mod fs;
+pub mod perf;
+
+use std::ffi::{c_int, c_long, c_ulong};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// `clock_gettime(clock)` in nanoseconds (0 for a clock the kernel does not have).
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The current disposition of `sig`, or `None` when sigaction refuses (an invalid signal).
+pub fn disposition(sig: c_int) -> Option<libc::sigaction> {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: reading the current disposition into a valid out-parameter; nothing is changed.
+    let ok = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) } == 0;
+    // SAFETY: filled by sigaction when it succeeded.
+    ok.then(|| unsafe { old.assume_init() })
+}
+
+/// Give the allocator's free memory back to the system (glibc's `malloc_trim(0)`).
+pub fn malloc_trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// glibc's allocator tuned to at most `arenas` malloc arenas, trimming free memory past
+/// `trim_threshold` bytes at an arena's top (`mallopt(M_ARENA_MAX)`, `M_TRIM_THRESHOLD`).
+pub fn malloc_tune(arenas: c_int, trim_threshold: c_int) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; no pointer is passed.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, arenas);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, trim_threshold);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = (arenas, trim_threshold);
+}
+
+/// Give the calling thread (only) the nice value `nice`; -1 with errno when not allowed.
+pub fn set_thread_nice(nice: c_int) -> c_int {
+    // SAFETY: gettid and setpriority take no pointers; the thread id is this thread's.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+    }
+}
+
+/// `poll(2)` over `fds`: the count of ready entries, or -1 with errno.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
+    // SAFETY: `fds` is a live, initialised array of `fds.len()` pollfd structs that poll only
+    // writes `revents` of, for the duration of the call.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }
+}
+
+/// `ppoll(2)` over `fds` with a timeout and no change of the signal mask.
+pub fn ppoll(fds: &mut [libc::pollfd], timeout: &libc::timespec) -> c_int {
+    // SAFETY: as for poll; the timespec is borrowed for the call; a null mask changes nothing.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            timeout,
+            std::ptr::null(),
+        )
+    }
+}
+
+/// `read(2)` into `buf`: bytes read, or -1 with errno.
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> isize {
+    // SAFETY: `buf` is valid for writes of its length; the fd is borrowed, so open.
+    unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+}
+
+/// `write(2)` of `buf`: bytes written, or -1 with errno.
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> isize {
+    // SAFETY: `buf` is valid for reads of its length; the fd is borrowed, so open.
+    unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) }
+}
+
+/// `sysconf(name)`: -1 for a name the system does not know.
+pub fn sysconf(name: c_int) -> c_long {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(name) }
+}
+
+/// The effective uid of this process.
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `getauxval(type)`: 0 when the auxiliary vector has no such entry.
+pub fn getauxval(type_: c_ulong) -> c_ulong {
+    // SAFETY: getauxval only reads the process's auxiliary vector.
+    unsafe { libc::getauxval(type_) }
+}
+
+/// A new eventfd.
+pub fn eventfd(init: u32, flags: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers.
+    let fd = unsafe { libc::eventfd(init, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd from eventfd, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `getrlimit(resource)`.
+pub fn getrlimit(resource: libc::__rlimit_resource_t) -> io::Result<libc::rlimit> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a struct we own.
+    if unsafe { libc::getrlimit(resource, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r)
+}
+
+/// `setrlimit(resource, limit)`.
+pub fn setrlimit(resource: libc::__rlimit_resource_t, limit: &libc::rlimit) -> io::Result<()> {
+    // SAFETY: setrlimit reads a struct we borrow.
+    if unsafe { libc::setrlimit(resource, limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Set the calling thread's nice value (`setpriority` on its tid); best effort.
+pub fn nice_this_thread(nice: c_int) {
+    // SAFETY: gettid and setpriority take no pointers; they act on this thread only.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+    }
+}

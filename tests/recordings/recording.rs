@@ -1,0 +1,1024 @@
+//! Recordings (`-i FILE`, `-i -`) against perf itself: what `perf record` wrote, perfwatch
+//! reads as `perf script` / `perf report` do (exactly for counts and sample times; symbol
+//! shares within 0.01 total variation), live from perf's pipe, and bad files give a clear
+//! error or a counted skip, never a hang or a panic.
+
+use crate::common;
+
+use common::InTime;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A program with two hot functions, `hot_a` taking three times the work of `hot_b`, for
+/// about `argv[1]` milliseconds; it forks `argv[2]` children that exit at once first.
+const PROG_C: &str = r#"
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <sys/prctl.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void hot_a(void) { for (int i = 0; i < 300000; i++) sink += i; }
+__attribute__((noinline)) void hot_b(void) { for (int i = 0; i < 100000; i++) sink ^= i; }
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9;
+}
+int main(int argc, char **argv) {
+    double ms = argc > 1 ? atof(argv[1]) : 300;
+    int forks = argc > 2 ? atoi(argv[2]) : 0;
+    if (argc > 3) prctl(PR_SET_NAME, argv[3]);
+    for (int i = 0; i < forks; i++) {
+        pid_t p = fork();
+        if (p == 0) _exit(0);
+        if (p > 0) waitpid(p, 0, 0);
+    }
+    double end = now() + ms / 1000;
+    while (now() < end) { hot_a(); hot_b(); }
+    return 0;
+}
+"#;
+
+fn build(dir: &Path) -> PathBuf {
+    common::cc(
+        dir,
+        "prog",
+        PROG_C,
+        &["-O1", "-g", "-fno-omit-frame-pointer"],
+    )
+}
+
+/// `perf record -o FILE ARGS...`, which must succeed.
+#[track_caller]
+fn perf_record(file: &Path, args: &[&str]) {
+    let mut argv = vec!["record".as_ref(), "-o".as_ref(), file.as_os_str()];
+    argv.extend(args.iter().map(std::ffi::OsStr::new));
+    common::perf_ok(&argv);
+}
+
+/// [`PROG_C`] built in a new directory and recorded there into `name` by `perf record
+/// PERF_ARGS -- prog PROG_ARGS`: the directory, the program and the recording.
+#[track_caller]
+fn record_prog(
+    name: &str,
+    perf_args: &[&str],
+    prog_args: &[&str],
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join(name);
+    let mut args = perf_args.to_vec();
+    args.push("--");
+    args.push(prog.to_str().unwrap());
+    args.extend(prog_args);
+    perf_record(&data, &args);
+    (dir, prog, data)
+}
+
+/// `perf ARGS...` on `file`, its stdout.
+#[track_caller]
+fn perf_out(args: &[&str], file: &Path) -> String {
+    let mut argv: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    argv.extend(["-i".as_ref(), file.as_os_str()]);
+    String::from_utf8_lossy(&common::perf_ok(&argv).stdout).into_owned()
+}
+
+/// What `perf record -o - -e cpu-clock -- sh -c true` writes: a short recording in perf's
+/// pipe format.
+fn perf_pipe_of_true() -> Vec<u8> {
+    Command::new("perf")
+        .args([
+            "record",
+            "-o",
+            "-",
+            "-e",
+            "cpu-clock",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ])
+        .output_in_time()
+        .unwrap()
+        .stdout
+}
+
+/// perfwatch `-i FILE --json`: its records.
+#[track_caller]
+fn perfwatch_json(file: &Path) -> (Vec<serde_json::Value>, String) {
+    let r = common::run(perfwatch_cmd().arg("-i").arg(file).arg("--json"));
+    r.exited(0)
+        .never_said(&["out of time order", "not decoded"]);
+    (r.json(), r.stderr)
+}
+
+fn perfwatch_cmd() -> Command {
+    common::perfwatch()
+}
+
+/// `perf report --stats`: records by type (`FORK`, `SAMPLE`, `MMAP2`, ...).
+fn perf_stats(file: &Path) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for line in perf_out(&["report", "--stats"], file).lines() {
+        let Some((name, rest)) = line.trim().split_once(" events:") else {
+            continue;
+        };
+        let n = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+        if let (Some(n), false) = (n, name.contains(' ')) {
+            // The per-event SAMPLE lines come after the totals: keep the first.
+            m.entry(name.to_string()).or_insert(n);
+        }
+    }
+    m
+}
+
+/// perfwatch's records by type.
+fn types(records: &[serde_json::Value]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for r in records {
+        *m.entry(r["type"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    m
+}
+
+/// perfwatch's counts equal perf's for every record type both know.
+#[track_caller]
+fn same_counts(perf: &BTreeMap<String, u64>, ours: &BTreeMap<String, u64>) {
+    let p = |k: &str| perf.get(k).copied().unwrap_or(0);
+    let o = |k: &str| ours.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        o("sample"),
+        p("SAMPLE"),
+        "samples: perf {perf:?}, perfwatch {ours:?}"
+    );
+    assert_eq!(
+        o("fork"),
+        p("FORK"),
+        "forks: perf {perf:?}, perfwatch {ours:?}"
+    );
+    assert_eq!(
+        o("exit"),
+        p("EXIT"),
+        "exits: perf {perf:?}, perfwatch {ours:?}"
+    );
+    assert_eq!(
+        o("comm"),
+        p("COMM"),
+        "comms: perf {perf:?}, perfwatch {ours:?}"
+    );
+    assert_eq!(
+        o("mmap"),
+        p("MMAP") + p("MMAP2"),
+        "mmaps: perf {perf:?}, perfwatch {ours:?}"
+    );
+}
+
+/// Total variation distance between two distributions given as counts.
+fn total_variation(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
+    let (na, nb) = (
+        a.values().sum::<u64>() as f64,
+        b.values().sum::<u64>() as f64,
+    );
+    let keys: std::collections::HashSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .map(|k| {
+            let pa = a.get(k).copied().unwrap_or(0) as f64 / na.max(1.0);
+            let pb = b.get(k).copied().unwrap_or(0) as f64 / nb.max(1.0);
+            (pa - pb).abs()
+        })
+        .sum::<f64>()
+        / 2.0
+}
+
+#[test]
+fn a_c_program_reads_as_perf_script_reads_it() {
+    require_perf!();
+    let (_dir, _prog, data) = record_prog(
+        "prog.data",
+        &["-e", "cpu-clock", "-F", "2000", "-g"],
+        &["1000", "20"],
+    );
+    let (records, stderr) = perfwatch_json(&data);
+    assert!(stderr.contains("recording "), "{stderr}");
+    assert!(stderr.contains("events cpu-clock"), "{stderr}");
+    // The header line: what perf's own header says.
+    let head = &records[0];
+    assert_eq!(head["type"], "recording");
+    let header = perf_out(&["report", "--header-only"], &data);
+    let said = |key: &str| {
+        header
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# {key}")))
+            .and_then(|v| v.split_once(": "))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    assert_eq!(
+        head["hostname"].as_str().map(str::to_string),
+        said("hostname")
+    );
+    assert_eq!(
+        head["osrelease"].as_str().map(str::to_string),
+        said("os release")
+    );
+    assert_eq!(
+        head["perf_version"].as_str().map(str::to_string),
+        said("perf version")
+    );
+    assert_eq!(
+        head["nr_cpus_avail"].as_u64().map(|n| n.to_string()),
+        said("nrcpus avail")
+    );
+    assert_eq!(head["events"][0], "cpu-clock");
+    assert_eq!(head["cmdline"][1], "record");
+    same_counts(&perf_stats(&data), &types(&records));
+
+    // The same samples: (tid, time) for each, exactly.
+    let mut theirs: Vec<(u64, u64)> = perf_out(&["script", "-F", "tid,time", "--ns"], &data)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let tid = w.next()?.parse().ok()?;
+            let t = w.next()?.trim_end_matches(':');
+            let (s, ns) = t.split_once('.')?;
+            Some((
+                tid,
+                s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
+            ))
+        })
+        .collect();
+    let samples: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["type"] == "sample").collect();
+    let mut ours: Vec<(u64, u64)> = samples
+        .iter()
+        .map(|r| {
+            (
+                r["sample_tid"].as_u64().unwrap(),
+                r["sample_time"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(samples.len() > 100, "only {} samples", samples.len());
+    theirs.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(ours, theirs, "the samples' threads and times");
+    // perfwatch writes them in time order.
+    let times: Vec<u64> = samples
+        .iter()
+        .map(|r| r["sample_time"].as_u64().unwrap())
+        .collect();
+    assert!(times.is_sorted(), "samples out of time order");
+
+    // Symbol shares.
+    let mut theirs: HashMap<String, u64> = HashMap::new();
+    for l in perf_out(&["script", "-G", "-F", "ip,sym"], &data).lines() {
+        let s = l.trim().split_once(' ').map_or("", |(_, s)| s.trim());
+        *theirs
+            .entry(if s.is_empty() {
+                "[unknown]".into()
+            } else {
+                s.into()
+            })
+            .or_default() += 1;
+    }
+    let mut ours: HashMap<String, u64> = HashMap::new();
+    for r in &samples {
+        let s = r["sym"].as_str().unwrap_or("[unknown]").to_string();
+        *ours.entry(s).or_default() += 1;
+    }
+    let tv = total_variation(&ours, &theirs);
+    assert!(
+        tv <= 0.01,
+        "symbol shares differ by {tv}: perfwatch {ours:?}, perf {theirs:?}"
+    );
+    let a = ours.get("hot_a").copied().unwrap_or(0);
+    let b = ours.get("hot_b").copied().unwrap_or(0);
+    assert!(a > b && b > 0, "hot_a {a}, hot_b {b}: {ours:?}");
+    // Call chains are read: hot_a's start at hot_a and go on into the C library.
+    let chained = samples
+        .iter()
+        .filter(|r| r["sym"] == "hot_a")
+        .filter(|r| {
+            r["callchain"].as_array().is_some_and(|c| {
+                c.len() >= 2
+                    && c[0]["sym"] == "hot_a"
+                    && c[1..]
+                        .iter()
+                        .any(|f| f["dso"].as_str().is_some_and(|d| d.contains("libc")))
+            })
+        })
+        .count();
+    assert!(
+        chained * 2 > a as usize,
+        "{chained} of {a} hot_a samples have a chain into libc"
+    );
+}
+
+#[test]
+fn tracepoints_read_as_perf_script_reads_them() {
+    require_perf!();
+    require_tracefs!();
+    let (_dir, _prog, data) = record_prog(
+        "tp.data",
+        &[
+            "-e",
+            "sched:sched_switch",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-a",
+        ],
+        &["200", "10"],
+    );
+    let (records, _) = perfwatch_json(&data);
+    same_counts(&perf_stats(&data), &types(&records));
+    // Per event, and the fields perf renders: (time, event, next_pid or syscall id).
+    let mut theirs: Vec<(u64, String, i64)> =
+        perf_out(&["script", "-F", "time,event,trace", "--ns"], &data)
+            .lines()
+            .filter_map(|l| {
+                let (t, rest) = l.trim().split_once(": ")?;
+                let (s, ns) = t.split_once('.')?;
+                let time = s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?;
+                let (event, fields) = rest.split_once(": ")?;
+                let key = if event.contains("sched_switch") {
+                    "next_pid="
+                } else {
+                    "NR "
+                };
+                let v = fields
+                    .split(key)
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()?;
+                Some((time, event.trim().to_string(), v))
+            })
+            .collect();
+    let mut ours: Vec<(u64, String, i64)> = records
+        .iter()
+        .filter(|r| r["type"] == "sample")
+        .map(|r| {
+            let event = r["event"].as_str().unwrap().to_string();
+            let v = if event.contains("sched_switch") {
+                &r["next_pid"]
+            } else {
+                &r["id"]
+            };
+            (
+                r["sample_time"].as_u64().unwrap(),
+                event,
+                v.as_i64().unwrap_or(i64::MIN),
+            )
+        })
+        .collect();
+    assert!(ours.len() > 100, "only {} tracepoint samples", ours.len());
+    theirs.sort();
+    ours.sort();
+    assert_eq!(ours.len(), theirs.len());
+    assert_eq!(ours, theirs, "tracepoint samples and their fields");
+}
+
+#[test]
+fn a_fork_storm_gives_perfs_task_records() {
+    require_perf!();
+    let (_dir, _prog, data) = record_prog("forks.data", &["-e", "cpu-clock"], &["10", "300"]);
+    let (records, _) = perfwatch_json(&data);
+    let stats = perf_stats(&data);
+    same_counts(&stats, &types(&records));
+    assert!(stats.get("FORK").copied().unwrap_or(0) >= 300, "{stats:?}");
+    // The same children: perf script's fork records' pids.
+    let mut theirs: Vec<u64> = perf_out(&["script", "--show-task-events"], &data)
+        .lines()
+        .filter_map(|l| {
+            l.split("PERF_RECORD_FORK(")
+                .nth(1)?
+                .split(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let mut ours: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "fork")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    theirs.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(ours, theirs, "forked pids");
+}
+
+#[test]
+fn perfs_pipe_is_read_while_perf_records() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    // perf runs the program for 3 s; perfwatch must print a sample well before that.
+    let mut perf = Command::new("perf")
+        // A small ring (-m 2): perf writes what it has every few dozen samples, rather
+        // than once its 512 KiB ring is half full.
+        .args([
+            "record",
+            "-m",
+            "2",
+            "-o",
+            "-",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "1000",
+            "--",
+        ])
+        .arg(&prog)
+        .args(["3000", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf record");
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--json"])
+        .stdin(perf.stdout.take().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(pw.stdout.take().unwrap()).lines();
+    let mut first_sample_while_recording = None;
+    let mut samples = 0;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("\"type\":\"sample\"") {
+            samples += 1;
+            if first_sample_while_recording.is_none() {
+                first_sample_while_recording = Some(perf.try_wait().unwrap().is_none());
+            }
+        }
+    }
+    assert!(common::wait_in_time(&mut perf).success());
+    let out = pw.output_in_time().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        first_sample_while_recording,
+        Some(true),
+        "no sample came while perf recorded"
+    );
+    assert!(samples > 100, "{samples} samples");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("by type: sample {samples}")),
+        "{stderr}"
+    );
+}
+
+/// A small real recording's bytes, for the bad-input tests to cut and break.
+fn small_recording(dir: &Path) -> Vec<u8> {
+    let data = dir.join("small.data");
+    perf_record(
+        &data,
+        &["-e", "cpu-clock", "-F", "1000", "--", "sh", "-c", "true"],
+    );
+    std::fs::read(&data).unwrap()
+}
+
+#[track_caller]
+fn read_bytes(dir: &Path, name: &str, bytes: &[u8]) -> common::Run {
+    let f = dir.join(name);
+    std::fs::write(&f, bytes).unwrap();
+    common::run(perfwatch_cmd().arg("-i").arg(&f).arg("--plain"))
+}
+
+#[test]
+fn bad_files_are_said_not_crashed_on() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let good = small_recording(dir.path());
+    let d = dir.path();
+    read_bytes(d, "empty", b"").exited(1).said(&["too short"]);
+    read_bytes(
+        d,
+        "text",
+        b"hello, this is not a recording at all, not even close....",
+    )
+    .exited(1)
+    .said(&["not a perf.data file"]);
+    let mut big = good.clone();
+    big[..8].copy_from_slice(b"2ELIFREP");
+    read_bytes(d, "big", &big).exited(1).said(&["big-endian"]);
+    read_bytes(d, "header-only", &good[..104])
+        .exited(1)
+        .said(&["attribute section"]);
+    // The data cut in the middle of a record: what is before it, and the error.
+    let data_at = u64::from_le_bytes(good[40..48].try_into().unwrap()) as usize;
+    let data_len = u64::from_le_bytes(good[48..56].try_into().unwrap()) as usize;
+    let cut = read_bytes(d, "cut", &good[..data_at + data_len / 2 + 3]);
+    cut.exited(1)
+        .said(&["unfinished", "ends in the middle of a record"]);
+    assert!(cut.stdout.lines().count() > 0, "the records before the cut");
+    // A record whose size lies (less than its own header).
+    let mut lie = good.clone();
+    lie[data_at + 6..data_at + 8].copy_from_slice(&4u16.to_le_bytes());
+    read_bytes(d, "lie", &lie)
+        .exited(1)
+        .said(&["less than its own header"]);
+    // A record type nobody knows: counted, not fatal.
+    let mut unknown = good.clone();
+    unknown[data_at..data_at + 4].copy_from_slice(&250u32.to_le_bytes());
+    read_bytes(d, "unknown", &unknown)
+        .exited(0)
+        .said(&["1 type-250"]);
+    // A data section said to be past the end.
+    let mut past = good.clone();
+    past[48..56].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    // (Read to the end of the file: the feature sections after the records do not frame.)
+    read_bytes(d, "past", &past)
+        .exited(1)
+        .said(&["unfinished", "error: "]);
+    // A file as a pipe, and a pipe that stops mid-record.
+    let from_stdin = |file: &Path| -> common::Run {
+        perfwatch_cmd()
+            .args(["-i", "-", "--plain"])
+            .stdin(std::fs::File::open(file).unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+            .output_in_time()
+            .unwrap()
+            .into()
+    };
+    from_stdin(&d.join("cut"))
+        .exited(1)
+        .said(&["not in perf's pipe format"]);
+    let piped = perf_pipe_of_true();
+    let half = d.join("half-pipe");
+    std::fs::write(&half, &piped[..piped.len() - 5]).unwrap();
+    from_stdin(&half)
+        .exited(1)
+        .said(&["ends in the middle of a record"]);
+    from_stdin(&d.join("empty"))
+        .exited(1)
+        .said(&["ended before perf's pipe header"]);
+}
+
+#[test]
+fn hostile_names_in_a_recording_are_escaped() {
+    require_perf!();
+    let (_dir, _prog, data) = record_prog(
+        "hostile.data",
+        &["-e", "cpu-clock"],
+        &["50", "0", "\x1b[2Jevil\x07"],
+    );
+    let r = common::run(perfwatch_cmd().arg("-i").arg(&data).arg("--plain"));
+    r.exited(0);
+    assert!(r.stdout.contains("evil"), "{}", r.stdout);
+    assert!(
+        !r.stdout.contains('\x1b') && !r.stdout.contains('\x07'),
+        "raw control bytes written"
+    );
+    assert!(!r.stderr.contains('\x1b'), "raw control bytes on stderr");
+}
+
+#[test]
+fn live_options_do_not_combine_with_a_recording() {
+    let r = common::run(perfwatch_cmd().args(["-i", "x.data", "-a", "--plain"]));
+    r.exited(2).said(&["cannot be used with"]);
+}
+
+#[test]
+fn a_binary_is_used_only_where_its_build_id_matches_or_from_perfs_cache() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let src = std::fs::read_to_string(dir.path().join("prog.c")).unwrap();
+    // Each build of its own (a build id no earlier run put in perf's cache), at one path.
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let rebuild = |variant: &str| {
+        let c = dir.path().join("prog.c");
+        std::fs::write(
+            &c,
+            format!("{src}\nconst char *pw_build = \"{nonce}-{variant}\";\n"),
+        )
+        .unwrap();
+        let st = Command::new("cc")
+            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+            .arg(&prog)
+            .arg(&c)
+            .status_in_time()
+            .unwrap();
+        assert!(st.success());
+    };
+    let record = |name: &str, cache: bool| {
+        let data = dir.path().join(name);
+        let mut args = vec!["-e", "cpu-clock", "--", prog.to_str().unwrap(), "300", "0"];
+        if !cache {
+            // Not into perf's build-id cache: only the file at the path can name them.
+            args.insert(0, "-N");
+        }
+        perf_record(&data, &args);
+        data
+    };
+    let named = |records: &[serde_json::Value], sym: &str| {
+        records
+            .iter()
+            .filter(|r| r["type"] == "sample" && r["sym"] == sym)
+            .count()
+    };
+    let of_prog = |records: &[serde_json::Value]| {
+        records
+            .iter()
+            .filter(|r| r["type"] == "sample" && r["dso"] == prog.to_str().unwrap())
+            .count()
+    };
+    rebuild("a");
+    let data = record("ids.data", false);
+    let (records, _) = perfwatch_json(&data);
+    assert!(
+        named(&records, "hot_a") > 0,
+        "the same binary names its samples"
+    );
+    // Another build at the same path: never used, its samples are the binary's alone.
+    rebuild("b");
+    let (records, stderr) = perfwatch_json(&data);
+    assert_eq!(named(&records, "hot_a"), 0, "a mismatched binary was used");
+    assert!(of_prog(&records) > 0, "samples named by their binary");
+    assert!(
+        stderr.contains("not the one that was mapped") && stderr.contains("build id"),
+        "{stderr}"
+    );
+    // A recording whose binary perf also kept in its build-id cache: once the binary at the
+    // path is another, named from the cache (as perf script names them), under its own path.
+    let cached = record("cached.data", true);
+    rebuild("c");
+    let (records, _) = perfwatch_json(&cached);
+    assert!(
+        named(&records, "hot_a") > 0,
+        "not named from perf's build-id cache"
+    );
+    assert!(of_prog(&records) > 0);
+    // Gone: named by their binary (or from the cache, for the recording perf cached).
+    std::fs::remove_file(&prog).unwrap();
+    let (records, stderr) = perfwatch_json(&data);
+    assert_eq!(named(&records, "hot_a"), 0);
+    assert!(of_prog(&records) > 0, "samples named by their binary");
+    assert!(stderr.contains("the file is gone"), "{stderr}");
+    let (records, _) = perfwatch_json(&cached);
+    assert!(
+        named(&records, "hot_a") > 0,
+        "not named from perf's build-id cache"
+    );
+}
+
+#[test]
+fn kernel_samples_are_named_only_on_the_kernel_that_recorded_them() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("kernel.data");
+    // Kernel time: a process that reads /proc over and over.
+    perf_record(
+        &data,
+        &[
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "--",
+            "sh",
+            "-c",
+            "for i in $(seq 200); do cat /proc/self/maps >/dev/null; done",
+        ],
+    );
+    let kernel_named = |records: &[serde_json::Value]| {
+        records
+            .iter()
+            .filter(|r| {
+                r["type"] == "sample" && r["dso"] == "[kernel.kallsyms]" && r["sym"].is_string()
+            })
+            .count()
+    };
+    let (records, _) = perfwatch_json(&data);
+    assert!(
+        kernel_named(&records) > 0,
+        "no kernel sample named on the same kernel"
+    );
+    // The same file, said to come from another kernel (the release string changed in place).
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let release = release.trim().as_bytes();
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes
+        .windows(release.len() + 1)
+        .rposition(|w| &w[..release.len()] == release && w[release.len()] == 0)
+        .expect("the OS release in the header");
+    bytes[at] = if bytes[at] == b'9' { b'8' } else { b'9' };
+    let other = dir.path().join("other.data");
+    std::fs::write(&other, bytes).unwrap();
+    let (records, stderr) = perfwatch_json(&other);
+    assert_eq!(
+        kernel_named(&records),
+        0,
+        "kernel samples named from another kernel's recording"
+    );
+    assert!(stderr.contains("kernel samples are not named"), "{stderr}");
+}
+
+#[test]
+fn a_stop_is_not_held_up_by_a_pipe_that_writes_nothing() {
+    require_perf!();
+    use std::io::{Read, Write};
+    let piped = perf_pipe_of_true();
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--plain"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The recording, and then nothing, the pipe kept open (a perf that records a quiet CPU).
+    let mut input = pw.stdin.take().unwrap();
+    input.write_all(&piped).unwrap();
+    let mut err = pw.stderr.take().unwrap();
+    let mut said = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&said).contains("recording stdin") {
+        let n = err.read(&mut chunk).unwrap();
+        assert!(n > 0, "perfwatch ended: {}", String::from_utf8_lossy(&said));
+        said.extend_from_slice(&chunk[..n]);
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pw.id() as i32, libc::SIGINT) };
+    let sent = std::time::Instant::now();
+    let status = common::wait_in_time(&mut pw);
+    assert!(
+        sent.elapsed() < std::time::Duration::from_secs(2),
+        "the stop took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(0));
+    err.read_to_end(&mut said).unwrap();
+    let said = String::from_utf8_lossy(&said);
+    assert!(said.contains("records in"), "{said}");
+    assert!(!said.contains("error"), "{said}");
+    drop(input);
+}
+
+#[test]
+fn a_recording_that_cannot_be_opened_is_said_before_the_full_screen_view_starts() {
+    // A terminal on stdout (script(1) gives one), no line format: the TUI replays; a file
+    // it cannot open is said on the normal screen, which is never taken.
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let r = common::run(
+        Command::new("script")
+            .args(["-qec"])
+            .arg(format!("{} -i /nonexistent.data", bin.display()))
+            .arg("/dev/null")
+            .env("TERM", "xterm"),
+    );
+    assert_eq!(r.code, 1, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("cannot open the recording '/nonexistent.data'"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("\x1b[?1049h"), "{:?}", r.stdout);
+}
+
+#[test]
+fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
+    require_perf!();
+    // Stack copies and registers come after the fields perfwatch reads: they do not move them.
+    let (_dir, _prog, data) = record_prog(
+        "dwarf.data",
+        &["-e", "cpu-clock", "--call-graph", "dwarf"],
+        &["300", "0"],
+    );
+    let (records, _) = perfwatch_json(&data);
+    same_counts(&perf_stats(&data), &types(&records));
+    let hot = records
+        .iter()
+        .filter(|r| r["type"] == "sample" && r["sym"] == "hot_a")
+        .count();
+    assert!(hot > 0, "hot_a named in a dwarf recording");
+}
+
+/// `perfwatch -i FILE --format perf`: its stdout (and it must have decoded every sample).
+/// Records out of time order are not refused here: on a loaded machine perf's rounds can
+/// overlap more than perf promises, and the lines compared say whether the order is perf's.
+#[track_caller]
+fn perfwatch_perf_lines(file: &Path) -> String {
+    let r = common::run(
+        perfwatch_cmd()
+            .arg("-i")
+            .arg(file)
+            .args(["--format", "perf"]),
+    );
+    r.exited(0).never_said(&["not decoded"]);
+    r.stdout.clone()
+}
+
+/// The two texts are the same lines; else the first lines where they differ.
+#[track_caller]
+fn same_lines(what: &str, perf: &str, ours: &str) {
+    if perf == ours {
+        return;
+    }
+    let (p, o): (Vec<&str>, Vec<&str>) = (perf.lines().collect(), ours.lines().collect());
+    let at = p
+        .iter()
+        .zip(&o)
+        .position(|(a, b)| a != b)
+        .unwrap_or(p.len().min(o.len()));
+    let show = |l: &[&str]| l[at.saturating_sub(2)..(at + 4).min(l.len())].join("\n");
+    panic!(
+        "{what}: perf script printed {} lines, perfwatch --format perf {}; first difference at line {}:\n--- perf script\n{}\n--- perfwatch\n{}",
+        p.len(),
+        o.len(),
+        at + 1,
+        show(&p),
+        show(&o)
+    );
+}
+
+/// The sample blocks (a header line and its call chain lines) of `text` whose command is
+/// `comm`.
+fn blocks_of(text: &str, comm: &str) -> String {
+    let mut out = String::new();
+    let mut keep = false;
+    for line in text.lines() {
+        if !line.starts_with('\t') && !line.is_empty() {
+            keep = line.split_whitespace().next() == Some(comm);
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn format_perf_prints_what_perf_script_prints_for_clock_samples() {
+    require_perf!();
+    let _tracefs = require_tracefs!();
+    // A command's recording (no CPU column), with forks, exits, comm and mmap records.
+    let (dir, prog, data) = record_prog(
+        "task.data",
+        &["-e", "cpu-clock", "-F", "2000"],
+        &["500", "20"],
+    );
+    let perf = perf_out(&["script"], &data);
+    assert!(perf.contains(" hot_a+0x"), "{perf}");
+    same_lines("per task", &perf, &perfwatch_perf_lines(&data));
+    // With call chains: a line per frame, a blank line after each sample.
+    let chains = dir.path().join("task-g.data");
+    let p = prog.to_str().unwrap();
+    perf_record(
+        &chains,
+        &["-e", "cpu-clock", "-F", "2000", "-g", "--", p, "500", "20"],
+    );
+    let perf = perf_out(&["script"], &chains);
+    assert!(
+        perf.contains("\n\t") && perf.contains(" hot_a+0x"),
+        "{perf}"
+    );
+    same_lines("per task, -g", &perf, &perfwatch_perf_lines(&chains));
+    // A tracepoint beside the clock, with call chains: the tracepoint's fields, then its
+    // (kernel) chain; the event column as wide as the longest name.
+    let mixed = dir.path().join("mixed.data");
+    perf_record(
+        &mixed,
+        &[
+            "-g",
+            "-e",
+            "sched:sched_process_fork,cpu-clock",
+            "-F",
+            "2000",
+            "--",
+            p,
+            "300",
+            "5",
+        ],
+    );
+    let perf = perf_out(&["script"], &mixed);
+    assert!(perf.contains(" sched:sched_process_fork: comm="), "{perf}");
+    same_lines(
+        "a tracepoint and a clock, -g",
+        &perf,
+        &perfwatch_perf_lines(&mixed),
+    );
+    // The whole system with call chains (the CPU column): the program's samples, named
+    // after the program renamed itself (the other programs of a shared machine may be
+    // binaries replaced since they started, which perfwatch refuses to read by design).
+    let wide = dir.path().join("wide.data");
+    perf_record(
+        &wide,
+        &[
+            "-a",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "-g",
+            "--",
+            p,
+            "500",
+            "0",
+            "pwfmtwide",
+        ],
+    );
+    let perf = blocks_of(&perf_out(&["script"], &wide), "pwfmtwide");
+    assert!(perf.contains("] ") && perf.contains(" hot_b+0x"), "{perf}");
+    let ours = blocks_of(&perfwatch_perf_lines(&wide), "pwfmtwide");
+    same_lines("system-wide, -g", &perf, &ours);
+}
+
+#[test]
+fn format_perf_prints_what_perf_script_prints_for_tracepoints() {
+    require_perf!();
+    let _tracefs = require_tracefs!();
+    let events = [
+        "sched:sched_switch",
+        "sched:sched_wakeup",
+        "sched:sched_process_exec",
+        "sched:sched_process_exit",
+        "sched:sched_process_fork",
+        "raw_syscalls:sys_enter",
+        "raw_syscalls:sys_exit",
+        "irq:irq_handler_entry",
+        "irq:irq_handler_exit",
+        "irq:softirq_entry",
+        "irq:softirq_exit",
+        "irq:softirq_raise",
+    ];
+    let list = events.join(",");
+    let (_dir, _prog, data) = record_prog("tp.data", &["-a", "-e", &list], &["300", "10"]);
+    let perf = perf_out(&["script"], &data);
+    // The program's own: forks, exits, its exec, its system calls, switches.
+    for e in &events[..7] {
+        assert!(perf.contains(&format!(" {e}: ")), "no {e} in {perf}");
+    }
+    same_lines("tracepoints", &perf, &perfwatch_perf_lines(&data));
+}
+
+#[test]
+fn format_perf_works_live_and_its_lines_parse_as_perf_scripts_do() {
+    require_perf!();
+    let _tracefs = require_tracefs!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let r = common::run(
+        perfwatch_cmd()
+            .args(["--format", "perf", "-e"])
+            .args(["cpu-clock/freq=2000/,sched:sched_process_fork", "--"])
+            .arg(&prog)
+            .args(["1000", "7", "pwfmtlive"]),
+    );
+    r.exited(0);
+    // `comm tid [cpu] secs.usecs: [period] event: ...`, parsed as perf script's lines are.
+    let mut forks = 0;
+    let mut named = 0;
+    for line in r.stdout.lines() {
+        let (head, rest) = line.split_once(": ").unwrap_or_else(|| panic!("{line}"));
+        let f: Vec<&str> = head.split_whitespace().collect();
+        assert_eq!(f.len(), 4, "comm tid [cpu] time: {line}");
+        assert_eq!(head.find(f[0]).map(|i| i + f[0].len()), Some(16), "{line}");
+        assert!(f[1].parse::<u32>().is_ok() && f[2].starts_with('[') && f[2].ends_with(']'));
+        let (secs, usecs) = f[3].split_once('.').unwrap();
+        assert!(secs.parse::<u64>().is_ok() && usecs.len() == 6, "{line}");
+        if let Some(fields) = rest.trim_start().strip_prefix("sched:sched_process_fork: ") {
+            assert!(fields.starts_with("comm=pwfmtlive pid="), "{line}");
+            assert!(
+                fields.contains(" child_comm=pwfmtlive child_pid="),
+                "{line}"
+            );
+            forks += 1;
+            continue;
+        }
+        // `period cpu-clock: ip sym+off (dso)`
+        let (period, rest) = rest.trim_start().split_once(' ').unwrap();
+        assert!(period.parse::<u64>().is_ok(), "{line}");
+        let rest = rest.trim_start().strip_prefix("cpu-clock: ").expect(line);
+        let (ip, rest) = rest.trim_start().split_once(' ').unwrap();
+        assert!(u64::from_str_radix(ip, 16).is_ok(), "{line}");
+        let (sym, dso) = rest.split_once(" (").unwrap();
+        assert!(dso.ends_with(')'), "{line}");
+        if f[0] == "pwfmtlive" && (sym.starts_with("hot_a+0x") || sym.starts_with("hot_b+0x")) {
+            assert_eq!(&dso[..dso.len() - 1], prog.to_str().unwrap(), "{line}");
+            named += 1;
+        }
+    }
+    assert_eq!(forks, 7, "{}", r.stdout);
+    // The program spins for a wall-clock second: on a loaded machine it gets a share of a
+    // CPU, so few samples are asked for.
+    assert!(named >= 10, "{named} samples in hot_a/hot_b: {}", r.stdout);
+}
