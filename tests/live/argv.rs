@@ -1,5 +1,5 @@
 //! Command lines at exec, from the real kernel: `argv` on `--json` exec records and
-//! `event.argv` in scripts. (The TUI's task stream is checked in tests/tui_pty.rs.)
+//! `event.argv` in scripts. (The TUI's task stream is checked in tests/tui/tui_pty.rs.)
 
 use crate::common;
 
