@@ -166,8 +166,12 @@ pub(crate) fn open_perf_map(pid: u32) -> Result<Opened, Refused> {
     let Some(creds) = creds_of(pid) else {
         return open_left_behind(name(pid).as_bytes());
     };
+    let ns = ns_pid(pid);
+    if surely_absent(pid, ns) {
+        return Err(Refused::Open(OpenError::NotFound));
+    }
     let mut result = Err(Refused::Open(OpenError::NotFound));
-    if let Some(ns) = ns_pid(pid) {
+    if let Some(ns) = ns {
         let root = open_dir(&format!("/proc/{pid}/root"))?;
         result = open(&root, name(ns).as_bytes(), &creds, CHILD_DEADLINE);
     }
@@ -176,6 +180,36 @@ pub(crate) fn open_perf_map(pid: u32) -> Result<Opened, Refused> {
         result = open(&root, name(pid).as_bytes(), &creds, CHILD_DEADLINE);
     }
     result
+}
+
+/// The process sees `/tmp` exactly as perfwatch does (the same mount namespace and the same
+/// root), and neither of the names its map could have there exists: it has no map, and no
+/// child need be forked to find that out. Most processes never write one, and a fork of a
+/// large perfwatch (page tables copied) costs a millisecond or more, once per recheck per
+/// process. Only looked at, never opened: nothing is resolved in the process's own mount
+/// namespace or root (`/proc/PID/ns/mnt` and `/proc/PID/root` are read as links, the names
+/// looked up without following their last component in perfwatch's own `/tmp`). Any doubt
+/// (another namespace, a chroot, an error, a name that exists in any form) answers false,
+/// and the map is opened as its user as before.
+pub(crate) fn surely_absent(pid: u32, ns: Option<u32>) -> bool {
+    let link = |p: String| std::fs::read_link(p).ok();
+    let same_ns = match (
+        link(format!("/proc/{pid}/ns/mnt")),
+        link("/proc/self/ns/mnt".into()),
+    ) {
+        (Some(theirs), Some(ours)) => theirs == ours,
+        _ => false,
+    };
+    if !same_ns || link(format!("/proc/{pid}/root")).is_none_or(|r| r.as_os_str() != "/") {
+        return false;
+    }
+    let gone = |p: u32| {
+        matches!(
+            std::fs::symlink_metadata(format!("/tmp/perf-{p}.map")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound
+        )
+    };
+    gone(pid) && ns.is_none_or(gone)
 }
 
 /// The map of a process that has gone, read as root.
@@ -467,6 +501,37 @@ fn wait(child: libc::pid_t) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_without_a_map_is_known_to_have_none_without_a_fork_and_a_new_map_is_seen() {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let path = format!("/tmp/perf-{pid}.map");
+        let _ = std::fs::remove_file(&path);
+        let ns = ns_pid(pid);
+        // perfwatch's tests run in the namespace and root the child inherits.
+        let absent = surely_absent(pid, ns);
+        // A map written later is seen at once (a file, or a name in any form).
+        std::fs::write(&path, "1000 10 jitted\n").unwrap();
+        let after_write = surely_absent(pid, ns);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", &path).unwrap();
+        let after_link = surely_absent(pid, ns);
+        std::fs::remove_file(&path).unwrap();
+        // A process that has gone: not this function's to say (read as root elsewhere).
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let gone = surely_absent(pid, ns);
+        assert!(absent, "no map, same namespace: absent");
+        assert!(!after_write, "a map written later must be opened");
+        assert!(!after_link, "a name in any form must be opened as its user");
+        assert!(!gone, "a gone process is not in perfwatch's namespace");
+    }
 
     #[test]
     fn status_gives_the_fs_ids_and_groups() {
