@@ -67,9 +67,11 @@ pub struct Symbolize {
     sym: Symbolizer,
     requests: Vec<Request>,
     answers: Vec<Symbolized>,
-    /// For each sample of the chunk: its index, and for its ip and each frame, the index of
-    /// its request (`u32::MAX`: none).
-    slots: Vec<(usize, Vec<u32>)>,
+    /// For each sample of the chunk: its index, and where its requests begin in `asks`.
+    slots: Vec<(usize, usize)>,
+    /// For each sample's ip and each of its frames, in order, the index of its request
+    /// ([`NONE`]: none): one flat array for the chunk, read in the same order.
+    asks: Vec<u32>,
     /// The samples of the chunk (by index, in order) with `%ps` arguments: each address and
     /// its request.
     args: Vec<(usize, Vec<(u64, u32)>)>,
@@ -110,6 +112,7 @@ impl Symbolize {
             requests: Vec::new(),
             answers: Vec::new(),
             slots: Vec::new(),
+            asks: Vec::new(),
             args: Vec::new(),
             notes: Vec::new(),
             asked: FxHashMap::default(),
@@ -159,7 +162,8 @@ impl Symbolize {
         self.requests.clear();
         self.args.clear();
         self.asked.clear();
-        let mut used = 0;
+        self.slots.clear();
+        self.asks.clear();
         for (i, ev) in events.iter().enumerate() {
             let EventKind::Sample {
                 ip,
@@ -175,14 +179,8 @@ impl Symbolize {
                 }
                 continue;
             };
-            if used == self.slots.len() {
-                self.slots.push((0, Vec::new()));
-            }
-            let (at, slot) = &mut self.slots[used];
-            used += 1;
-            *at = i;
-            slot.clear();
-            let (asked, requests) = (&mut self.asked, &mut self.requests);
+            self.slots.push((i, self.asks.len()));
+            let (asked, requests, slot) = (&mut self.asked, &mut self.requests, &mut self.asks);
             let mut ask =
                 |addr: u64, context: Context| ask(model, asked, requests, ev, addr, context);
             slot.push(ask(*ip, Context::of_cpumode(*misc)));
@@ -204,15 +202,18 @@ impl Symbolize {
                 }
             }
         }
-        if used == 0 {
+        if self.slots.is_empty() {
             return;
         }
         // `resolve` appends.
         self.answers.clear();
         self.sym.resolve(&self.requests, &mut self.answers);
-        let answer = |n: u32| (n != NONE).then(|| self.answers[n as usize].clone());
+        let answers = &self.answers;
+        let answer = |n: u32| answers.get(n as usize).cloned();
         let mut next_args = 0;
-        for (at, slot) in &self.slots[..used] {
+        for (k, (at, from)) in self.slots.iter().enumerate() {
+            let to = self.slots.get(k + 1).map_or(self.asks.len(), |&(_, to)| to);
+            let slot = &self.asks[*from..to];
             let EventKind::Sample { sym, callchain, .. } = &mut events[*at].kind else {
                 continue;
             };
@@ -223,12 +224,12 @@ impl Symbolize {
                     .frames()
                     .zip(&slot[1..])
                     .map(|(f, &n)| {
-                        let s = answer(n)?;
+                        let s = answers.get(n as usize)?;
                         Some(match s.offset() {
                             Some(off) if !f.exact => {
                                 Symbolized::new(s.symbol().clone(), off + (f.ip - f.lookup_ip()))
                             }
-                            _ => s,
+                            _ => s.clone(),
                         })
                     })
                     .collect(),
