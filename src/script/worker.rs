@@ -497,7 +497,11 @@ impl Worker {
         let events = std::mem::take(batch);
         let mut kept = Vec::with_capacity(events.len());
         let mut it = events.into_iter();
+        self.forget_comms();
         for ev in it.by_ref() {
+            if !matches!(ev.kind, crate::event::EventKind::Sample { .. }) {
+                self.forget_comms();
+            }
             if self.shared.stopping() {
                 // Stopping: what is left passes unfiltered rather than waiting for Python.
                 add(&mut unseen, &[(ev.cpu, 1)]);
@@ -577,6 +581,15 @@ impl Worker {
         }
         *batch = kept;
         unseen
+    }
+
+    /// The perf scripts' thread names are made anew from here on (see `PerfCalls::comms`).
+    fn forget_comms(&mut self) {
+        for s in &mut self.scripts {
+            if let Some(p) = s.perf.as_mut() {
+                p.forget_comms();
+            }
+        }
     }
 
     /// The event object for `ev`: the spare one when nothing but the worker holds it (no
