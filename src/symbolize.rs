@@ -20,6 +20,8 @@
 //! its names), so a slow or hung file, or thirty new binaries at once, hold the lines of
 //! everyone up that long at most, never a hang.
 
+use rustc_hash::FxHashMap;
+
 use crate::callchain::Context;
 use crate::event::{Event, EventKind, SampleNames};
 use crate::process::ProcessModel;
@@ -65,16 +67,43 @@ pub struct Symbolize {
     sym: Symbolizer,
     requests: Vec<Request>,
     answers: Vec<Symbolized>,
-    /// For each sample of the chunk: its index, and for its ip and each frame, the index of
-    /// its request (`u32::MAX`: none).
-    slots: Vec<(usize, Vec<u32>)>,
+    /// For each sample of the chunk: its index, and where its requests begin in `asks`.
+    slots: Vec<(usize, usize)>,
+    /// For each sample's ip and each of its frames, in order, the index of its request
+    /// ([`NONE`]: none): one flat array for the chunk, read in the same order.
+    asks: Vec<u32>,
     /// The samples of the chunk (by index, in order) with `%ps` arguments: each address and
     /// its request.
     args: Vec<(usize, Vec<(u64, u32)>)>,
     notes: Vec<Note>,
+    /// The request already made in this chunk for a (pid, address, context): call chains
+    /// repeat their frames, so most are asked once. Cleared at every record that is not a
+    /// sample (a mapping, an exec, an exit may change what an address is) and at each chunk.
+    asked: FxHashMap<(u32, u64, u8), u32>,
 }
 
 const NONE: u32 = u32::MAX;
+
+/// The index of the request for `addr` of the sample `ev` (a new one unless asked already
+/// since the last record that was not a sample), or [`NONE`].
+fn ask(
+    model: &ProcessModel,
+    asked: &mut FxHashMap<(u32, u64, u8), u32>,
+    requests: &mut Vec<Request>,
+    ev: &Event,
+    addr: u64,
+    context: Context,
+) -> u32 {
+    *asked
+        .entry((ev.pid, addr, context as u8))
+        .or_insert_with(|| match request(model, ev.pid, ev.time, addr, context) {
+            Some(r) => {
+                requests.push(r);
+                (requests.len() - 1) as u32
+            }
+            None => NONE,
+        })
+}
 
 impl Symbolize {
     pub fn new(config: Config) -> Symbolize {
@@ -83,8 +112,10 @@ impl Symbolize {
             requests: Vec::new(),
             answers: Vec::new(),
             slots: Vec::new(),
+            asks: Vec::new(),
             args: Vec::new(),
             notes: Vec::new(),
+            asked: FxHashMap::default(),
         }
     }
 
@@ -130,7 +161,9 @@ impl Symbolize {
     pub fn name(&mut self, events: &mut [Event], model: &ProcessModel) {
         self.requests.clear();
         self.args.clear();
-        let mut used = 0;
+        self.asked.clear();
+        self.slots.clear();
+        self.asks.clear();
         for (i, ev) in events.iter().enumerate() {
             let EventKind::Sample {
                 ip,
@@ -141,28 +174,19 @@ impl Symbolize {
                 ..
             } = &ev.kind
             else {
+                if !self.asked.is_empty() {
+                    self.asked.clear();
+                }
                 continue;
             };
-            if used == self.slots.len() {
-                self.slots.push((0, Vec::new()));
-            }
-            let (at, slot) = &mut self.slots[used];
-            used += 1;
-            *at = i;
-            slot.clear();
-            let ask = |addr: u64, context: Context, requests: &mut Vec<Request>| match request(
-                model, ev.pid, ev.time, addr, context,
-            ) {
-                Some(r) => {
-                    requests.push(r);
-                    (requests.len() - 1) as u32
-                }
-                None => NONE,
-            };
-            slot.push(ask(*ip, Context::of_cpumode(*misc), &mut self.requests));
+            self.slots.push((i, self.asks.len()));
+            let (asked, requests, slot) = (&mut self.asked, &mut self.requests, &mut self.asks);
+            let mut ask =
+                |addr: u64, context: Context| ask(model, asked, requests, ev, addr, context);
+            slot.push(ask(*ip, Context::of_cpumode(*misc)));
             if let Some(chain) = callchain {
                 for f in chain.frames() {
-                    slot.push(ask(f.lookup_ip(), f.context, &mut self.requests));
+                    slot.push(ask(f.lookup_ip(), f.context));
                 }
             }
             // A tracepoint's `%ps` arguments (kernel functions).
@@ -171,22 +195,25 @@ impl Symbolize {
                     let mut args: Vec<(u64, u32)> = Vec::new();
                     for addr in print.symbol_addresses(&fmt.fields, raw).take(8) {
                         if !args.iter().any(|(a, _)| *a == addr) {
-                            args.push((addr, ask(addr, Context::Kernel, &mut self.requests)));
+                            args.push((addr, ask(addr, Context::Kernel)));
                         }
                     }
                     self.args.push((i, args));
                 }
             }
         }
-        if used == 0 {
+        if self.slots.is_empty() {
             return;
         }
         // `resolve` appends.
         self.answers.clear();
         self.sym.resolve(&self.requests, &mut self.answers);
-        let answer = |n: u32| (n != NONE).then(|| self.answers[n as usize].clone());
+        let answers = &self.answers;
+        let answer = |n: u32| answers.get(n as usize).cloned();
         let mut next_args = 0;
-        for (at, slot) in &self.slots[..used] {
+        for (k, (at, from)) in self.slots.iter().enumerate() {
+            let to = self.slots.get(k + 1).map_or(self.asks.len(), |&(_, to)| to);
+            let slot = &self.asks[*from..to];
             let EventKind::Sample { sym, callchain, .. } = &mut events[*at].kind else {
                 continue;
             };
@@ -197,12 +224,12 @@ impl Symbolize {
                     .frames()
                     .zip(&slot[1..])
                     .map(|(f, &n)| {
-                        let s = answer(n)?;
+                        let s = answers.get(n as usize)?;
                         Some(match s.offset() {
                             Some(off) if !f.exact => {
                                 Symbolized::new(s.symbol().clone(), off + (f.ip - f.lookup_ip()))
                             }
-                            _ => s,
+                            _ => s.clone(),
                         })
                     })
                     .collect(),
@@ -287,6 +314,57 @@ mod tests {
         ];
         step.prefetch(&events);
         assert_eq!(step.stats().loads, 1);
+    }
+
+    #[test]
+    fn an_address_asked_again_after_a_new_mapping_is_named_by_the_new_one() {
+        use crate::testkit::events::{comm, mmap2};
+        // Within one chunk the same address of the same process is asked once, until a
+        // record that is not a sample: after an exec, a new program's mapping there names
+        // the samples after it.
+        let mut step = Symbolize::new(crate::symbols::Config::default());
+        let at = |ev: Event| {
+            let mut ev = ev;
+            if let EventKind::Sample {
+                callchain, misc, ..
+            } = &mut ev.kind
+            {
+                *misc = perf_event_open_sys::bindings::PERF_RECORD_MISC_USER as u16;
+                *callchain = Some(Callchain::new(vec![CONTEXT_USER, 0x401010, 0x401010]));
+            }
+            ev
+        };
+        let mut events = vec![
+            mmap2(0, 1, 7, 0x400000, 0x10000, 0, b"/nonexistent/pw-first", 11),
+            at(sample_at(0, 7, 2, 0x401010, 1)),
+            at(sample_at(0, 7, 3, 0x401010, 1)),
+            comm(0, 4, 7, b"second", true),
+            mmap2(0, 5, 7, 0x400000, 0x10000, 0, b"/nonexistent/pw-second", 12),
+            at(sample_at(0, 7, 6, 0x401010, 1)),
+        ];
+        let mut model = ProcessModel::new();
+        model.apply(&events);
+        step.name(&mut events, &model);
+        let dso = |ev: &Event| {
+            let n = ev.names().expect("named");
+            let frames: Vec<String> = n
+                .frames
+                .iter()
+                .map(|f| {
+                    f.as_ref()
+                        .map_or("-".into(), |s| s.dso().name().to_string())
+                })
+                .collect();
+            (n.ip.as_ref().map(|s| s.dso().name().to_string()), frames)
+        };
+        let first = "/nonexistent/pw-first".to_string();
+        let second = "/nonexistent/pw-second".to_string();
+        assert_eq!(
+            dso(&events[1]),
+            (Some(first.clone()), vec![first.clone(); 2])
+        );
+        assert_eq!(dso(&events[2]), (Some(first.clone()), vec![first; 2]));
+        assert_eq!(dso(&events[5]), (Some(second.clone()), vec![second; 2]));
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub struct PerfCalls {
     seen: HashMap<usize, Tracepoint>,
     /// The tracepoints (`SUBSYS__EVENT`) whose values are defined.
     defined: HashSet<String>,
+    /// `common_comm` as made for each (tid, pid) since [`PerfCalls::forget_comms`]: the
+    /// worker forgets them at each batch and at each record that is not a sample (a comm,
+    /// an exec, a fork may change a thread's name), so an answer is the model's as of the
+    /// event, looked up once per thread and batch instead of once per event (each lookup
+    /// takes the model's lock, which the pipeline's thread holds to write).
+    comms: HashMap<u64, Py<PyString>>,
 }
 
 /// What failed: the handler's name, and its exception.
@@ -104,7 +110,28 @@ impl PerfCalls {
             unhandled,
             seen: HashMap::new(),
             defined: HashSet::new(),
+            comms: HashMap::new(),
         })
+    }
+
+    /// Forget the thread names made so far (see `comms`).
+    pub fn forget_comms(&mut self) {
+        if !self.comms.is_empty() {
+            self.comms.clear();
+        }
+    }
+
+    /// The name perf gives `ev`'s thread, as a Python string (see `comms`).
+    fn comm<'py>(&mut self, py: Python<'py>, ev: &Event) -> Bound<'py, PyString> {
+        let key = (ev.tid as u64) << 32 | ev.pid as u64;
+        if let Some(s) = self.comms.get(&key) {
+            return s.bind(py).clone();
+        }
+        let s = PyString::new(py, &comm_of(ev));
+        if self.comms.len() < 1 << 12 {
+            self.comms.insert(key, s.clone().unbind());
+        }
+        s
     }
 
     /// Define the flag and symbolic values of `tracepoints` (`SUBSYS:EVENT`, those this
@@ -184,16 +211,20 @@ impl PerfCalls {
         };
         match &event.format {
             Some(format) => self.tracepoint(py, ev, event, format, raw.as_deref().unwrap_or(&[])),
-            None => match &self.process_event {
-                Some(f) => {
-                    let d = sample_dict(py, ev, event, &[], callchain(py, ev))
-                        .map_err(|e| ("process_event".to_string(), e))?;
-                    f.call1(py, (d,))
-                        .map(drop)
-                        .map_err(|e| ("process_event".to_string(), e))
+            None if self.process_event.is_none() => Ok(()),
+            None => {
+                let comm = self.comm(py, ev);
+                match &self.process_event {
+                    Some(f) => {
+                        let d = sample_dict(py, ev, event, &[], callchain(py, ev), comm)
+                            .map_err(|e| ("process_event".to_string(), e))?;
+                        f.call1(py, (d,))
+                            .map(drop)
+                            .map_err(|e| ("process_event".to_string(), e))
+                    }
+                    None => Ok(()),
                 }
-                None => Ok(()),
-            },
+            }
         }
     }
 
@@ -222,6 +253,7 @@ impl PerfCalls {
         format: &Format,
         raw: &[u8],
     ) -> Result<(), Failure> {
+        let comm = self.comm(py, ev);
         let key = event as *const EventDesc as usize;
         if !self.seen.contains_key(&key) {
             let tp = self.first_sight(py, format)?;
@@ -260,7 +292,6 @@ impl PerfCalls {
         };
         let secs = ev.time / 1_000_000_000;
         let nsecs = ev.time % 1_000_000_000;
-        let comm = comm_of(ev);
         let chain = callchain(py, ev);
         let mut args: Vec<Bound<'_, PyAny>> = vec![
             tp.name.bind(py).clone().into_any(),
@@ -274,7 +305,7 @@ impl PerfCalls {
                 d.set_item("common_s", secs)?;
                 d.set_item("common_ns", nsecs)?;
                 d.set_item("common_pid", pid)?;
-                d.set_item("common_comm", &comm)?;
+                d.set_item("common_comm", comm.clone())?;
                 d.set_item("common_callchain", chain.clone())?;
                 for f in fields {
                     d.set_item(&*f.name, field_value(py, f, raw))?;
@@ -290,7 +321,7 @@ impl PerfCalls {
                     secs.into_pyobject(py)?.into_any(),
                     nsecs.into_pyobject(py)?.into_any(),
                     pid.into_pyobject(py)?.into_any(),
-                    PyString::new(py, &comm).into_any(),
+                    comm.clone().into_any(),
                 ])
             })()
             .map_err(fail)?;
@@ -300,7 +331,7 @@ impl PerfCalls {
         }
         if handler.with_sample {
             args.push(
-                sample_dict(py, ev, event, raw, chain)
+                sample_dict(py, ev, event, raw, chain, comm)
                     .map_err(fail)?
                     .into_any(),
             );
@@ -442,6 +473,7 @@ fn sample_dict<'py>(
     event: &EventDesc,
     raw: &[u8],
     callchain: Bound<'py, PyList>,
+    comm: Bound<'py, PyString>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("ev_name", event.name)?;
@@ -470,7 +502,7 @@ fn sample_dict<'py>(
     }
     d.set_item("sample", s)?;
     d.set_item("raw_buf", PyBytes::new(py, raw))?;
-    d.set_item("comm", comm_of(ev))?;
+    d.set_item("comm", comm)?;
     if let Some(sym) = ev.sym() {
         d.set_item("dso", sym.dso().name())?;
         // perf: the build id it read for the binary, else empty.

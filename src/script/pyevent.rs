@@ -187,7 +187,9 @@ fn fields_dict<'py>(py: Python<'py>, ev: &Event) -> PyResult<Bound<'py, PyDict>>
 }
 
 /// A live event, as a script's handlers see it.
-#[pyclass(name = "Event", module = "perfwatch", frozen, subclass)]
+/// Not frozen: the worker moves the next event into an object no script kept, rather than
+/// make a new object and copy the event for each.
+#[pyclass(name = "Event", module = "perfwatch", subclass)]
 pub struct PyEvent {
     pub ev: Event,
 }

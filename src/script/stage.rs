@@ -895,6 +895,57 @@ def trace_end():
     }
 
     #[test]
+    fn an_event_object_a_script_keeps_keeps_its_event_and_the_others_are_reused() {
+        // The worker reuses an event object that no script kept for the next event: one
+        // kept (appended to a list, or as a default argument) must never change under the
+        // script, and the events passed on must be the ones that came in.
+        let body = "\
+kept = []
+def filter(event):
+    if event.pid % 2 == 1:
+        kept.append(event)
+    return event.pid != 12
+def trace_end():
+    print('kept', ','.join(str(e.pid) for e in kept))
+";
+        let batches = vec![
+            batch(
+                0,
+                100 * MS,
+                vec![
+                    fork(0, 10 * MS, 10),
+                    fork(0, 20 * MS, 11),
+                    fork(0, 30 * MS, 12),
+                    fork(0, 40 * MS, 13),
+                    fork(0, 50 * MS, 14),
+                    fork(0, 60 * MS, 16),
+                ],
+                false,
+            ),
+            batch(1, 100 * MS, vec![], false),
+        ];
+        let (got, pane, report, _) = through(
+            body,
+            StageOptions::default(),
+            Duration::from_millis(250),
+            batches,
+        );
+        let pids: Vec<u32> = got.iter().map(|e| e.subject_pid()).collect();
+        assert_eq!(pids, vec![10, 11, 13, 14, 16]);
+        assert_eq!(report, StageReport::default());
+        let end = pane
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                PaneMsg::Text { text, .. } if text.starts_with("kept") => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        // The two objects kept still hold their own events.
+        assert_eq!(end, "kept 11,13", "{pane:?}");
+    }
+
+    #[test]
     fn a_script_that_cannot_keep_up_is_bypassed_and_counted() {
         let body = "import time\ndef on_event(event):\n    time.sleep(0.05)\n";
         // CPU 1 is quiet but up to date, so each of CPU 0's batches is released on arrival.

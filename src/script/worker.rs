@@ -130,6 +130,28 @@ pub struct Worker {
     /// Set once any script has `filter` or `on_event`: events are made into `perfwatch.Event`
     /// objects.
     own_per_event: bool,
+    /// The event object of the last event, when no script kept it: the next event goes in
+    /// it ([`Worker::wrap`]), so a trivial filter costs no allocation and no copy.
+    spare: Option<Py<PyEvent>>,
+}
+
+/// Nothing but the worker holds the event object (no script kept it).
+// pyo3 0.30 points to `ffi::Py_REFCNT`, which reads the same count through `unsafe`.
+#[allow(deprecated)]
+fn only_ours(obj: &Bound<'_, PyEvent>) -> bool {
+    obj.get_refcnt() == 1
+}
+
+/// What a reused event object holds between two events.
+fn placeholder() -> Event {
+    Event {
+        cpu: 0,
+        pid: 0,
+        tid: 0,
+        time: 0,
+        id: 0,
+        kind: crate::event::EventKind::LostSamples { lost: 0 },
+    }
 }
 
 /// What the worker thread starts with.
@@ -186,6 +208,7 @@ pub fn run(args: WorkerArgs) {
         tick,
         per_event,
         own_per_event,
+        spare: None,
     };
     if let Err(e) = Python::attach(|py| w.trace_begin(py)) {
         let _ = loaded.send(Err(e));
@@ -476,7 +499,11 @@ impl Worker {
         let events = std::mem::take(batch);
         let mut kept = Vec::with_capacity(events.len());
         let mut it = events.into_iter();
+        self.forget_comms();
         for ev in it.by_ref() {
+            if !matches!(ev.kind, crate::event::EventKind::Sample { .. }) {
+                self.forget_comms();
+            }
             if self.shared.stopping() {
                 // Stopping: what is left passes unfiltered rather than waiting for Python.
                 add(&mut unseen, &[(ev.cpu, 1)]);
@@ -486,17 +513,18 @@ impl Worker {
             // Lookups (perfwatch.comm) answer as of this event.
             lookup::set_event_time(ev.time);
             self.shared.done(1);
-            // perfwatch's event object, only for scripts of perfwatch's own convention.
-            let obj = if self.own_per_event {
-                match Bound::new(py, PyEvent { ev: ev.clone() }) {
-                    Ok(o) => Some(o),
-                    Err(_) => {
+            // perfwatch's event object, only for scripts of perfwatch's own convention: it
+            // holds the event while the handlers run, and gives it back after them.
+            let (ev, obj) = if self.own_per_event {
+                match self.wrap(py, ev) {
+                    Ok(o) => (None, Some(o)),
+                    Err(ev) => {
                         kept.push(ev);
                         continue;
                     }
                 }
             } else {
-                None
+                (Some(ev), None)
             };
             let mut keep = true;
             for i in 0..self.scripts.len() {
@@ -517,7 +545,16 @@ impl Worker {
                 for i in 0..self.scripts.len() {
                     self.sink.current.store(i, Ordering::Relaxed);
                     if let Some(p) = self.scripts[i].perf.as_mut() {
-                        if let Err((name, e)) = p.call(py, &ev) {
+                        let called = match (&ev, &obj) {
+                            (Some(ev), _) => p.call(py, ev),
+                            // Only the worker borrows it mutably, never across a call.
+                            (None, Some(obj)) => match obj.try_borrow() {
+                                Ok(held) => p.call(py, &held.ev),
+                                Err(_) => Ok(()),
+                            },
+                            (None, None) => Ok(()),
+                        };
+                        if let Err((name, e)) = called {
                             self.fail_perf(py, i, &name, &e);
                         }
                         continue;
@@ -529,6 +566,13 @@ impl Worker {
                         self.fail(py, i, Handler::OnEvent, &e);
                     }
                 }
+            }
+            let ev = match (ev, obj) {
+                (Some(ev), _) => ev,
+                (None, Some(obj)) => self.unwrap(obj),
+                (None, None) => continue,
+            };
+            if keep {
                 kept.push(ev);
             }
         }
@@ -539,6 +583,52 @@ impl Worker {
         }
         *batch = kept;
         unseen
+    }
+
+    /// The perf scripts' thread names are made anew from here on (see `PerfCalls::comms`).
+    fn forget_comms(&mut self) {
+        for s in &mut self.scripts {
+            if let Some(p) = s.perf.as_mut() {
+                p.forget_comms();
+            }
+        }
+    }
+
+    /// The event object for `ev`: the spare one when nothing but the worker holds it (no
+    /// allocation, no copy of the event), else a new one. `Err` gives the event back.
+    fn wrap<'py>(&mut self, py: Python<'py>, ev: Event) -> Result<Bound<'py, PyEvent>, Event> {
+        let obj = match self.spare.take() {
+            Some(spare) if only_ours(spare.bind(py)) => spare.into_bound(py),
+            // Made empty, so that a failure gives the event back.
+            _ => match Bound::new(py, PyEvent { ev: placeholder() }) {
+                Ok(o) => o,
+                Err(_) => return Err(ev),
+            },
+        };
+        match obj.try_borrow_mut() {
+            Ok(mut held) => held.ev = ev,
+            Err(_) => return Err(ev),
+        }
+        Ok(obj)
+    }
+
+    /// The event back from its object after the handlers: taken out when no script kept
+    /// the object (which becomes the spare), copied when one did (the object keeps its
+    /// event, as a script that stores events expects).
+    fn unwrap(&mut self, obj: Bound<'_, PyEvent>) -> Event {
+        if only_ours(&obj)
+            && let Ok(mut held) = obj.try_borrow_mut()
+        {
+            let ev = std::mem::replace(&mut held.ev, placeholder());
+            drop(held);
+            self.spare = Some(obj.unbind());
+            return ev;
+        }
+        match obj.try_borrow() {
+            Ok(held) => held.ev.clone(),
+            // Only the worker borrows it mutably, and not now.
+            Err(_) => placeholder(),
+        }
     }
 
     fn on_tick(&mut self, py: Python<'_>) {

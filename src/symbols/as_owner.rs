@@ -568,6 +568,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_process_without_a_map_is_known_to_have_none_without_a_fork_and_a_new_map_is_seen() {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let path = format!("/tmp/perf-{pid}.map");
+        let _ = std::fs::remove_file(&path);
+        let ns = ns_pid(pid);
+        // perfwatch's tests run in the namespace and root the child inherits.
+        let absent = surely_absent(pid, ns);
+        // A map written later is seen at once (a file, or a name in any form).
+        std::fs::write(&path, "1000 10 jitted\n").unwrap();
+        let after_write = surely_absent(pid, ns);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", &path).unwrap();
+        let after_link = surely_absent(pid, ns);
+        std::fs::remove_file(&path).unwrap();
+        // A process that has gone: not this function's to say (read as root elsewhere).
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let gone = surely_absent(pid, ns);
+        assert!(absent, "no map, same namespace: absent");
+        assert!(!after_write, "a map written later must be opened");
+        assert!(!after_link, "a name in any form must be opened as its user");
+        assert!(!gone, "a gone process is not in perfwatch's namespace");
+    }
+
+    #[test]
     fn status_gives_the_fs_ids_and_groups() {
         let status =
             b"Name:\tx\nUid:\t1001\t1002\t1003\t1004\nGid:\t5\t6\t7\t8\nGroups:\t27 100 \n";

@@ -50,6 +50,7 @@ impl Symbolizer {
 
     /// Answer every request, in order, into `out` (appended).
     pub fn resolve(&mut self, requests: &[Request], out: &mut Vec<Symbolized>) {
+        self.now = Instant::now();
         if self.loader.running() > 0 {
             self.harvest();
         }
@@ -150,7 +151,9 @@ impl Symbolizer {
 
     pub(super) fn may_retry(&self, id: BinaryId) -> bool {
         let b = &self.binaries[id as usize];
-        b.attempts < MAX_ATTEMPTS && b.last_attempt.is_none_or(|t| t.elapsed() >= RETRY_AFTER)
+        b.attempts < MAX_ATTEMPTS
+            && b.last_attempt
+                .is_none_or(|t| self.now.saturating_duration_since(t) >= RETRY_AFTER)
     }
 
     /// Make sure `id`'s table is read or being read; a read in flight marks the request

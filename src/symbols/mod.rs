@@ -297,6 +297,9 @@ pub struct Symbolizer {
     queued: bool,
     noted: FxHashSet<u64>,
     stats: Stats,
+    /// The clock as the current batch began: what the miss paths compare their recheck and
+    /// retry times with, instead of reading the clock once per sample.
+    now: Instant,
 }
 
 impl Default for Symbolizer {
@@ -334,6 +337,7 @@ impl Symbolizer {
             awaited: Vec::new(),
             in_flight: false,
             queued: false,
+            now: Instant::now(),
         };
         let fixed = [
             (Source::Kernel, "[kernel.kallsyms]", DsoKind::Kernel),
@@ -508,8 +512,19 @@ impl Symbolizer {
         let b = &mut self.binaries[id as usize];
         b.last_used = self.tick;
         let State::Loaded(l) = &mut b.state else {
-            // Not cached: a binary that failed may load later.
-            return Symbolized::unknown(&b.unknown);
+            let answer = Symbolized::unknown(&b.unknown);
+            // A binary without symbols, or whose read failed for good, stays so: its answer
+            // is kept, so the next sample there is a hash probe. One that failed may load
+            // later: not kept.
+            let for_good = match &b.state {
+                State::NoSymbols => true,
+                State::Failed(e) => !e.retryable() || b.attempts >= MAX_ATTEMPTS,
+                _ => false,
+            };
+            if for_good {
+                self.results.insert(id, key, answer.clone());
+            }
+            return answer;
         };
         let found = match &l.table {
             Table::Elf { table, segments } => elf::offset_to_vaddr(segments, key)

@@ -126,7 +126,7 @@ impl Symbolizer {
             State::Loading(_) => false,
             State::Loaded(_) | State::Failed(_) => b
                 .last_attempt
-                .is_none_or(|t| t.elapsed() >= PERF_MAP_RECHECK),
+                .is_none_or(|t| self.now.saturating_duration_since(t) >= PERF_MAP_RECHECK),
         };
         let (id, found) = if due {
             let known = match &b.state {

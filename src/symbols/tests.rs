@@ -94,3 +94,47 @@ fn unknown_kernel_without_kallsyms_says_so_once() {
             .starts_with("[kernel.kallsyms]: cannot read")
     );
 }
+
+#[test]
+fn a_miss_where_no_symbols_will_ever_be_is_answered_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    // kptr_restrict's kallsyms: every address 0, so the kernel has no symbols, for good.
+    let mut s = Symbolizer::new(crate::testkit::symbols::kernel(
+        dir.path(),
+        "0000000000000000 T _stext\n0000000000000000 T do_one\n",
+    ));
+    let r = Request::kernel(0xffffffff81000010);
+    let first = s.resolve_one(&r);
+    assert!(!first.is_known());
+    assert_eq!(s.stats().cache_hits, 0);
+    for _ in 0..3 {
+        assert_eq!(s.resolve_one(&r).to_string(), first.to_string());
+    }
+    assert_eq!(s.stats().cache_hits, 3, "{:?}", s.stats());
+    assert_eq!(s.stats().loads, 1);
+}
+
+#[test]
+fn a_miss_where_a_read_may_still_succeed_is_never_served_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("kallsyms");
+    let mut s = Symbolizer::new(Config {
+        kallsyms: k.clone(),
+        modules: dir.path().join("none"),
+        ..Config::default()
+    });
+    let r = Request::kernel(0xffffffff81000010);
+    assert!(!s.resolve_one(&r).is_known());
+    assert!(!s.resolve_one(&r).is_known());
+    // The failure (no such file) is worth trying again: its unknown was not kept.
+    assert_eq!(s.stats().cache_hits, 0, "{:?}", s.stats());
+    std::fs::write(&k, "ffffffff81000000 T _stext\nffffffff81001000 T do_one\n").unwrap();
+    // The retry is timed (once a second); the file is there now, so the name comes.
+    let until = Instant::now() + RETRY_AFTER * 5;
+    let mut named = s.resolve_one(&r);
+    while !named.is_known() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        named = s.resolve_one(&r);
+    }
+    assert_eq!(named.to_string(), "_stext+0x10", "{:?}", s.stats());
+}
