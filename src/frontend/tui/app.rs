@@ -199,6 +199,8 @@ pub struct App {
     /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
     /// stream cannot show; None: trust the model (tests).
     pub(crate) proc_alive: Option<fn(u32) -> bool>,
+    /// `PERFWATCH_FRAME_TIMES`: how long frames take to draw (reported at the end).
+    pub frame_times: Option<Box<super::frame_times::FrameTimes>>,
     /// The middle pane focused last while folded: shown in the row's last place.
     pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
@@ -230,6 +232,7 @@ impl App {
             quit: false,
             drawn: Drawn::default(),
             proc_alive: None,
+            frame_times: None,
             pick: None,
             zoom: false,
             cfg,

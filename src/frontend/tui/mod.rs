@@ -11,6 +11,7 @@
 
 pub mod app;
 mod cpus;
+pub mod frame_times;
 pub mod input;
 pub mod layout;
 pub mod log;
@@ -192,6 +193,9 @@ pub fn run(
     }
     app.set_folding(opts.folded);
     app.proc_alive = Some(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
+    if std::env::var_os(frame_times::ENV).is_some() {
+        app.frame_times = Some(Box::default());
+    }
 
     install_panic_hook();
     let suspend = terminal::Suspend::install();
@@ -216,6 +220,9 @@ pub fn run(
     let result = run_loop(&mut term, &mut app, inputs, move || drop(input));
     drop(term);
     guard.restore();
+    if let Some(t) = &app.frame_times {
+        eprintln!("perfwatch: {}", t.report());
+    }
     result
 }
 
@@ -426,10 +433,18 @@ where
             },
             default(stop.wait_at_most(wait)) => {}
         }
+        let taken = app.frame_times.is_some().then(Instant::now);
+        let mut chunks = 0;
         while let Some(chunk) = pipe.next_chunk() {
             dirty |= !chunk.events.is_empty();
             lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
             app.on_chunk(chunk);
+            chunks += 1;
+        }
+        if let (Some(t0), Some(t)) = (taken, app.frame_times.as_mut()) {
+            if chunks > 0 {
+                t.ingest(chunks, t0.elapsed());
+            }
         }
         for note in pipe.take_notes() {
             // In the footer now; all of them on stderr after the screen is restored.
@@ -454,13 +469,17 @@ where
         }
         let second = start.elapsed().as_secs();
         if redraw || (dirty && last_draw.elapsed() >= period) || second != drawn_second {
+            last_draw = Instant::now();
             app.on_tick(now());
             app.set_totals(totals());
             dirty = false;
             lively = false;
             drawn_second = second;
-            last_draw = Instant::now();
-            if let Err(e) = ui::render(term, app) {
+            let drawn = ui::render(term, app);
+            if let Some(t) = app.frame_times.as_mut() {
+                t.frame(last_draw.elapsed());
+            }
+            if let Err(e) = drawn {
                 // A terminal that hung up fails the write just before SIGHUP is seen.
                 std::thread::sleep(frame);
                 if let Some(sig) = stop.signal() {
