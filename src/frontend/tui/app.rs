@@ -458,6 +458,18 @@ impl App {
         super::tree::rows(&self.model.read(), self.shown().now_ns, &alive)
     }
 
+    /// The same without the processes' names: a frame names the rows it draws only
+    /// ([`App::name_tree_rows`]).
+    pub(crate) fn tree_rows_unnamed(&self) -> Vec<TreeRow> {
+        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
+        super::tree::rows_unnamed(&self.model.read(), self.shown().now_ns, &alive)
+    }
+
+    /// Name `rows` (of [`App::tree_rows_unnamed`]).
+    pub(crate) fn name_tree_rows(&self, rows: &mut [TreeRow]) {
+        super::tree::name_rows(&self.model.read(), rows);
+    }
+
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
     /// when narrowed, in the chosen order.
     pub(crate) fn top_rows(&self) -> Vec<(u32, u64)> {
