@@ -80,6 +80,11 @@ fn proc_alive(pid: u32) -> bool {
     listing.as_ref().is_none_or(|(_, pids)| pids.contains(&pid))
 }
 
+/// The calling thread's CPU time (for the frame times).
+fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 /// Options of a TUI run.
 #[derive(Clone, Debug, Default)]
 pub struct TuiOptions {
@@ -498,14 +503,16 @@ where
         let second = start.elapsed().as_secs();
         if redraw || (dirty && last_draw.elapsed() >= period) || second != drawn_second {
             last_draw = Instant::now();
+            let cpu0 = app.frame_times.is_some().then(thread_cpu_ns);
             app.on_tick(now());
             app.set_totals(totals());
             dirty = false;
             lively = false;
             drawn_second = second;
             let drawn = ui::render(term, app);
-            if let Some(t) = app.frame_times.as_mut() {
-                t.frame(last_draw.elapsed());
+            if let (Some(t), Some(c0)) = (app.frame_times.as_mut(), cpu0) {
+                let cpu = Duration::from_nanos(thread_cpu_ns().saturating_sub(c0));
+                t.frame(last_draw.elapsed(), cpu);
             }
             if let Err(e) = drawn {
                 // A terminal that hung up fails the write just before SIGHUP is seen.
