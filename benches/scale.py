@@ -85,8 +85,13 @@ class Sleepers:
 
 
 def fork_load(stress, rate, seconds):
-    return subprocess.Popen([stress, "fork", "--rate", str(rate), "--duration", str(seconds)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    """The fork load; its report goes to a file (`-o`): with ~16 000 pids it is larger than a
+    pipe holds, and the load would block writing it while the bench waits for it to end."""
+    report = "/dev/shm/perfwatch-scale-forks-%d.json" % os.getpid()
+    p = subprocess.Popen([stress, "fork", "--rate", str(rate), "--duration", str(seconds),
+                          "-o", report], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p.report = report
+    return p
 
 
 def poll_cpu_until_done(pid, load, args, settle=0.0):
@@ -98,7 +103,10 @@ def poll_cpu_until_done(pid, load, args, settle=0.0):
     while load.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
         cpu.poll()
-    out, _ = load.communicate(timeout=60)
+    load.wait(timeout=60)
+    with open(load.report) as f:
+        out = f.read()
+    os.unlink(load.report)
     end = time.monotonic() + settle
     while time.monotonic() < end:
         time.sleep(0.1)
