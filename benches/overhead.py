@@ -695,6 +695,19 @@ def vs_perf_top(pw, stress, smoke):
         return 1
 
 
+def scale(pw, stress, smoke):
+    """The TUI and --plain with 20 000 live processes and 2 000 forks a second
+    (benches/scale.py); only with --only scale: it takes minutes."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import scale as sc
+    argv = ["--perfwatch", pw, "--stress", stress] + (["--smoke"] if smoke else [])
+    try:
+        return sc.main(argv)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        log("perfwatch at scale: FAILED: %s" % e)
+        return 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--perfwatch", help="perfwatch binary (default: build target/release)")
@@ -708,7 +721,7 @@ def main():
     ap.add_argument("--spin-seconds", type=float, default=3.0)
     ap.add_argument("--idle-seconds", type=float, default=2.0,
                     help="length of the no-load run that gives each monitor's fixed cost")
-    ap.add_argument("--only", help="comma-separated rows: plain,json,tui,script,python,perf-record, and top (the TUI against perf top, benches/vs_perf_top.py)")
+    ap.add_argument("--only", help="comma-separated rows: plain,json,tui,script,python,perf-record, and top (the TUI against perf top, benches/vs_perf_top.py), and scale (benches/scale.py, only when named)")
     ap.add_argument("--smoke", action="store_true",
                     help="seconds, not minutes: 1 repetition, tiny loads, no timing verdicts")
     ap.add_argument("--json-out", help="also write the raw results here")
@@ -729,6 +742,8 @@ def main():
     want_top = keep is None or "top" in keep
     if keep == {"top"}:
         return vs_perf_top(pw, stress, args.smoke)
+    if keep == {"scale"}:
+        return scale(pw, stress, args.smoke)
     rows = make_rows(pw, args)
     if keep is not None:
         rows = [r for r in rows if r.short in keep]

@@ -16,6 +16,12 @@
 //! Memory is bounded: at most `max_entries` symbol keys are kept in interned chains (a
 //! chain's length each); samples of new chains beyond that are counted as not kept, never
 //! silently lost. The per-second buckets cover the window only.
+//!
+//! [`CallGraph::top`] is read once a frame, [`CallGraph::add`] once a sample: so each
+//! symbol's Self and Children are kept as running counts (since start and over the window,
+//! the window's taken back as its oldest second leaves), and the view over all tasks is a
+//! walk over the symbols, not over every chain and its frames. A view narrowed to some
+//! tasks (rare, chosen by hand) still sums the chains.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
@@ -56,6 +62,16 @@ pub type TagFilter<'a> = Option<&'a dyn Fn(u32) -> bool>;
 struct Path<K> {
     tag: u32,
     keys: Box<[K]>,
+    /// Its symbols' indices (in [`CallGraph::syms`]), each once: what a sample of this
+    /// chain adds to Children. The innermost one (Self) is first.
+    uniq: Box<[u32]>,
+}
+
+/// One symbol's running counts: (Self, Children) since start and over the window.
+#[derive(Clone, Copy, Debug, Default)]
+struct SymCounts {
+    total: (u64, u64),
+    recent: (u64, u64),
 }
 
 /// Samples by call chain, over time.
@@ -71,6 +87,13 @@ pub struct CallGraph<K> {
     total: Vec<u64>,
     /// (second, samples per chain id in that second), oldest first, within the window.
     recent: VecDeque<(u64, FastMap<u32, u32>)>,
+    /// The symbols of the interned chains, by index, and their running counts.
+    syms: Vec<K>,
+    sym_ids: FastMap<K, u32>,
+    counts_by_sym: Vec<SymCounts>,
+    /// Samples of kept chains since start, and in the window's buckets.
+    kept_total: u64,
+    kept_recent: u64,
     window: u64,
     newest: u64,
     samples: u64,
@@ -93,6 +116,11 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
             max_entries,
             total: Vec::new(),
             recent: VecDeque::new(),
+            syms: Vec::new(),
+            sym_ids: FastMap::default(),
+            counts_by_sym: Vec::new(),
+            kept_total: 0,
+            kept_recent: 0,
             window: window_seconds.max(1),
             newest: 0,
             samples: 0,
@@ -116,6 +144,8 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
             }
         };
         self.total[id as usize] += 1;
+        self.kept_total += 1;
+        self.count_syms(id, 1, true);
         if second > self.newest {
             self.newest = second;
             while self
@@ -123,12 +153,18 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
                 .front()
                 .is_some_and(|(s, _)| s + self.window <= second)
             {
-                self.recent.pop_front();
+                if let Some((_, bucket)) = self.recent.pop_front() {
+                    for (id, n) in bucket {
+                        self.uncount_recent(id, u64::from(n));
+                    }
+                }
             }
         }
         if second + self.window <= self.newest {
             return; // older than the window: counted since start only
         }
+        self.count_syms(id, 1, false);
+        self.kept_recent += 1;
         let at = self.recent.iter().rposition(|(s, _)| *s <= second);
         let bucket = match at {
             Some(i) if self.recent[i].0 == second => &mut self.recent[i].1,
@@ -142,6 +178,44 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
             }
         };
         *bucket.entry(id).or_insert(0) += 1;
+    }
+
+    /// Add `n` samples of chain `id` to its symbols' counts since start (`total`) or in the
+    /// window.
+    fn count_syms(&mut self, id: u32, n: u64, total: bool) {
+        let uniq = &self.paths[id as usize].uniq;
+        for (i, &s) in uniq.iter().enumerate() {
+            let c = &mut self.counts_by_sym[s as usize];
+            let c = if total { &mut c.total } else { &mut c.recent };
+            if i == 0 {
+                c.0 += n;
+            }
+            c.1 += n;
+        }
+    }
+
+    /// Take `n` samples of chain `id` out of the window's counts (its second left it).
+    fn uncount_recent(&mut self, id: u32, n: u64) {
+        self.kept_recent -= n;
+        let uniq = &self.paths[id as usize].uniq;
+        for (i, &s) in uniq.iter().enumerate() {
+            let c = &mut self.counts_by_sym[s as usize].recent;
+            if i == 0 {
+                c.0 -= n;
+            }
+            c.1 -= n;
+        }
+    }
+
+    fn sym_id(&mut self, k: &K) -> u32 {
+        if let Some(&i) = self.sym_ids.get(k) {
+            return i;
+        }
+        let i = self.syms.len() as u32;
+        self.syms.push(k.clone());
+        self.sym_ids.insert(k.clone(), i);
+        self.counts_by_sym.push(SymCounts::default());
+        i
     }
 
     fn id_of(&mut self, tag: u32, chain: &[K]) -> Option<u32> {
@@ -161,9 +235,17 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
         }
         let id = self.paths.len() as u32;
         self.entries += chain.len();
+        let mut uniq: Vec<u32> = Vec::with_capacity(chain.len());
+        for k in chain {
+            let s = self.sym_id(k);
+            if !uniq.contains(&s) {
+                uniq.push(s);
+            }
+        }
         self.paths.push(Path {
             tag,
             keys: Box::from(chain),
+            uniq: uniq.into_boxed_slice(),
         });
         self.ids.entry(hash).or_default().push(id);
         self.total.push(0);
@@ -215,6 +297,35 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
     /// Self, descending (then by key, so that equal counts keep their order), and the
     /// number of samples over that span.
     pub fn top(&self, span: Span, only: TagFilter) -> (Vec<Row<K>>, u64) {
+        if only.is_some() {
+            return self.top_of_chains(span, only);
+        }
+        let mut rows: Vec<Row<K>> = self
+            .syms
+            .iter()
+            .zip(&self.counts_by_sym)
+            .filter_map(|(k, c)| {
+                let (s, ch) = match span {
+                    Span::SinceStart => c.total,
+                    Span::Recent => c.recent,
+                };
+                (ch > 0).then(|| Row {
+                    key: k.clone(),
+                    self_samples: s,
+                    children: ch,
+                })
+            })
+            .collect();
+        rows.sort_unstable_by(by_children);
+        let total = match span {
+            Span::SinceStart => self.kept_total,
+            Span::Recent => self.kept_recent,
+        };
+        (rows, total)
+    }
+
+    /// [`CallGraph::top`] summed over the chains (of the tags `only` keeps).
+    fn top_of_chains(&self, span: Span, only: TagFilter) -> (Vec<Row<K>>, u64) {
         let mut rows: FastMap<&K, (u64, u64)> = FastMap::default();
         let mut total = 0;
         for (id, n) in self.counts(span, only) {
@@ -235,11 +346,7 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
                 children: c,
             })
             .collect();
-        rows.sort_by(|a, b| {
-            (b.children, b.self_samples)
-                .cmp(&(a.children, a.self_samples))
-                .then_with(|| a.key.cmp(&b.key))
-        });
+        rows.sort_unstable_by(by_children);
         (rows, total)
     }
 
@@ -283,6 +390,14 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
         tree.sort(0);
         tree
     }
+}
+
+/// Top's order: by Children, then Self, descending, then by key (keys are unique, so the
+/// order is total and an unstable sort gives the one answer).
+fn by_children<K: Ord>(a: &Row<K>, b: &Row<K>) -> std::cmp::Ordering {
+    (b.children, b.self_samples)
+        .cmp(&(a.children, a.self_samples))
+        .then_with(|| a.key.cmp(&b.key))
 }
 
 #[derive(Clone, Debug)]
@@ -424,6 +539,46 @@ mod tests {
         // Sorted by Children, then Self, then key.
         let order: Vec<_> = rows.iter().map(|r| r.key).collect();
         assert_eq!(order, ["main", "hot", "middle", "cold", "rec"]);
+    }
+
+    #[test]
+    fn running_counts_agree_with_summing_the_chains() {
+        // Chains with recursion, shared frames, several tags, seconds going forward with
+        // some late ones: the running counts (top without a filter) against a sum over the
+        // chains, over the window and since start, after every few samples.
+        const NAMES: [&str; 7] = ["a", "b", "c", "d", "e", "main", "start"];
+        let mut g = CallGraph::new(3);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut second = 100;
+        for i in 0..3000 {
+            let len = 1 + next(6) as usize;
+            let chain: Vec<&str> = (0..len).map(|_| NAMES[next(7) as usize]).collect();
+            let at = if next(10) == 0 {
+                second - next(5)
+            } else {
+                second
+            };
+            g.add(at, next(3) as u32, &chain);
+            if next(50) == 0 {
+                second += 1 + next(2);
+            }
+            if i % 97 == 0 {
+                for span in [Span::Recent, Span::SinceStart] {
+                    assert_eq!(
+                        g.top(span, None),
+                        g.top_of_chains(span, None),
+                        "{span:?} at {i}"
+                    );
+                }
+            }
+        }
+        assert!(g.top(Span::Recent, None).1 < g.top(Span::SinceStart, None).1);
     }
 
     #[test]

@@ -56,6 +56,11 @@ const ORPHAN_WAIT: Duration = Duration::from_secs(1);
 pub const MAX_NOTES: usize = 64;
 /// How long the shutdown waits for a `/proc` snapshot still being read.
 const SEED_WAIT: Duration = Duration::from_secs(2);
+/// How long the records are held back for the `/proc` snapshot at most (after which they go
+/// on without it, and it fills the gaps when it comes), besides [`MAX_REORDER`] of them: on a
+/// loaded machine with 20 000 processes, reading `/proc` took 7–15 s, during which the TUI
+/// showed nothing.
+const SEED_HOLD: Duration = Duration::from_secs(2);
 
 /// Is `ev` about process `pid` (its samples, its threads' forks, exits, names and mappings,
 /// its switches)? Losses and throttling are about the events, never hidden.
@@ -168,6 +173,8 @@ pub struct Pipeline {
     orphan_window: (Instant, u32),
     /// The `/proc` snapshot being read: the model learns it before the first chunk.
     seed: Option<Receiver<Vec<SeedProcess>>>,
+    /// When the snapshot started being read (see [`SEED_HOLD`]).
+    seed_since: Instant,
     /// Chunks out of the ordering stage, waiting for the snapshot.
     held: VecDeque<Chunk>,
     held_events: usize,
@@ -245,6 +252,7 @@ impl Pipeline {
             orphans: Vec::new(),
             orphan_window: (Instant::now(), 0),
             seed,
+            seed_since: Instant::now(),
             held: VecDeque::new(),
             held_events: 0,
         }
@@ -548,7 +556,7 @@ impl Pipeline {
         if self.seed.is_some() {
             self.held_events += chunk.events.len();
             self.held.push_back(chunk);
-            if self.held_events > self.opts.max_reorder {
+            if self.held_events > self.opts.max_reorder || self.seed_since.elapsed() > SEED_HOLD {
                 // Too long: go on without it (it fills gaps when it comes).
                 let rx = self.seed.take();
                 self.held_events = 0;

@@ -40,3 +40,37 @@ def threads_named(pid, prefix):
         except OSError:
             pass
     return n
+
+
+class CpuTracker:
+    """On-CPU ns of a process over a window, threads that end inside it included: each
+    thread's schedstat is read at start(), at every poll() and at stop(), and a thread that
+    ended counts up to where it was last seen (poll often: every 100 ms or so). Summing the
+    live threads only (on_cpu_ns) goes wrong, even negative, when a thread ends inside it."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.first = {}
+        self.last = {}
+
+    def _read(self):
+        got = {}
+        for t in tids(self.pid) or []:
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (self.pid, t)) as f:
+                    got[t] = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return got
+
+    def start(self):
+        self.first = self._read()
+        self.last = dict(self.first)
+
+    def poll(self):
+        self.last.update(self._read())
+
+    def stop(self):
+        """The ns on CPU since start()."""
+        self.poll()
+        return sum(ns - self.first.get(t, 0) for t, ns in self.last.items())

@@ -36,7 +36,8 @@ EXAMPLES:
 struct Args {
     /// What to do: fork (fork + immediate _exit), exec (fork + exec of --program), threads
     /// (spawn + join), mmap (map and unmap --file executable, which makes an MMAP record),
-    /// spin (one busy thread pinned to each CPU; count = 1 ms busy slices per CPU).
+    /// spin (one busy thread pinned to each CPU; count = 1 ms busy slices per CPU), sleepers
+    /// (count children that sleep until --hold ends, then are killed and reaped).
     #[arg(value_enum)]
     mode: Mode,
 
@@ -72,6 +73,11 @@ struct Args {
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     delay: Option<Duration>,
 
+    /// sleepers: how long the children stay once all are started ("ready" is said on
+    /// stderr then).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, default_value = "10")]
+    hold: Duration,
+
     /// Write the JSON report here instead of stdout.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -84,6 +90,7 @@ enum Mode {
     Threads,
     Mmap,
     Spin,
+    Sleepers,
 }
 
 impl Mode {
@@ -94,6 +101,7 @@ impl Mode {
             Mode::Threads => "threads",
             Mode::Mmap => "mmap",
             Mode::Spin => "spin",
+            Mode::Sleepers => "sleepers",
         }
     }
 }
@@ -249,6 +257,46 @@ fn run_fork(pace: &Pace, report: &mut Report) {
             }
             None => break,
         }
+    }
+}
+
+/// Many live processes at once: `count` children that sleep (killed with this process if it
+/// dies first), held for `hold` once all are started, then killed and reaped. A monitor's
+/// process model and its TUI see them all at once.
+fn run_sleepers(pace: &Pace, hold: Duration, report: &mut Report) {
+    let mut children = Vec::new();
+    let mut i = 0;
+    while pace.next(i) {
+        i += 1;
+        match fork_retrying(report) {
+            Some(0) => {
+                // SAFETY: the child calls only async-signal-safe functions (prctl, pause,
+                // _exit) and never returns to Rust code.
+                unsafe {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    loop {
+                        libc::pause();
+                    }
+                }
+            }
+            Some(pid) => children.push(pid),
+            None => break,
+        }
+    }
+    eprintln!("perfwatch-stress: {} sleepers ready", children.len());
+    std::thread::sleep(hold);
+    for &pid in &children {
+        // SAFETY: pid is our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    for pid in children {
+        let mut status = 0;
+        // SAFETY: pid is our child; status is a valid out pointer.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        report.pids.push(pid);
+        report.done += 1;
     }
 }
 
@@ -506,6 +554,7 @@ fn run(args: &Args) -> Result<String> {
         Mode::Threads => run_threads(&pace, &mut report),
         Mode::Mmap => run_mmap(&pace, args, &mut report)?,
         Mode::Spin => run_spin(&pace, args, &mut report)?,
+        Mode::Sleepers => run_sleepers(&pace, args.hold, &mut report),
     }
     let elapsed = pace.start.elapsed().as_secs_f64();
     let end_ns = monotonic_ns();

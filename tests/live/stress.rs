@@ -234,3 +234,82 @@ fn perfwatch_sees_every_exec_thread_and_mapping_it_reports() {
     let file = v["file"].as_str().unwrap();
     assert_eq!(maps.get(file), Some(&300), "mmap records by file: {maps:?}");
 }
+
+#[test]
+fn sleepers_are_alive_together_until_the_hold_ends_then_reaped() {
+    use std::io::BufRead;
+    let mut child = Command::new(STRESS)
+        .args(["sleepers", "--count", "40", "--hold", "3"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run perfwatch-stress sleepers");
+    let me = child.id();
+    // Readiness: the line it writes once every child is started (the stress ends after the
+    // hold whatever happens, which closes stderr).
+    let mut line = String::new();
+    std::io::BufReader::new(child.stderr.take().expect("stderr"))
+        .read_line(&mut line)
+        .expect("read stderr");
+    assert_eq!(line.trim(), "perfwatch-stress: 40 sleepers ready");
+    let children: Vec<u32> = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+        .expect("the stress's children")
+        .split_whitespace()
+        .map(|p| p.parse().expect("a pid"))
+        .collect();
+    assert_eq!(children.len(), 40, "all alive at once: {children:?}");
+    // Each child goes to sleep soon after its fork (on a loaded machine, not at once).
+    let state = |c: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).expect("a live child");
+        let s = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next());
+        (s.map(str::to_string), stat)
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    for &c in &children {
+        loop {
+            let (s, stat) = state(c);
+            if s.as_deref() == Some("S") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "child {c} never slept: {stat}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    let out = child.output_in_time().expect("perfwatch-stress ends");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    check_common(&v, "sleepers", 40);
+    let mut reported: Vec<u32> = ids(&v, "pids").iter().map(|&p| p as u32).collect();
+    let mut made = children.clone();
+    reported.sort_unstable();
+    made.sort_unstable();
+    assert_eq!(
+        reported, made,
+        "the report names the children that were alive"
+    );
+    for c in &children {
+        // Reaped: gone, or the pid already reused by a process that is not its child.
+        let parent = std::fs::read_to_string(format!("/proc/{c}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()?
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<u32>()
+                    .ok()
+            });
+        assert_ne!(
+            parent,
+            Some(me),
+            "child {c} still there after the stress ended"
+        );
+    }
+}

@@ -229,6 +229,8 @@ pub struct App {
     /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
     /// stream cannot show; None: trust the model (tests).
     pub(crate) proc_alive: Option<fn(u32) -> bool>,
+    /// `PERFWATCH_FRAME_TIMES`: how long frames take to draw (reported at the end).
+    pub frame_times: Option<Box<super::frame_times::FrameTimes>>,
     /// The middle pane focused last while folded: shown in the row's last place.
     pub(crate) pick: Option<Pane>,
     /// `z`: the focused pane takes the whole screen but the status bar and the footer.
@@ -264,6 +266,7 @@ impl App {
             quit: false,
             drawn: Drawn::default(),
             proc_alive: None,
+            frame_times: None,
             pick: None,
             zoom: false,
             replay: None,
@@ -490,6 +493,18 @@ impl App {
     pub fn tree_rows(&self) -> Vec<TreeRow> {
         let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
         super::tree::rows(&self.model.read(), self.shown().now_ns, &alive)
+    }
+
+    /// The same without the processes' names: a frame names the rows it draws only
+    /// ([`App::name_tree_rows`]).
+    pub(crate) fn tree_rows_unnamed(&self) -> Vec<TreeRow> {
+        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
+        super::tree::rows_unnamed(&self.model.read(), self.shown().now_ns, &alive)
+    }
+
+    /// Name `rows` (of [`App::tree_rows_unnamed`]).
+    pub(crate) fn name_tree_rows(&self, rows: &mut [TreeRow]) {
+        super::tree::name_rows(&self.model.read(), rows);
     }
 
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes

@@ -11,6 +11,7 @@
 
 pub mod app;
 mod cpus;
+pub mod frame_times;
 pub mod input;
 pub mod layout;
 pub mod log;
@@ -51,6 +52,39 @@ pub use terminal::{TerminalGuard, restore_terminal};
 pub const FRAME: Duration = Duration::from_millis(100);
 /// The frame period while only samples come (see the event loop).
 pub const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
+
+/// How long a listing of `/proc` answers [`proc_alive`].
+const PROC_LISTING_TTL: Duration = Duration::from_secs(1);
+
+/// Whether `/proc` shows process `pid`: what the tree asks of each process known from the
+/// start (whose exit the stream may not tell) on every frame. One listing of `/proc` a
+/// second answers them all: with 20 000 such processes, a `stat` each was most of a frame.
+/// A process that ended is dropped from the tree within a second.
+fn proc_alive(pid: u32) -> bool {
+    use std::sync::Mutex;
+    static LISTING: Mutex<Option<(Instant, rustc_hash::FxHashSet<u32>)>> = Mutex::new(None);
+    let Ok(mut listing) = LISTING.lock() else {
+        return true;
+    };
+    let fresh = listing
+        .as_ref()
+        .is_some_and(|(at, _)| at.elapsed() < PROC_LISTING_TTL);
+    if !fresh {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        let pids = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        *listing = Some((Instant::now(), pids));
+    }
+    listing.as_ref().is_none_or(|(_, pids)| pids.contains(&pid))
+}
+
+/// The calling thread's CPU time (for the frame times).
+fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
 
 /// Options of a TUI run.
 #[derive(Clone, Debug, Default)]
@@ -192,7 +226,10 @@ pub fn run(
         app.set_filter(f);
     }
     app.set_folding(opts.folded);
-    app.proc_alive = Some(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
+    app.proc_alive = Some(proc_alive);
+    if std::env::var_os(frame_times::ENV).is_some() {
+        app.frame_times = Some(Box::default());
+    }
     let stats = mon.stats.clone();
     let now = move || clock_ns(clockid);
     on_terminal(
@@ -237,6 +274,9 @@ pub fn run_replay(
     app.replay = Some(replay.view());
     // The recording's processes are not this machine's: no /proc look-ups.
     app.proc_alive = None;
+    if std::env::var_os(frame_times::ENV).is_some() {
+        app.frame_times = Some(Box::default());
+    }
     on_terminal(
         &mut app,
         pipe,
@@ -283,6 +323,9 @@ fn on_terminal(
     let result = run_loop(&mut term, app, inputs, move || drop(input));
     drop(term);
     guard.restore();
+    if let Some(t) = &app.frame_times {
+        eprintln!("perfwatch: {}", t.report());
+    }
     result
 }
 
@@ -524,6 +567,8 @@ where
             },
             default(stop.wait_at_most(wait)) => {}
         }
+        let taken = app.frame_times.is_some().then(Instant::now);
+        let mut chunks = 0;
         if let Some(r) = replay.as_deref_mut() {
             for cmd in app.take_replay_cmds() {
                 match r.command(cmd, pipe) {
@@ -540,6 +585,7 @@ where
                     dirty |= !chunk.events.is_empty();
                     lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
                     app.on_chunk(chunk);
+                    chunks += 1;
                 }
             }
             Some(r) => loop {
@@ -561,7 +607,13 @@ where
                 dirty = true;
                 lively |= chunk.events.iter().any(|e| is_lively(&e.kind));
                 app.on_chunk(chunk);
+                chunks += 1;
             },
+        }
+        if let (Some(t0), Some(t)) = (taken, app.frame_times.as_mut()) {
+            if chunks > 0 {
+                t.ingest(chunks, t0.elapsed());
+            }
         }
         for note in pipe.take_notes() {
             // In the footer now; all of them on stderr after the screen is restored.
@@ -591,13 +643,19 @@ where
             || second != drawn_second
             || (moving && last_draw.elapsed() >= frame)
         {
+            last_draw = Instant::now();
+            let cpu0 = app.frame_times.is_some().then(thread_cpu_ns);
             tick(app, &replay);
             app.set_totals(counters(&replay));
             dirty = false;
             lively = false;
             drawn_second = second;
-            last_draw = Instant::now();
-            if let Err(e) = ui::render(term, app) {
+            let drawn = ui::render(term, app);
+            if let (Some(t), Some(c0)) = (app.frame_times.as_mut(), cpu0) {
+                let cpu = Duration::from_nanos(thread_cpu_ns().saturating_sub(c0));
+                t.frame(last_draw.elapsed(), cpu);
+            }
+            if let Err(e) = drawn {
                 // A terminal that hung up fails the write just before SIGHUP is seen.
                 std::thread::sleep(frame);
                 if let Some(sig) = stop.signal() {

@@ -35,7 +35,7 @@ fn lifetime(ns: u64) -> String {
 /// Draw the process tree; returns its rows (the PgUp/PgDn step).
 pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
     use super::tree::Mark;
-    let rows = app.tree_rows();
+    let mut rows = app.tree_rows_unnamed();
     let processes: usize = rows.iter().map(|r| r.exited.max(1)).sum();
     let title = format!(
         "Process tree ({processes} processes, t: stream){}",
@@ -54,6 +54,10 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
     const TREE_WIDTHS: [u16; 4] = [7, 0, 5, 6];
     let name_w = grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
     let start = sel.saturating_sub(visible - 1);
+    let end = rows.len().min(start.saturating_add(visible));
+    if let Some(shown) = rows.get_mut(start..end) {
+        app.name_tree_rows(shown);
+    }
     let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
         let mut style = match r.mark {
             Mark::New => Style::default().fg(Color::Green),

@@ -190,6 +190,28 @@ impl TreeView {
 /// The tree as of `now` (CLOCK_MONOTONIC ns, the records' clock), depth first, children
 /// by pid.
 pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<TreeRow> {
+    let mut out = rows_unnamed(model, now, alive);
+    name_rows(model, &mut out);
+    out
+}
+
+/// Fill in the names of `rows` (from [`rows_unnamed`]): a frame names the rows it shows only.
+/// A process's name is its command line, escaped: with 20 000 processes, naming every row
+/// on every frame was most of the tree's frame.
+pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow]) {
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.exited == 0 && r.name.is_empty())
+    {
+        if let Some(p) = model.process(r.pid) {
+            (r.name, r.short) = shown_name(model, p);
+        }
+    }
+}
+
+/// [`rows`] without the processes' names (empty until [`name_rows`]); the rows that stand for
+/// exited children are named.
+pub fn rows_unnamed(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<TreeRow> {
     let procs: FxHashMap<u32, &Process> = model
         .each_process()
         .filter(|p| shown(p, now, alive))
@@ -259,12 +281,11 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
         } else {
             Mark::None
         };
-        let (whole, short) = shown_name(model, p);
         out.push(TreeRow {
             pid,
             prefix: guides_prefix(&guides),
-            name: whole,
-            short,
+            name: String::new(),
+            short: String::new(),
             threads: p.threads.saturating_sub(1),
             mark,
             folded: if fold { kids.len() } else { 0 },
