@@ -20,6 +20,8 @@ pub struct Agent {
     bound: Option<(BoundMetrics, usize)>,
     server: Option<MetricsServer>,
     pprof: Option<PprofTap>,
+    /// `-o`: the recording written beside the view.
+    record: Option<crate::record_out::RecordOut>,
 }
 
 impl Agent {
@@ -53,10 +55,15 @@ impl Agent {
         } else {
             None
         };
+        let record = match &cli.output {
+            Some(path) => Some(crate::record_out::RecordOut::prepare(path, interactive)?),
+            None => None,
+        };
         Ok(Agent {
             bound,
             server: None,
             pprof,
+            record,
         })
     }
 
@@ -75,6 +82,9 @@ impl Agent {
             };
             self.server = Some(bound.serve(published, live)?);
         }
+        if let Some(r) = &mut self.record {
+            pipe = pipe.with_tap(r.start(&mon.info)?);
+        }
         Ok(self.attach_profiles(pipe))
     }
 
@@ -86,6 +96,11 @@ impl Agent {
         pipe
     }
 
+    /// `-o`: where the readers copy their records to, for the monitor's configuration.
+    pub fn raw_tap(&self) -> Option<crate::perf::raw_tap::RawTap> {
+        self.record.as_ref().map(|r| r.raw_tap())
+    }
+
     /// Where the endpoint listens.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.server.as_ref().map(MetricsServer::addr)
@@ -95,13 +110,14 @@ impl Agent {
     /// a profile could not be written.
     pub fn finish(self) -> bool {
         drop(self.server);
+        let recorded = self.record.is_none_or(|r| r.finish());
         let Some(p) = self.pprof else {
-            return true;
+            return recorded;
         };
         let (lines, ok) = p.finish();
         for l in lines {
             crate::output::stderr_bounded(format!("perfwatch: {l}\n").as_bytes());
         }
-        ok
+        ok && recorded
     }
 }

@@ -31,6 +31,7 @@ pub mod pipeline;
 pub mod pprof;
 pub mod process;
 pub mod record_file;
+pub mod record_out;
 pub mod run;
 pub mod script;
 pub mod signals;

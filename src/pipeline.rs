@@ -135,6 +135,10 @@ pub use hide_self::HideSelf;
 /// filter, on the pipeline's thread. It must never wait (it hands work to threads of its own).
 pub trait Tap {
     fn chunk(&mut self, events: &[Event], model: &ProcessModel);
+
+    /// What `/proc` showed at start, once read (before the model learns it and before the
+    /// first chunk; empty when it could not be read).
+    fn seeded(&mut self, _snapshot: &[SeedProcess]) {}
 }
 
 /// The ordering stage, the model's writer and the link to the script stage.
@@ -363,6 +367,9 @@ impl Pipeline {
             }
         };
         self.seed = None;
+        for t in &mut self.taps {
+            t.seeded(got.as_deref().unwrap_or_default());
+        }
         if let Some(snapshot) = got {
             self.model.write().seed(snapshot);
         }
