@@ -67,6 +67,10 @@ struct Written {
     records: u64,
     bytes: u64,
     error: Option<String>,
+    /// The error was said when it happened.
+    said: bool,
+    /// The `/proc` snapshot did not come (or was empty): what existed at start is missing.
+    no_start: bool,
 }
 
 /// An `-o` being written.
@@ -182,6 +186,7 @@ impl RecordOut {
         });
         let dropped = self.tap.drops.records.load(Ordering::Relaxed);
         let mut line = match &w.error {
+            Some(_) if w.said => String::new(),
             Some(e) => format!(
                 "perfwatch: error: the recording '-o {}' was not written: {e}\n",
                 self.shown
@@ -193,6 +198,12 @@ impl RecordOut {
                 w.bytes as f64 / 1e6
             ),
         };
+        if w.no_start && w.error.is_none() {
+            line += &format!(
+                "perfwatch: -o {}: the processes and mappings that existed at start are not in it (/proc was not read in time): their samples are named by address only\n",
+                self.shown
+            );
+        }
         if dropped > 0 {
             line += &format!(
                 "perfwatch: -o {}: {dropped} records ({} bytes) were not written: the writer fell behind the rings\n",
@@ -350,10 +361,12 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
             if let Some((b, n)) = s.take() {
                 out.put(&b);
                 written.records += n;
+                written.no_start = n == 0;
                 break;
             }
         }
         if waited.elapsed() >= SEED_WAIT || shared.finishing.load(Ordering::Acquire) {
+            written.no_start = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -411,12 +424,12 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
             drained.clear();
             pending_round = false;
         }
-        if let (Some(e), false) = (&out.error, said) {
+        if let (Some(e), false, true) = (&out.error, said, plan.say_now) {
             said = true;
-            if plan.say_now {
+            {
                 crate::output::stderr_bounded(
                     format!(
-                        "perfwatch: error: cannot write the recording '-o {}' ({e}); it stops here, perfwatch goes on\n",
+                        "perfwatch: error: cannot write the recording '-o {}' ({e}); the recording stops here, the monitor goes on and will exit with status 1\n",
                         plan.shown
                     )
                     .as_bytes(),
@@ -466,6 +479,7 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
         }
     }
     written.bytes = out.pos;
+    written.said = said;
     drop(out.w);
     written.error = match (out.error, sink) {
         (Some(e), _) => Some(e.to_string()),
