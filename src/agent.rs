@@ -83,7 +83,7 @@ impl Agent {
             self.server = Some(bound.serve(published, live)?);
         }
         if let Some(r) = &mut self.record {
-            pipe = pipe.with_tap(r.start(&mon.info)?);
+            pipe = pipe.with_tap(r.start(mon)?);
         }
         Ok(self.attach_profiles(pipe))
     }

@@ -917,6 +917,23 @@ fn a_recording_written_with_o_reads_in_perf_as_perfwatch_saw_it() {
     // perfwatch reads it back: the same samples again.
     let (back, _) = perfwatch_json(&data);
     assert_eq!(json_samples(&back), ours, "perfwatch -i vs --json");
+
+    // System-wide (perfwatch's own records shown, as the file has them): the same samples,
+    // also where the stop time cut the last drains.
+    let all = dir.path().join("all.data");
+    let r = common::run(perfwatch_cmd().arg("-o").arg(&all).args([
+        "--json",
+        "--show-self",
+        "-a",
+        "-e",
+        "cpu-clock",
+        "-d",
+        "1.5",
+    ]));
+    r.exited(0);
+    let ours = json_samples(&r.json());
+    assert!(!ours.is_empty());
+    assert_eq!(perf_samples(&all), ours, "-a: perf script -i vs --json");
 }
 
 #[test]

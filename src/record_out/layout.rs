@@ -42,6 +42,63 @@ pub fn id_trailer_size(sample_type: u64, sample_id_all: bool) -> usize {
         * 8
 }
 
+/// Where a record's time is, as its attribute lays records out: a sample's after
+/// IDENTIFIER, IP and TID from the front; another record's in its `sample_id` trailer, after
+/// TID. `None` without PERF_SAMPLE_TIME.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeAt {
+    sample: usize,
+    trailer_from_end: usize,
+}
+
+impl TimeAt {
+    pub fn new(sample_type: u64, sample_id_all: bool) -> Option<TimeAt> {
+        const TIME: u64 = 0x4;
+        if sample_type & TIME == 0 {
+            return None;
+        }
+        let has = |bit: u64| usize::from(sample_type & bit != 0) * 8;
+        let trailer = id_trailer_size(sample_type, sample_id_all);
+        Some(TimeAt {
+            sample: 8 + has(0x10000) + has(0x1) + has(0x2),
+            trailer_from_end: if sample_id_all { trailer - has(0x2) } else { 0 },
+        })
+    }
+
+    /// The time of one whole record; `None` when it carries none.
+    pub fn of(&self, rec: &[u8]) -> Option<u64> {
+        const RECORD_SAMPLE: u32 = 9;
+        let u64_at = crate::record_file::header::u64_at;
+        if crate::record_file::header::u32_at(rec, 0)? == RECORD_SAMPLE {
+            u64_at(rec, self.sample)
+        } else if self.trailer_from_end > 0 {
+            u64_at(rec, rec.len().checked_sub(self.trailer_from_end)?)
+        } else {
+            None
+        }
+    }
+}
+
+/// The records of `bytes` (whole records, one after another) stamped at or before `stop`,
+/// and how many were left out.
+pub fn up_to(bytes: &[u8], at: TimeAt, stop: u64) -> (Vec<u8>, u64) {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut cut = 0;
+    let mut pos = 0;
+    while let Some(size) = bytes.get(pos + 6..pos + 8) {
+        let size = u16::from_le_bytes([size[0], size[1]]) as usize;
+        let Some(rec) = bytes.get(pos..pos + size).filter(|_| size >= 8) else {
+            break;
+        };
+        match at.of(rec) {
+            Some(t) if t > stop => cut += 1,
+            _ => out.extend_from_slice(rec),
+        }
+        pos += size;
+    }
+    (out, cut)
+}
+
 /// Whether the attribute asks for `sample_id_all` (flags bit 18, at offset 40).
 pub fn sample_id_all(attr: &[u8]) -> bool {
     crate::record_file::header::u64_at(attr, 40).is_some_and(|fl| fl & (1 << 18) != 0)
@@ -458,6 +515,40 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(formats.len(), 1);
         assert_eq!(formats[0].name, "sched:sched_switch");
+    }
+
+    #[test]
+    fn records_past_the_stop_time_are_cut() {
+        // IP | TID | TIME | CPU | PERIOD | IDENTIFIER, sample_id_all.
+        let st = 0x1 | 0x2 | 0x4 | 0x80 | 0x100 | 0x10000;
+        let at = TimeAt::new(st, true).unwrap();
+        let sample = |t: u64| {
+            let mut r = Vec::new();
+            header(&mut r, 9, 0, 56);
+            for v in [7u64, 0x1000, 5, t, 0, 1] {
+                r.extend_from_slice(&v.to_le_bytes());
+            }
+            r
+        };
+        // An EXIT record: pid, ppid, tid, ptid, time, then the trailer TID TIME CPU IDENTIFIER.
+        let exit = |t: u64| {
+            let mut r = Vec::new();
+            header(&mut r, 4, 0, 8 + 24 + 32);
+            for v in [1u64, 2, 99, 5, t, 0, 7] {
+                r.extend_from_slice(&v.to_le_bytes());
+            }
+            r
+        };
+        let mut b = sample(10);
+        b.extend(exit(20));
+        b.extend(sample(30));
+        b.extend(exit(40));
+        let (kept, cut) = up_to(&b, at, 25);
+        assert_eq!(cut, 2);
+        let mut want = sample(10);
+        want.extend(exit(20));
+        assert_eq!(kept, want);
+        assert!(TimeAt::new(0x1 | 0x2, true).is_none());
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::event::Event;
-use crate::monitor::MonitorInfo;
+use crate::monitor::Monitor;
 use crate::perf::raw_tap::{RawQueue, RawTap, raw_queue};
 use crate::pipeline::Tap;
 use crate::process::ProcessModel;
@@ -122,7 +122,8 @@ impl RecordOut {
 
     /// Start writing, now that the events are open; the tap to put on the pipeline (it
     /// hands over the `/proc` snapshot and the binaries samples hit).
-    pub fn start(&mut self, info: &MonitorInfo) -> Result<Box<dyn Tap>> {
+    pub fn start(&mut self, mon: &Monitor) -> Result<Box<dyn Tap>> {
+        let info = &mon.info;
         let attrs: Vec<Vec<u8>> = info.attrs.iter().map(layout::attr_for_file).collect();
         let first = attrs.first().cloned().unwrap_or_default();
         let trailer =
@@ -153,6 +154,11 @@ impl RecordOut {
             shown: self.shown.clone(),
             say_now: !self.interactive,
             trailer,
+            stop: mon.stop_time.clone(),
+            time_at: layout::TimeAt::new(
+                layout::sample_type(&first),
+                layout::sample_id_all(&first),
+            ),
         };
         let sink = self.sink.take().context("-o started twice")?;
         let queue = self.queue.take().context("-o started twice")?;
@@ -261,6 +267,10 @@ struct Plan {
     say_now: bool,
     /// The size of the `sample_id` trailer of records other than samples.
     trailer: usize,
+    /// The run's stop time: the last drains' records stamped later are left out, as the
+    /// frontends leave them out.
+    stop: Arc<crate::stop::StopTime>,
+    time_at: Option<layout::TimeAt>,
 }
 
 /// A buffered output that remembers its position and its first error (then writes nothing
@@ -406,10 +416,19 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
                 continue;
             }
         };
-        if !chunk.bytes.is_empty() {
-            out.put(&chunk.bytes);
+        // A reader's last drain may hold records stamped after the stop time (written before
+        // its events were disabled): the frontends leave them out, so does the file.
+        let (bytes, records) = match (chunk.end, plan.time_at, plan.stop.get()) {
+            (true, Some(at), Some(stop)) => {
+                let (kept, cut) = layout::up_to(&chunk.bytes, at, stop);
+                (kept, chunk.records.saturating_sub(cut))
+            }
+            _ => (chunk.bytes, chunk.records),
+        };
+        if !bytes.is_empty() {
+            out.put(&bytes);
             if out.error.is_none() {
-                written.records += chunk.records;
+                written.records += records;
             }
             pending_round = true;
         }
