@@ -811,9 +811,10 @@ fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
 
 // ---- Out: `-o FILE` and `-o -` ----
 
-/// `perf script -F tid,time,ip --ns -i FILE`: each sample's (tid, time, ip).
-fn perf_samples(file: &Path) -> Vec<(u64, u64, u64)> {
-    let mut v: Vec<(u64, u64, u64)> =
+/// `perf script -F tid,time,ip --ns -i FILE`: each sample's (tid, time, ip) (a tid of -1
+/// where the kernel took a sample outside any task).
+fn perf_samples(file: &Path) -> Vec<(i64, u64, u64)> {
+    let mut v: Vec<(i64, u64, u64)> =
         perf_out(&["script", "-G", "-F", "tid,time,ip", "--ns"], file)
             .lines()
             .filter_map(|l| {
@@ -833,14 +834,17 @@ fn perf_samples(file: &Path) -> Vec<(u64, u64, u64)> {
 }
 
 /// `--json`'s samples: (tid, time, ip).
-fn json_samples(records: &[serde_json::Value]) -> Vec<(u64, u64, u64)> {
-    let mut v: Vec<(u64, u64, u64)> = records
+fn json_samples(records: &[serde_json::Value]) -> Vec<(i64, u64, u64)> {
+    let mut v: Vec<(i64, u64, u64)> = records
         .iter()
         .filter(|r| r["type"] == "sample")
         .map(|r| {
             let ip = r["sample_ip"].as_str().unwrap().trim_start_matches("0x");
             (
-                r["sample_tid"].as_u64().unwrap(),
+                r["sample_tid"]
+                    .as_i64()
+                    .or_else(|| r["sample_tid"].as_u64().map(|t| t as u32 as i32 as i64))
+                    .unwrap_or_else(|| panic!("a sample without its tid: {r}")),
                 r["sample_time"].as_u64().unwrap(),
                 u64::from_str_radix(ip, 16).unwrap(),
             )
