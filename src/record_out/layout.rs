@@ -551,6 +551,25 @@ mod tests {
         assert!(TimeAt::new(0x1 | 0x2, true).is_none());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+        /// The cut reads sizes and times from the rings' bytes: any bytes are cut or kept
+        /// whole, never a panic, never more out than in.
+        #[test]
+        fn any_bytes_are_cut_at_the_stop_time_without_a_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+            st in proptest::prelude::any::<u64>(),
+            all in proptest::prelude::any::<bool>(),
+            stop in proptest::prelude::any::<u64>(),
+        ) {
+            if let Some(at) = TimeAt::new(st, all) {
+                let (kept, _) = up_to(&bytes, at, stop);
+                proptest::prop_assert!(kept.len() <= bytes.len());
+            }
+        }
+    }
+
     #[test]
     fn the_kernel_mapping_runs_from_text_to_etext() {
         let k = "0000000000000000 A fixed_percpu_data\nffffffff81000000 T _text\nffffffff81000010 T f\nffffffff82000000 T _etext\n";
