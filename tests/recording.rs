@@ -1063,6 +1063,37 @@ fn o_refuses_links_and_other_users_files_and_survives_a_full_disk() {
 }
 
 #[test]
+fn records_the_writer_cannot_take_are_counted_and_written_as_lost() {
+    require_perf!();
+    if !cfg!(debug_assertions) {
+        return; // the queue's size is a test hook of debug builds
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("lost.data");
+    // A queue of 512 bytes: most drains do not fit.
+    let r = common::run(
+        perfwatch_cmd()
+            .env("PERFWATCH_DEBUG_RECORD_QUEUE", "512")
+            .arg("-o")
+            .arg(&data)
+            .args(["--quiet", "-a", "-e", "cpu-clock", "-F", "999", "-d", "1.5"]),
+    );
+    r.exited(1)
+        .said(&["were not written: the writer fell behind"]);
+    let not_written: u64 = r
+        .stderr
+        .split("lost.data: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(not_written > 0, "{}", r.stderr);
+    // perf counts them as lost, from the LOST records the writer put in their place.
+    let stats = perf_stats(&data);
+    assert!(stats.get("LOST").copied().unwrap_or(0) > 0, "{stats:?}");
+}
+
+#[test]
 fn o_writes_beside_the_full_screen_view() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();

@@ -42,6 +42,41 @@ pub fn id_trailer_size(sample_type: u64, sample_id_all: bool) -> usize {
         * 8
 }
 
+/// PERF_RECORD_LOST for records perfwatch's queue dropped (the writer fell behind), so that
+/// perf's readers count them as they count the kernel's: the first event's id, the count,
+/// and a `sample_id` trailer with that id and `time`.
+pub fn lost_record(
+    sample_type: u64,
+    sample_id_all: bool,
+    id: u64,
+    lost: u64,
+    time: u64,
+) -> Vec<u8> {
+    const LOST: u32 = 2;
+    let mut out = Vec::new();
+    header(&mut out, LOST, 0, 0);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&lost.to_le_bytes());
+    if sample_id_all {
+        // TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER, in perf_event.h's order.
+        for (bit, v) in [
+            (0x2u64, 0),
+            (0x4, time),
+            (0x40, id),
+            (0x200, id),
+            (0x80, 0),
+            (0x10000, id),
+        ] {
+            if sample_type & bit != 0 {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    let size = out.len() as u16;
+    out[6..8].copy_from_slice(&size.to_le_bytes());
+    out
+}
+
 /// Where a record's time is, as its attribute lays records out: a sample's after
 /// IDENTIFIER, IP and TID from the front; another record's in its `sample_id` trailer, after
 /// TID. `None` without PERF_SAMPLE_TIME.
@@ -549,6 +584,16 @@ mod tests {
         want.extend(exit(20));
         assert_eq!(kept, want);
         assert!(TimeAt::new(0x1 | 0x2, true).is_none());
+    }
+
+    #[test]
+    fn a_lost_record_carries_its_time_where_the_cut_reads_it() {
+        let st = 0x1 | 0x2 | 0x4 | 0x80 | 0x100 | 0x10000;
+        let r = lost_record(st, true, 42, 7, 1234);
+        assert_eq!(r.len(), 8 + 16 + 32);
+        assert_eq!(u16::from_le_bytes([r[6], r[7]]) as usize, r.len());
+        assert_eq!(TimeAt::new(st, true).unwrap().of(&r), Some(1234));
+        assert_eq!(&r[16..24], &7u64.to_le_bytes());
     }
 
     proptest::proptest! {

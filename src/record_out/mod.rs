@@ -98,7 +98,14 @@ impl RecordOut {
                     .with_context(|| format!("cannot write the recording '-o {shown}'"))?,
             )
         };
-        let (tap, queue) = raw_queue(QUEUE_BYTES);
+        // Test hook, in debug builds only: a smaller queue, to see what a writer that falls
+        // behind does.
+        let limit = std::env::var("PERFWATCH_DEBUG_RECORD_QUEUE")
+            .ok()
+            .filter(|_| cfg!(debug_assertions))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(QUEUE_BYTES);
+        let (tap, queue) = raw_queue(limit);
         Ok(RecordOut {
             shown,
             sink: Some(sink),
@@ -391,6 +398,8 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
     let mut drained: HashSet<u32> = HashSet::new();
     let mut round_at = 0u64;
     let mut pending_round = false;
+    // Records the queue dropped that a LOST record in the file already says.
+    let mut lost_said = 0u64;
     let mut said = false;
     let mut idle_since: Option<Instant> = None;
     loop {
@@ -438,6 +447,7 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
             drained.insert(chunk.cpu);
         }
         if pending_round && live.iter().all(|c| drained.contains(c)) {
+            lost_said = say_drops(&mut out, &queue, &plan, lost_said);
             out.put(&layout::bare_record(f::FINISHED_ROUND));
             round_at = crate::clock::clock_ns(plan.clockid);
             drained.clear();
@@ -456,6 +466,7 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
             }
         }
     }
+    say_drops(&mut out, &queue, &plan, lost_said);
     if pending_round {
         out.put(&layout::bare_record(f::FINISHED_ROUND));
     }
@@ -506,6 +517,29 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
         (None, Sink::Stdout) => None,
     };
     written
+}
+
+/// A LOST record for what the queue dropped since the last one (perf's readers then count
+/// it as lost); the count said so far.
+fn say_drops(out: &mut Out, queue: &RawQueue, plan: &Plan, said: u64) -> u64 {
+    let dropped = queue.drops.records.load(Ordering::Relaxed);
+    if dropped > said {
+        let first = plan.attrs.first().map(Vec::as_slice).unwrap_or_default();
+        let id = plan
+            .ids
+            .first()
+            .and_then(|i| i.first())
+            .copied()
+            .unwrap_or(0);
+        out.put(&layout::lost_record(
+            layout::sample_type(first),
+            layout::sample_id_all(first),
+            id,
+            dropped - said,
+            crate::clock::clock_ns(plan.clockid),
+        ));
+    }
+    dropped
 }
 
 /// The binaries whose build id the symbolizer read, as perf names them: user binaries by
