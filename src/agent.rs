@@ -56,7 +56,20 @@ impl Agent {
             None
         };
         let record = match &cli.output {
-            Some(path) => Some(crate::record_out::RecordOut::prepare(path, interactive)?),
+            Some(path) => {
+                let system_wide = cli.all_cpus || cli.cpu.is_some();
+                let only = match (&cli.pid, &cli.tid) {
+                    (Some(p), _) => Some(p.0.clone()),
+                    (_, Some(t)) => Some(t.0.clone()),
+                    _ if !cli.command.is_empty() && !system_wide => Some(Vec::new()),
+                    _ => None,
+                };
+                Some(crate::record_out::RecordOut::prepare(
+                    path,
+                    interactive,
+                    only,
+                )?)
+            }
             None => None,
         };
         Ok(Agent {

@@ -54,8 +54,9 @@ enum Sink {
 /// What the tap hands the writer.
 #[derive(Default)]
 struct Shared {
-    /// The synthesised records and their count, once the snapshot is in.
-    seed: Mutex<Option<(Vec<u8>, u64)>>,
+    /// The synthesised records and their count, once the snapshot is in, and whether it
+    /// came (the pipeline gives up on a slow one).
+    seed: Mutex<Option<(Vec<u8>, u64, bool)>>,
     /// The binaries samples hit.
     hits: Mutex<Vec<Arc<Dso>>>,
     finishing: AtomicBool,
@@ -82,12 +83,17 @@ pub struct RecordOut {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Written>>,
     interactive: bool,
+    only: Option<Vec<u32>>,
 }
 
 impl RecordOut {
     /// Create the file (or check stdout for `-o -`) before anything is opened: a path that
     /// cannot be used stops perfwatch before it starts.
-    pub fn prepare(path: &Path, interactive: bool) -> Result<RecordOut> {
+    ///
+    /// `only`: with a task target, the processes (by pid, or by one of their threads' tids)
+    /// whose threads and mappings are synthesised, as `perf record -p` does (none for a
+    /// command, whose exec comes as records); `None` for all of them (system-wide).
+    pub fn prepare(path: &Path, interactive: bool, only: Option<Vec<u32>>) -> Result<RecordOut> {
         let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
         let sink = if path == Path::new("-") {
             // The caller has checked that stdout is not a terminal and is free.
@@ -114,6 +120,7 @@ impl RecordOut {
             shared: Arc::new(Shared::default()),
             thread: None,
             interactive,
+            only,
         })
     }
 
@@ -180,6 +187,7 @@ impl RecordOut {
             shared: self.shared.clone(),
             trailer,
             seen: HashSet::new(),
+            only: self.only.clone(),
         }))
     }
 
@@ -234,13 +242,26 @@ struct HitsTap {
     shared: Arc<Shared>,
     trailer: usize,
     seen: HashSet<usize>,
+    only: Option<Vec<u32>>,
 }
 
 impl Tap for HitsTap {
     fn seeded(&mut self, snapshot: &[SeedProcess]) {
-        let synth = layout::synthesize(snapshot, self.trailer);
+        let synth = match &self.only {
+            None => layout::synthesize(snapshot, self.trailer),
+            Some(ids) => {
+                let wanted: Vec<SeedProcess> = snapshot
+                    .iter()
+                    .filter(|p| {
+                        ids.contains(&p.pid) || p.threads.iter().any(|(t, _)| ids.contains(t))
+                    })
+                    .cloned()
+                    .collect();
+                layout::synthesize(&wanted, self.trailer)
+            }
+        };
         if let Ok(mut s) = self.shared.seed.lock() {
-            *s = Some(synth);
+            *s = Some((synth.0, synth.1, !snapshot.is_empty()));
         }
     }
 
@@ -375,10 +396,10 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
     let waited = Instant::now();
     loop {
         if let Ok(mut s) = shared.seed.lock() {
-            if let Some((b, n)) = s.take() {
+            if let Some((b, n, came)) = s.take() {
                 out.put(&b);
                 written.records += n;
-                written.no_start = n == 0;
+                written.no_start = !came;
                 break;
             }
         }
