@@ -425,22 +425,25 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
     let mut idle_since: Option<Instant> = None;
     loop {
         let finishing = shared.finishing.load(Ordering::Acquire);
-        if finishing && live.is_empty() {
-            // Every CPU's last chunk is in; take whatever is still queued.
-            if queue.next(Duration::ZERO).is_err() {
-                break;
-            }
-        }
-        let chunk = match queue.next(Duration::from_millis(100)) {
+        // Every CPU's last chunk is in once the run finishes: take what is still queued.
+        let drained_all = finishing && live.is_empty();
+        let wait = if drained_all {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        let chunk = match queue.next(wait) {
             Ok(c) => {
                 idle_since = None;
                 c
             }
             Err(gone) => {
-                if gone
-                    || (finishing
-                        && idle_since.get_or_insert_with(Instant::now).elapsed() >= END_WAIT)
-                {
+                // At the end, a CPU whose last chunk was dropped is waited for this long.
+                let idle = match finishing {
+                    true => idle_since.get_or_insert_with(Instant::now).elapsed(),
+                    false => Duration::ZERO,
+                };
+                if gone || drained_all || idle >= END_WAIT {
                     break;
                 }
                 continue;
