@@ -54,7 +54,6 @@ const ORPHANS_PER_SECOND: u32 = 2000;
 const ORPHAN_WAIT: Duration = Duration::from_secs(1);
 /// Symbolizer notes kept for the end of a run (one per binary it could not read, at most).
 pub const MAX_NOTES: usize = 64;
-/// How long the shutdown waits for a `/proc` snapshot still being read.
 const SEED_WAIT: Duration = Duration::from_secs(2);
 
 /// Is `ev` about process `pid` (its samples, its threads' forks, exits, names and mappings,
@@ -90,6 +89,8 @@ pub struct PipelineOptions {
     pub late: Option<Arc<AtomicU64>>,
     /// The run's stop time, once decided: nothing stamped after it goes out (counted there).
     pub stop_time: Option<Arc<crate::stop::StopTime>>,
+    /// How long the shutdown waits for a `/proc` snapshot still being read.
+    pub seed_wait: Duration,
 }
 
 impl Default for PipelineOptions {
@@ -111,6 +112,7 @@ impl Default for PipelineOptions {
             hide: None,
             late: None,
             stop_time: None,
+            seed_wait: SEED_WAIT,
         }
     }
 }
@@ -358,7 +360,7 @@ impl Pipeline {
     fn poll_seed(&mut self, wait: bool) {
         let Some(rx) = &self.seed else { return };
         let got = if wait {
-            rx.recv_timeout(SEED_WAIT).ok()
+            rx.recv_timeout(self.opts.seed_wait).ok()
         } else {
             match rx.try_recv() {
                 Ok(s) => Some(s),

@@ -495,6 +495,12 @@ fn pipeline_options(
         }),
         argv: argv_wanted(cli, interactive),
         pool: Some(pool),
+        // `-o` writes what existed at start from the snapshot: worth a longer wait at the end
+        // (reading /proc takes seconds on a loaded machine).
+        seed_wait: match cli.output {
+            Some(_) => crate::record_out::SEED_WAIT,
+            None => PipelineOptions::default().seed_wait,
+        },
         ..PipelineOptions::default()
     }
 }

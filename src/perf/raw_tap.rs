@@ -92,6 +92,11 @@ impl RawTap {
 }
 
 impl RawQueue {
+    /// Bytes waiting in the queue.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
     /// The next chunk, waiting at most `wait`; `Err(true)` once every reader is gone.
     pub fn next(&self, wait: std::time::Duration) -> Result<RawChunk, bool> {
         match self.rx.recv_timeout(wait) {

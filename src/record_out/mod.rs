@@ -40,8 +40,10 @@ use layout::{Features, HitBinary};
 /// Bytes of records the queue holds before it drops: a few seconds of a busy machine.
 const QUEUE_BYTES: usize = 64 << 20;
 /// How long the writer waits for the `/proc` snapshot before it writes the rings' records
-/// without it (they wait in the queue meanwhile).
-const SEED_WAIT: Duration = Duration::from_secs(5);
+/// without it (they wait in the queue meanwhile, while it has room), and how long the
+/// pipeline's shutdown waits for it with `-o`: on a loaded machine reading `/proc` takes
+/// seconds.
+pub const SEED_WAIT: Duration = Duration::from_secs(15);
 /// At the end, how long the writer waits for a CPU's last chunk.
 const END_WAIT: Duration = Duration::from_secs(2);
 
@@ -403,7 +405,10 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
                 break;
             }
         }
-        if waited.elapsed() >= SEED_WAIT || shared.finishing.load(Ordering::Acquire) {
+        if waited.elapsed() >= SEED_WAIT
+            || queue.queued() * 2 > QUEUE_BYTES
+            || shared.finishing.load(Ordering::Acquire)
+        {
             written.no_start = true;
             break;
         }
