@@ -3,14 +3,15 @@
 //!
 //! The records are the rings' own bytes: each reader copies what it drained into a bounded
 //! queue ([`crate::perf::raw_tap`]) that a writer thread of its own empties, so a slow disk
-//! never slows a reader (what the queue cannot take is dropped and counted). The writer puts
-//! in front what `perf record` synthesises (COMM and MMAP2 for the processes and executable
-//! mappings `/proc` showed at start: the pipeline's own snapshot, handed over by a tap),
-//! writes a FINISHED_ROUND each time every CPU has been drained since the last one (perf's
-//! readers order the records by it), and at the end the attributes, their ids and the
-//! feature sections: host, OS release, version, arch, CPUs, command line, event names, the
-//! build ids of the binaries samples hit (the symbolizer read them), and the tracepoints'
-//! formats. A write error is said once; the monitor goes on and the exit status says it.
+//! never slows a reader (what the queue cannot take is dropped, counted, and written as a
+//! LOST record). The writer puts first the attributes and their ids, then what `perf record`
+//! synthesises (the kernel's map; COMM and MMAP2 for the processes and executable mappings
+//! `/proc` showed at start: the pipeline's own snapshot, handed over by a tap), writes a
+//! FINISHED_ROUND each time every CPU has been drained since the last one (perf's readers
+//! order the records by it), and at the end the feature sections: host, OS release, version,
+//! arch, CPUs, command line, event names, the build ids of the binaries samples hit (the
+//! symbolizer read them), and the tracepoints' formats; in file mode the header last. A write
+//! error is said once; the monitor goes on and the exit status says it.
 
 mod layout;
 
