@@ -189,7 +189,7 @@ impl RecordOut {
         Ok(Box::new(HitsTap {
             shared: self.shared.clone(),
             trailer,
-            seen: HashSet::new(),
+            seen: rustc_hash::FxHashSet::default(),
             only: self.only.clone(),
         }))
     }
@@ -244,7 +244,8 @@ impl RecordOut {
 struct HitsTap {
     shared: Arc<Shared>,
     trailer: usize,
-    seen: HashSet<usize>,
+    /// The binaries already handed over, by address (a hash per sample frame: Fx, not SipHash).
+    seen: rustc_hash::FxHashSet<usize>,
     only: Option<Vec<u32>>,
 }
 
