@@ -20,6 +20,8 @@ pub struct Agent {
     bound: Option<(BoundMetrics, usize)>,
     server: Option<MetricsServer>,
     pprof: Option<PprofTap>,
+    /// `-o`: the recording written beside the view.
+    record: Option<crate::record_out::RecordOut>,
 }
 
 impl Agent {
@@ -56,10 +58,28 @@ impl Agent {
         } else {
             None
         };
+        let record = match &cli.output {
+            Some(path) => {
+                let system_wide = cli.all_cpus || cli.cpu.is_some();
+                let only = match (&cli.pid, &cli.tid) {
+                    (Some(p), _) => Some(p.0.clone()),
+                    (_, Some(t)) => Some(t.0.clone()),
+                    _ if !cli.command.is_empty() && !system_wide => Some(Vec::new()),
+                    _ => None,
+                };
+                Some(crate::record_out::RecordOut::prepare(
+                    path,
+                    interactive,
+                    only,
+                )?)
+            }
+            None => None,
+        };
         Ok(Agent {
             bound,
             server: None,
             pprof,
+            record,
         })
     }
 
@@ -78,6 +98,9 @@ impl Agent {
             };
             self.server = Some(bound.serve(published, live)?);
         }
+        if let Some(r) = &mut self.record {
+            pipe = pipe.with_tap(r.start(mon)?);
+        }
         Ok(self.attach_profiles(pipe))
     }
 
@@ -89,18 +112,24 @@ impl Agent {
         pipe
     }
 
+    /// `-o`: where the readers copy their records to, for the monitor's configuration.
+    pub fn raw_tap(&self) -> Option<crate::perf::raw_tap::RawTap> {
+        self.record.as_ref().map(|r| r.raw_tap())
+    }
+
     /// At the end: stop serving, write the last profiles and say where they went. False when
     /// a profile could not be written.
     pub fn finish(self) -> bool {
         drop(self.server);
+        let recorded = self.record.is_none_or(|r| r.finish());
         let Some(p) = self.pprof else {
-            return true;
+            return recorded;
         };
         let (lines, ok) = p.finish();
         for l in lines {
             crate::output::stderr_bounded(format!("perfwatch: {l}\n").as_bytes());
         }
-        ok
+        ok && recorded
     }
 }
 

@@ -248,6 +248,17 @@ pub struct Cli {
     #[arg(long = "pprof-every", value_names = ["PERIOD", "DIR"], num_args = 2)]
     pub pprof_every: Vec<OsString>,
 
+    /// Also write what is recorded to FILE as perf.data (perf report -i, perf script -i,
+    /// perfwatch -i read it), beside any view; `-o -` writes perf's pipe format to stdout
+    /// (not a terminal) in place of the lines (-o - | perf script -i -).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "input"
+    )]
+    pub output: Option<std::path::PathBuf>,
+
     /// No screen and no lines: run headless (with --metrics, --pprof-every, --folded FILE)
     /// until a signal or -d; the summary still goes to stderr.
     #[arg(long = "quiet", conflicts_with_all = ["plain", "json", "format"])]

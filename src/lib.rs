@@ -35,6 +35,7 @@ pub mod pipeline;
 pub(crate) mod pprof;
 pub mod process;
 pub(crate) mod record_file;
+pub(crate) mod record_out;
 pub mod run;
 pub mod script;
 pub(crate) mod signals;

@@ -51,6 +51,8 @@ pub struct MonitorConfig {
     pub common_fields: bool,
     /// Read command lines at each exec ([`crate::perf::exec_watch`]), when it can be opened.
     pub exec_argv: bool,
+    /// Where every reader also copies its records as they are (`-o`).
+    pub raw: Option<crate::perf::raw_tap::RawTap>,
 }
 
 impl MonitorConfig {
@@ -69,6 +71,7 @@ impl MonitorConfig {
             cgroup: None,
             common_fields: false,
             exec_argv: false,
+            raw: None,
         }
     }
 }
@@ -92,6 +95,8 @@ pub struct MonitorInfo {
     pub mmap_pages: usize,
     /// Things the user should be told once (fallback, clamped frequency).
     pub notes: Vec<String>,
+    /// The events' attributes as opened, with their ids (for `-o`).
+    pub attrs: Vec<crate::perf::open::OpenedAttr>,
 }
 
 pub struct Monitor {
@@ -239,7 +244,8 @@ impl Monitor {
             open::enable(&opened.rings).context("cannot enable the perf events")?;
         }
         let mut threads = Vec::with_capacity(opened.rings.len());
-        for ring in opened.rings {
+        for mut ring in opened.rings {
+            ring.raw = cfg.raw.clone();
             let h = reader::spawn(ring, tx.clone(), pool.clone(), stop.clone(), stats.clone())
                 .context("cannot start a reader thread")?;
             threads.push(h);
@@ -272,6 +278,7 @@ impl Monitor {
                     .clone(),
                 events: opened.events,
                 descs: opened.descs,
+                attrs: opened.attrs,
                 fallback: opened.fallbacks.into_iter().next(),
                 clockid: cfg.clockid,
                 sampling,

@@ -54,7 +54,6 @@ const ORPHANS_PER_SECOND: u32 = 2000;
 const ORPHAN_WAIT: Duration = Duration::from_secs(1);
 /// Symbolizer notes kept for the end of a run (one per binary it could not read, at most).
 pub const MAX_NOTES: usize = 64;
-/// How long the shutdown waits for a `/proc` snapshot still being read.
 const SEED_WAIT: Duration = Duration::from_secs(2);
 /// How long the records are held back for the `/proc` snapshot at most (after which they go
 /// on without it, and it fills the gaps when it comes), besides [`MAX_REORDER`] of them: on a
@@ -95,6 +94,8 @@ pub struct PipelineOptions {
     pub late: Option<Arc<AtomicU64>>,
     /// The run's stop time, once decided: nothing stamped after it goes out (counted there).
     pub stop_time: Option<Arc<crate::stop::StopTime>>,
+    /// How long the shutdown waits for a `/proc` snapshot still being read.
+    pub seed_wait: Duration,
 }
 
 impl Default for PipelineOptions {
@@ -116,6 +117,7 @@ impl Default for PipelineOptions {
             hide: None,
             late: None,
             stop_time: None,
+            seed_wait: SEED_WAIT,
         }
     }
 }
@@ -140,6 +142,10 @@ pub use hide_self::HideSelf;
 /// filter, on the pipeline's thread. It must never wait (it hands work to threads of its own).
 pub trait Tap {
     fn chunk(&mut self, events: &[Event], model: &ProcessModel);
+
+    /// What `/proc` showed at start, once read (before the model learns it and before the
+    /// first chunk; empty when it could not be read).
+    fn seeded(&mut self, _snapshot: &[SeedProcess]) {}
 }
 
 /// The ordering stage, the model's writer and the link to the script stage.
@@ -362,7 +368,7 @@ impl Pipeline {
     fn poll_seed(&mut self, wait: bool) {
         let Some(rx) = &self.seed else { return };
         let got = if wait {
-            rx.recv_timeout(SEED_WAIT).ok()
+            rx.recv_timeout(self.opts.seed_wait).ok()
         } else {
             match rx.try_recv() {
                 Ok(s) => Some(s),
@@ -371,6 +377,9 @@ impl Pipeline {
             }
         };
         self.seed = None;
+        for t in &mut self.taps {
+            t.seeded(got.as_deref().unwrap_or_default());
+        }
         if let Some(snapshot) = got {
             self.model.write().seed(snapshot);
         }

@@ -94,6 +94,7 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         common_fields: cli.common_fields,
         // Set by run() once it knows what reads command lines.
         exec_argv: false,
+        raw: None,
     })
 }
 
@@ -170,6 +171,28 @@ pub fn run(mut cli: Cli) -> Result<i32> {
     }
     // Before anything installs a handler: a signal ignored at entry stays ignored.
     crate::signals::record_entry();
+    if cli.output.as_deref() == Some(std::path::Path::new("-")) {
+        // perf's pipe format takes stdout: nothing else may write there.
+        if cli.plain || cli.json || cli.folded.as_deref() == Some(std::path::Path::new("-")) {
+            return Err(UsageError(
+                "-o - writes the recording to stdout: --plain, --json and --folded without FILE write there too; give -o FILE, or --folded FILE".into(),
+            )
+            .into());
+        }
+        if std::io::stdout().is_terminal() {
+            return Err(UsageError(
+                "-o - writes perf's pipe format to stdout, which is a terminal: pipe it (-o - | perf script -i -) or give -o FILE".into(),
+            )
+            .into());
+        }
+        if !cli.script.is_empty() && cli.script_output.is_none() {
+            return Err(UsageError(
+                "-o - writes the recording to stdout, where the scripts print: give --script-output FILE, or -o FILE".into(),
+            )
+            .into());
+        }
+        cli.quiet = true;
+    }
     if let Some(filter) = &cli.list_events {
         let mut out = std::io::stdout().lock();
         return match crate::perf::events::write_event_list(&mut out, filter) {
@@ -245,6 +268,7 @@ pub fn run(mut cli: Cli) -> Result<i32> {
     };
     // `--metrics` binds and `--pprof FILE` is created now, for the same reason.
     let mut agent = crate::agent::Agent::prepare(&cli, interactive, pprof_every(&cli)?)?;
+    cfg.raw = agent.raw_tap();
     let mut mon = Monitor::start(cfg)?;
     // The events are enabled: what /proc shows now is what existed before them.
     let pipe = Pipeline::new(
@@ -487,6 +511,7 @@ fn pipeline_options(
             || names
             || cli.folded.is_some()
             || crate::agent::Agent::wanted(cli)
+            || cli.output.is_some()
             || symbols.is_some(),
         symbols,
         seed: Some(SeedOptions {
@@ -495,6 +520,12 @@ fn pipeline_options(
         }),
         argv: argv_wanted(cli, interactive),
         pool: Some(pool),
+        // `-o` writes what existed at start from the snapshot: worth a longer wait at the end
+        // (reading /proc takes seconds on a loaded machine).
+        seed_wait: match cli.output {
+            Some(_) => crate::record_out::SEED_WAIT,
+            None => PipelineOptions::default().seed_wait,
+        },
         ..PipelineOptions::default()
     }
 }

@@ -246,6 +246,15 @@ pub struct Opened {
     pub descs: Vec<&'static EventDesc>,
     /// The `cycles` that were replaced by a software clock.
     pub fallbacks: Vec<Fallback>,
+    /// Each event's attribute as opened and its ids on every CPU, in list order.
+    pub attrs: Vec<OpenedAttr>,
+}
+
+/// An event's `perf_event_attr` as opened (its bytes) and the kernel's ids of its fds.
+#[derive(Clone, Debug, Default)]
+pub struct OpenedAttr {
+    pub bytes: Vec<u8>,
+    pub ids: Vec<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -420,6 +429,8 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
         ids: Vec<(u64, u16)>,
     }
     let mut per_cpu: Vec<CpuFds> = Vec::with_capacity(cfg.cpus.len());
+    // Each event's attribute as the kernel took it (for `-o`).
+    let mut as_opened: Vec<Option<pe::bindings::perf_event_attr>> = vec![None; events.len()];
     for &cpu in &cfg.cpus {
         let mut fds: Vec<OwnedFd> = Vec::with_capacity(tasks.len() * events.len());
         let mut ids = Vec::with_capacity(tasks.len() * events.len());
@@ -456,11 +467,14 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
                             read_lost = false;
                             opts.read_lost = false;
                         }
-                        other => break other,
+                        other => break other.map(|fd| (fd, attr)),
                     }
                 };
                 let fd = match res {
-                    Ok(fd) => fd,
+                    Ok((fd, attr)) => {
+                        as_opened[i] = Some(attr);
+                        fd
+                    }
                     // A thread of a -p process that exited since we listed it.
                     Err(e)
                         if e.raw_os_error() == Some(libc::ESRCH)
@@ -531,6 +545,19 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
     }
 
     let descs = describe(&events, cfg.common_fields);
+    let attrs = as_opened
+        .iter()
+        .enumerate()
+        .map(|(i, a)| OpenedAttr {
+            bytes: a.as_ref().map(attr_bytes).unwrap_or_default(),
+            ids: per_cpu
+                .iter()
+                .flat_map(|c| c.ids.iter())
+                .filter(|(_, e)| *e as usize == i)
+                .map(|(id, _)| *id)
+                .collect(),
+        })
+        .collect();
     let mut rings = Vec::with_capacity(per_cpu.len());
     for c in per_cpu {
         let layouts = events
@@ -557,6 +584,7 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
             ring: c.ring,
             decoder,
             clockid: cfg.clockid,
+            raw: None,
         });
     }
     Ok(Opened {
@@ -564,7 +592,13 @@ pub fn open(cfg: &OpenConfig) -> Result<Opened, OpenError> {
         events,
         descs,
         fallbacks,
+        attrs,
     })
+}
+
+/// The bytes of an attribute, as `perf_event_open` read them.
+fn attr_bytes(a: &pe::bindings::perf_event_attr) -> Vec<u8> {
+    crate::sys::perf::attr_bytes(a)
 }
 
 /// The descriptors samples carry, one per event, in list order.

@@ -86,6 +86,8 @@ pub struct CpuRing {
     pub decoder: EventDecoder,
     /// The clock the records are stamped with (`-k`); [`Batch::now`] is read from it.
     pub clockid: libc::clockid_t,
+    /// Where the records go as they are, too (`-o`).
+    pub raw: Option<super::raw_tap::RawTap>,
 }
 
 /// Counts gathered while decoding one batch, added to the shared atomics once.
@@ -127,6 +129,13 @@ impl LocalCounts {
     }
 }
 
+/// A drain's records as they were in the ring (for `-o`).
+#[derive(Default)]
+pub struct RawCopy {
+    pub bytes: Vec<u8>,
+    pub records: u64,
+}
+
 /// Decode everything currently in `ring` into `events`, counting as it goes. Returns true
 /// when the ring may have overflowed (it was three quarters full, or held a LOST record).
 pub fn drain_ring(
@@ -134,19 +143,24 @@ pub fn drain_ring(
     scratch: &mut Vec<u8>,
     events: &mut Vec<Event>,
     stats: &CpuStats,
+    mut raw: Option<&mut RawCopy>,
 ) -> bool {
     let mut local = LocalCounts::default();
     let (decoder, cpu) = (&ring.decoder, ring.cpu);
-    let out = ring
-        .ring
-        .read(scratch, |rec| match decoder.decode(rec, cpu) {
+    let out = ring.ring.read(scratch, |rec| {
+        if let Some(copy) = raw.as_deref_mut() {
+            copy.bytes.extend_from_slice(rec);
+            copy.records += 1;
+        }
+        match decoder.decode(rec, cpu) {
             Ok(e) => {
                 local.count(&e);
                 events.push(e);
             }
             Err(DecodeError::UnknownType(_)) => local.unknown += 1,
             Err(_) => local.malformed += 1,
-        });
+        }
+    });
     local.publish(stats);
     if out.skipped_bytes > 0 {
         stats
@@ -266,12 +280,26 @@ fn run(
             // everything stamped up to it is in the ring, and nothing new comes after it.
             disable(&ring);
         }
-        maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
+        // The copy for `-o` is sized for what is waiting: one allocation per drain.
+        let mut raw = ring.raw.is_some().then(|| RawCopy {
+            bytes: Vec::with_capacity(ring.ring.pending() as usize),
+            records: 0,
+        });
+        maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my, raw.as_mut());
         if stopping {
             // A record being written on the event's CPU when the disable came is published
             // a moment later (the disable interrupts its writer): drain once more.
             std::thread::sleep(Duration::from_millis(1));
-            maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my);
+            maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my, raw.as_mut());
+        }
+        if let (Some(tap), Some(copy)) = (&ring.raw, raw) {
+            tap.offer(super::raw_tap::RawChunk {
+                cpu,
+                now,
+                end: stopping,
+                bytes: copy.bytes,
+                records: copy.records,
+            });
         }
         crate::debug_panic_point("reader");
         capacity = events.len().clamp(64, 4096);

@@ -9,13 +9,11 @@ use std::io::{Read, Seek, SeekFrom};
 
 use crate::event::BuildId;
 
-/// `PERFILE2` in a little-endian file.
-pub const MAGIC: &[u8; 8] = b"PERFILE2";
-/// `PERFILE2` as a big-endian file has it.
-pub const MAGIC_BIG: &[u8; 8] = b"2ELIFREP";
-/// Size of the file header perf writes (pipe mode: 16).
-pub const FILE_HEADER_SIZE: u64 = 104;
-pub const PIPE_HEADER_SIZE: u64 = 16;
+pub use super::format::{
+    FEAT_ARCH, FEAT_BUILD_ID, FEAT_CLOCKID, FEAT_CMDLINE, FEAT_EVENT_DESC, FEAT_HOSTNAME,
+    FEAT_NRCPUS, FEAT_OSRELEASE, FEAT_SAMPLE_TIME, FEAT_TRACING_DATA, FEAT_VERSION,
+    FILE_HEADER_SIZE, MAGIC, MAGIC_BIG, PIPE_HEADER_SIZE,
+};
 
 /// The smallest `perf_event_attr` (PERF_ATTR_SIZE_VER0) and the largest this reader takes.
 const ATTR_MIN: usize = 64;
@@ -25,19 +23,6 @@ const MAX_ATTRS: usize = 4096;
 const MAX_IDS: usize = 1 << 20;
 /// A feature section larger than this is not read (said in a note).
 pub const FEATURE_MAX: u64 = 64 << 20;
-
-/// Feature bits (`HEADER_*` in `tools/perf/util/header.h`).
-pub const FEAT_TRACING_DATA: u32 = 1;
-pub const FEAT_BUILD_ID: u32 = 2;
-pub const FEAT_HOSTNAME: u32 = 3;
-pub const FEAT_OSRELEASE: u32 = 4;
-pub const FEAT_VERSION: u32 = 5;
-pub const FEAT_ARCH: u32 = 6;
-pub const FEAT_NRCPUS: u32 = 7;
-pub const FEAT_CMDLINE: u32 = 11;
-pub const FEAT_EVENT_DESC: u32 = 12;
-pub const FEAT_SAMPLE_TIME: u32 = 21;
-pub const FEAT_CLOCKID: u32 = 23;
 
 /// Why a recording cannot be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -400,7 +385,7 @@ impl Facts {
         ]);
         let Some(id) = rec.get(12..36) else { return };
         // PERF_RECORD_MISC_BUILD_ID_SIZE: the size byte is valid (else 20 bytes).
-        let len = if misc & (1 << 15) != 0 {
+        let len = if misc & super::format::MISC_BUILD_ID_SIZE != 0 {
             (id[20] as usize).min(20)
         } else {
             20
@@ -447,7 +432,7 @@ impl Facts {
 /// The event format files of a tracing data blob; `None` when it does not parse.
 pub fn parse_tracing_data(b: &[u8]) -> Option<Vec<TraceFormat>> {
     let mut at = 0usize;
-    if b.get(..10)? != b"\x17\x08\x44tracing" {
+    if b.get(..10)? != super::format::TRACING_MAGIC {
         return None;
     }
     at += 10;

@@ -18,18 +18,10 @@ use crate::perf::record::{
 };
 use crate::stats::Stats;
 
-/// perf's own record types (`PERF_RECORD_HEADER_*` and the others `perf record` writes).
-pub const HEADER_ATTR: u32 = 64;
-pub const HEADER_EVENT_TYPE: u32 = 65;
-pub const HEADER_TRACING_DATA: u32 = 66;
-pub const HEADER_BUILD_ID: u32 = 67;
-pub const FINISHED_ROUND: u32 = 68;
-pub const AUXTRACE: u32 = 71;
-pub const EVENT_UPDATE: u32 = 78;
-pub const HEADER_FEATURE: u32 = 80;
-pub const COMPRESSED: u32 = 81;
-pub const FINISHED_INIT: u32 = 82;
-pub const COMPRESSED2: u32 = 83;
+pub use super::format::{
+    AUXTRACE, COMPRESSED, COMPRESSED2, EVENT_UPDATE, FINISHED_INIT, FINISHED_ROUND, HEADER_ATTR,
+    HEADER_BUILD_ID, HEADER_EVENT_TYPE, HEADER_FEATURE, HEADER_TRACING_DATA,
+};
 
 /// The name of a record type, as perf spells it.
 pub fn record_type_name(t: u32) -> String {

@@ -102,6 +102,29 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> isize {
     unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) }
 }
 
+/// `uname(2)`: (sysname, nodename, release, version, machine), or `None` when it fails.
+pub fn uname() -> Option<[Vec<u8>; 5]> {
+    // SAFETY: a zeroed utsname is a valid value of this plain C struct.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes into the struct we own.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let field = |s: &[libc::c_char]| -> Vec<u8> {
+        s.iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect()
+    };
+    Some([
+        field(&u.sysname),
+        field(&u.nodename),
+        field(&u.release),
+        field(&u.version),
+        field(&u.machine),
+    ])
+}
+
 /// `sysconf(name)`: -1 for a name the system does not know.
 pub fn sysconf(name: c_int) -> c_long {
     // SAFETY: sysconf has no memory-safety preconditions.

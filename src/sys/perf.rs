@@ -56,3 +56,11 @@ pub fn disable(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The bytes of an attribute, as `perf_event_open` reads them.
+pub fn attr_bytes(a: &perf_event_attr) -> Vec<u8> {
+    let n = std::mem::size_of::<perf_event_attr>();
+    // SAFETY: `a` is a live, initialised plain C struct of `n` bytes without padding (the
+    // kernel's ABI struct), read only for the duration of the borrow.
+    unsafe { std::slice::from_raw_parts((a as *const perf_event_attr).cast::<u8>(), n) }.to_vec()
+}

@@ -1022,3 +1022,322 @@ fn format_perf_works_live_and_its_lines_parse_as_perf_scripts_do() {
     // CPU, so few samples are asked for.
     assert!(named >= 10, "{named} samples in hot_a/hot_b: {}", r.stdout);
 }
+
+// ---- Out: `-o FILE` and `-o -` ----
+
+/// `perf script -F tid,time,ip --ns -i FILE`: each sample's (tid, time, ip) (a tid of -1
+/// where the kernel took a sample outside any task).
+fn perf_samples(file: &Path) -> Vec<(i64, u64, u64)> {
+    let mut v: Vec<(i64, u64, u64)> =
+        perf_out(&["script", "-G", "-F", "tid,time,ip", "--ns"], file)
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let tid = w.next()?.parse().ok()?;
+                let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
+                let ip = u64::from_str_radix(w.next()?, 16).ok()?;
+                Some((
+                    tid,
+                    s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
+                    ip,
+                ))
+            })
+            .collect();
+    v.sort_unstable();
+    v
+}
+
+/// `--json`'s samples: (tid, time, ip).
+fn json_samples(records: &[serde_json::Value]) -> Vec<(i64, u64, u64)> {
+    let mut v: Vec<(i64, u64, u64)> = records
+        .iter()
+        .filter(|r| r["type"] == "sample")
+        .map(|r| {
+            let ip = r["sample_ip"].as_str().unwrap().trim_start_matches("0x");
+            (
+                r["sample_tid"]
+                    .as_i64()
+                    .or_else(|| r["sample_tid"].as_u64().map(|t| t as u32 as i32 as i64))
+                    .unwrap_or_else(|| panic!("a sample without its tid: {r}")),
+                r["sample_time"].as_u64().unwrap(),
+                u64::from_str_radix(ip, 16).unwrap(),
+            )
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn a_recording_written_with_o_reads_in_perf_as_perfwatch_saw_it() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join("out.data");
+    let r = common::run(
+        perfwatch_cmd()
+            .arg("-o")
+            .arg(&data)
+            .args(["--json", "-e", "cpu-clock", "-F", "2000", "-g", "--"])
+            .arg(&prog)
+            .args(["800", "5"]),
+    );
+    r.exited(0).said(&["recording '-o "]);
+    let records = r.json();
+    // Root's file is private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "mode {mode:o}");
+
+    // perf script: the same samples (thread, time, address) as --json showed.
+    let ours = json_samples(&records);
+    assert!(ours.len() > 20, "only {} samples", ours.len());
+    assert_eq!(perf_samples(&data), ours, "perf script -i vs --json");
+    // perf report names the hot function, from the build ids and mappings in the file.
+    let report = perf_out(
+        &["report", "--stdio", "--no-children", "--sort", "sym"],
+        &data,
+    );
+    let top = report
+        .lines()
+        .find(|l| !l.starts_with('#') && l.contains('%'))
+        .unwrap_or("");
+    assert!(
+        top.contains("hot_a"),
+        "perf report's top line: {top}\n{report}"
+    );
+    let header = perf_out(&["report", "--header-only"], &data);
+    assert!(
+        header.contains(&prog.display().to_string()) || header.contains("build id"),
+        "{header}"
+    );
+    // The build ids are those the symbolizer read: where it named the program's samples
+    // (a loaded machine can leave a binary unread at the end), the program's is in the file.
+    let buildids = perf_out(&["buildid-list"], &data);
+    if records.iter().any(|r| r["sym"] == "hot_a") {
+        assert!(
+            buildids.contains(prog.to_str().unwrap()),
+            "the program's build id: {buildids}"
+        );
+    }
+    // The processes of the command's fork storm, as perf counts them.
+    let stats = perf_stats(&data);
+    assert_eq!(stats.get("FORK"), Some(&5), "{stats:?}");
+
+    // perfwatch reads it back: the same samples again.
+    let (back, _) = perfwatch_json(&data);
+    assert_eq!(json_samples(&back), ours, "perfwatch -i vs --json");
+
+    // System-wide (perfwatch's own records shown, as the file has them): the same samples,
+    // also where the stop time cut the last drains.
+    let all = dir.path().join("all.data");
+    let r = common::run(perfwatch_cmd().arg("-o").arg(&all).args([
+        "--json",
+        "--show-self",
+        "-a",
+        "-e",
+        "cpu-clock",
+        "-d",
+        "1.5",
+    ]));
+    r.exited(0);
+    let ours = json_samples(&r.json());
+    assert!(!ours.is_empty());
+    assert_eq!(perf_samples(&all), ours, "-a: perf script -i vs --json");
+    // What existed before the run, as perf record synthesises it: pid 1's name at time 0
+    // (a command's run has none of it: its exec comes as records, as with perf record).
+    let comm_of_1 = |f: &Path| {
+        perf_out(&["script", "--show-task-events", "-F", "comm,tid,time"], f)
+            .lines()
+            .any(|l| l.contains("PERF_RECORD_COMM") && l.contains(":1/1"))
+    };
+    assert!(comm_of_1(&all), "no COMM of pid 1 synthesised system-wide");
+    assert!(!comm_of_1(&data), "pid 1 synthesised for a command");
+}
+
+#[test]
+fn tracepoints_written_with_o_are_decoded_by_perf_script() {
+    require_perf!();
+    require_tracefs!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join("tp.data");
+    let r = common::run(
+        perfwatch_cmd()
+            .arg("-o")
+            .arg(&data)
+            .args(["--json", "-e", "sched:sched_switch", "--"])
+            .arg(&prog)
+            .args(["300", "20"]),
+    );
+    r.exited(0);
+    let ours = json_samples(&r.json());
+    assert!(!ours.is_empty(), "no sched_switch");
+    assert_eq!(perf_samples(&data), ours, "perf script -i vs --json");
+    // Their fields, decoded by perf from the tracing data in the file.
+    let script = perf_out(&["script"], &data);
+    let decoded = script
+        .lines()
+        .filter(|l| l.contains("sched:sched_switch: prev_comm=prog prev_pid="))
+        .filter(|l| l.contains("==> next_comm="))
+        .count();
+    assert_eq!(decoded, ours.len(), "{script}");
+}
+
+#[test]
+fn o_dash_writes_perfs_pipe_format_for_perf_script() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let mut pw = perfwatch_cmd()
+        .args(["-o", "-", "-e", "cpu-clock", "-F", "2000", "--"])
+        .arg(&prog)
+        .args(["1000", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = Command::new("perf")
+        .args(["script", "-F", "comm,ip,sym", "-i", "-"])
+        .stdin(pw.stdout.take().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .output_in_time()
+        .unwrap();
+    let out = common::finish(pw, common::deadline());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines = String::from_utf8_lossy(&script.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stderr}\nperf script: {}\n{lines}",
+        String::from_utf8_lossy(&script.stderr)
+    );
+    let samples = lines
+        .lines()
+        .filter(|l| l.trim().starts_with("prog"))
+        .count();
+    // The symbol of each sample (comm, ip, then the symbol): hot_a the most frequent.
+    let mut by_sym: HashMap<&str, usize> = HashMap::new();
+    for l in lines.lines() {
+        let sym = l.split_whitespace().nth(2).unwrap_or("");
+        *by_sym
+            .entry(sym.split('+').next().unwrap_or(""))
+            .or_default() += 1;
+    }
+    let hot = by_sym.get("hot_a").copied().unwrap_or(0);
+    let said: u64 = stderr
+        .split("sample ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        samples > 20 && by_sym.values().all(|&n| n <= hot),
+        "{samples} samples, {hot} in hot_a: {by_sym:?}"
+    );
+    assert_eq!(
+        samples as u64, said,
+        "perf script's samples vs perfwatch's summary: {stderr}"
+    );
+    // Nothing else may write stdout.
+    let r = common::run(perfwatch_cmd().args(["-o", "-", "--plain", "-d", "1"]));
+    r.exited(2).said(&["-o - writes the recording to stdout"]);
+}
+
+#[test]
+fn o_refuses_links_and_other_users_files_and_survives_a_full_disk() {
+    require_root!("to make another user's file and a tiny tmpfs");
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let record = |to: &Path| {
+        common::run(perfwatch_cmd().arg("-o").arg(to).args([
+            "--quiet",
+            "-a",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "999",
+            "-d",
+            "2",
+        ]))
+    };
+    let target = dir.path().join("target");
+    std::fs::write(&target, "keep").unwrap();
+    let link = dir.path().join("link.data");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    record(&link).exited(1).said(&["symbolic link"]);
+    let theirs = dir.path().join("theirs.data");
+    std::fs::write(&theirs, "theirs").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    record(&theirs).exited(1).said(&["belongs to uid 65534"]);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+
+    // A full disk: said once with the file, the run goes on to its summary, status 1.
+    let tiny = common::Tmpfs::mount(dir.path(), "64k");
+    let full = tiny.path().join("full.data");
+    let r = record(&full);
+    r.exited(1)
+        .said(&["records in ", "No space left on device", "full.data"]);
+    assert_eq!(r.stderr.matches("No space left").count(), 1, "{}", r.stderr);
+    assert!(!full.exists(), "a partial recording left under its name");
+}
+
+#[test]
+fn records_the_writer_cannot_take_are_counted_and_written_as_lost() {
+    require_perf!();
+    if !cfg!(debug_assertions) {
+        return; // the queue's size is a test hook of debug builds
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("lost.data");
+    // A queue of 512 bytes: most drains do not fit.
+    let r = common::run(
+        perfwatch_cmd()
+            .env("PERFWATCH_DEBUG_RECORD_QUEUE", "512")
+            .arg("-o")
+            .arg(&data)
+            .args(["--quiet", "-a", "-e", "cpu-clock", "-F", "999", "-d", "1.5"]),
+    );
+    r.exited(1)
+        .said(&["were not written: the writer fell behind"]);
+    let not_written: u64 = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("were not written"))
+        .and_then(|l| l.split("lost.data: ").nth(1))
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(not_written > 0, "{}", r.stderr);
+    // perf counts them as lost, from the LOST records the writer put in their place.
+    let stats = perf_stats(&data);
+    assert!(stats.get("LOST").copied().unwrap_or(0) > 0, "{stats:?}");
+}
+
+#[test]
+fn o_writes_beside_the_full_screen_view() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join("tui.data");
+    let bin = assert_cmd::cargo::cargo_bin("perfwatch");
+    let r = common::run(
+        Command::new("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} -o {} -e cpu-clock -F 2000 -- {} 1000 0",
+                bin.display(),
+                data.display(),
+                prog.display()
+            ))
+            .arg("/dev/null")
+            .env("TERM", "xterm"),
+    );
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let script = perf_out(&["script", "-F", "ip,sym"], &data);
+    let hot = script.lines().filter(|l| l.contains("hot_a")).count();
+    assert!(hot > 20, "{hot} samples in hot_a: {script}");
+}
