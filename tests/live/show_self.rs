@@ -10,8 +10,10 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::CommandCargoExt;
 
 /// A program that spins in anonymous executable memory (as a JIT's code runs) for 1.5 s of
-/// its own CPU time: perfwatch looks for its perf map, opening it as the program's owner in
-/// a short-lived helper child of its own, whose records are perfwatch's too.
+/// its own CPU time: perfwatch looks for its perf map, and as the test writes one for it,
+/// opens it as the program's owner in a short-lived helper child of its own, whose records
+/// are perfwatch's too. (Without a map in perfwatch's own /tmp, perfwatch knows there is none
+/// without forking.)
 const ANON_SPIN_C: &str = r#"
 #include <sys/mman.h>
 #include <sys/time.h>
@@ -29,6 +31,15 @@ int main(void) {
 }
 "#;
 
+/// A perf map written for the test's program, removed when dropped.
+struct PerfMap(String);
+
+impl Drop for PerfMap {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// `perfwatch --plain -a -e cpu-clock -F 4000 --duration 2 [extra]`, with [`ANON_SPIN_C`]
 /// running: (its pid, stdout, stderr).
 fn run(extra: &[&str]) -> (u32, String, String) {
@@ -44,6 +55,8 @@ fn run(extra: &[&str]) -> (u32, String, String) {
         .unwrap();
     assert!(cc.success(), "cc failed");
     let mut spinner = Command::new(&spin).spawn().unwrap();
+    let map = PerfMap(format!("/tmp/perf-{}.map", spinner.id()));
+    std::fs::write(&map.0, "1000 10 pw_jitted\n").unwrap();
     let child = Command::cargo_bin("perfwatch")
         .unwrap()
         .args([
@@ -66,6 +79,7 @@ fn run(extra: &[&str]) -> (u32, String, String) {
     let out = child.output_in_time().unwrap();
     let _ = spinner.kill();
     common::wait_in_time(&mut spinner);
+    drop(map);
     assert!(
         out.status.success(),
         "{}",
