@@ -174,13 +174,19 @@ pub fn run(
     }
     let failed = summary(&rec, &late, &mut err);
     crate::output::stderr_bounded(&err);
-    let code = match reason {
-        StopReason::Signal(sig) => exit_code_for(sig),
+    let code = exit_code(&reason, failed);
+    Ok(with_lost_output(code, stdout_lost || other_lost))
+}
+
+/// A recording run's exit status before lost output: a stop signal's, an internal error's, 1
+/// when the recording could not be read to its end, else 0.
+fn exit_code(reason: &StopReason, failed: bool) -> i32 {
+    match reason {
+        StopReason::Signal(sig) => exit_code_for(*sig),
         StopReason::Panicked => super::EXIT_INTERNAL,
         _ if failed => 1,
         _ => 0,
-    };
-    Ok(with_lost_output(code, stdout_lost || other_lost))
+    }
 }
 
 /// The recording's summary (after the records, or after the screen is restored): why the
@@ -381,12 +387,7 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
     let mut err = Vec::new();
     let failed = summary(&rec, &late, &mut err);
     crate::output::stderr_bounded(&err);
-    let code = match reason {
-        StopReason::Signal(sig) => exit_code_for(sig),
-        StopReason::Panicked => super::EXIT_INTERNAL,
-        _ if failed => 1,
-        _ => 0,
-    };
+    let code = exit_code(&reason, failed);
     Ok(with_lost_output(
         code,
         scripts.output_lost || !folded_ok || !agent_ok,
