@@ -38,7 +38,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from procstat import CpuTracker, threads_named  # noqa: E402
+from procstat import CpuTracker, threads_named, wait_or_kill  # noqa: E402
 
 ROWS, COLS = 45, 160
 HIST = (r"mean ([\d.]+) ms, p50 ([\d.]+) ms, p90 ([\d.]+) ms, p99 ([\d.]+) ms, "
@@ -160,16 +160,7 @@ def tui_run(pw, stress, args, keys):
     used, t1, out = poll_cpu_until_done(pid, load, args)
     rss = vm_hwm_mib(pid)
     os.write(fd, b"q")
-    deadline = time.monotonic() + 20
-    status = None
-    while time.monotonic() < deadline:
-        done_pid, status = os.waitpid(pid, os.WNOHANG)
-        if done_pid:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    status = wait_or_kill(pid, 20)
     time.sleep(0.2)
     done.set()
     os.close(fd)

@@ -38,7 +38,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from procstat import CpuTracker  # noqa: E402
+from procstat import CpuTracker, wait_or_kill  # noqa: E402
 
 ROWS, COLS = 45, 160
 
@@ -89,15 +89,7 @@ def run_in_pty(argv, seconds, steady):
     used, t1 = cpu.stop(), time.monotonic()
     rss = vm_hwm_kib(pid) / 1024
     os.write(fd, b"q")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    wait_or_kill(pid, 5)
     stop.set()
     os.close(fd)
     return used / 1e6 / (t1 - t0), rss

@@ -5,6 +5,8 @@ clock ticks; it covers the live threads only (one that ended takes its time with
 """
 
 import os
+import signal
+import time
 
 
 def tids(pid):
@@ -74,3 +76,15 @@ class CpuTracker:
         """The ns on CPU since start()."""
         self.poll()
         return sum(ns - self.first.get(t, 0) for t, ns in self.last.items())
+
+
+def wait_or_kill(pid, seconds):
+    """Wait up to `seconds` for our child `pid` to end, else SIGKILL it: its wait status."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]
