@@ -90,6 +90,10 @@ pub struct PipelineOptions {
     pub late: Option<Arc<AtomicU64>>,
     /// The run's stop time, once decided: nothing stamped after it goes out (counted there).
     pub stop_time: Option<Arc<crate::stop::StopTime>>,
+    /// Each batch goes into the ordering stage and what it completes comes out before the
+    /// next is taken (not as many as are queued): what is released, and so what is late,
+    /// depends on the batches alone, not on how far the source ran ahead (a recording).
+    pub exact_order: bool,
 }
 
 impl Default for PipelineOptions {
@@ -111,6 +115,7 @@ impl Default for PipelineOptions {
             hide: None,
             late: None,
             stop_time: None,
+            exact_order: false,
         }
     }
 }
@@ -317,7 +322,12 @@ impl Pipeline {
                 }
                 let spare = self.order.push(b);
                 self.give(spare);
-                for _ in 0..BATCHES_PER_TURN {
+                let more = if self.opts.exact_order {
+                    0
+                } else {
+                    BATCHES_PER_TURN
+                };
+                for _ in 0..more {
                     let Ok(b) = self.rx.try_recv() else { break };
                     if let Some(s) = &mut self.symbolize {
                         s.prefetch(&b.events);
