@@ -381,6 +381,133 @@ fn tracepoints_read_as_perf_script_reads_them() {
     assert_eq!(ours, theirs, "tracepoint samples and their fields");
 }
 
+/// Samples as `perf script -F cpu,time,event --ns` prints them: (time, cpu, event), in its
+/// order.
+fn perf_sample_order(file: &Path) -> Vec<(u64, u64, String)> {
+    perf_out(&["script", "-F", "cpu,time,event", "--ns"], file)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let cpu = w.next()?.trim_matches(['[', ']']).parse().ok()?;
+            let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
+            let time = s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?;
+            Some((time, cpu, w.next()?.trim_end_matches(':').to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_recording_comes_out_in_time_order_with_perfs_order_for_ties() {
+    require_perf!();
+    require_tracefs!();
+    // System-wide syscalls and switches for a second: rounds full of records from both CPUs,
+    // where perf's own files break its round promise by a few µs now and then (perf script
+    // then prints those records out of time order).
+    let (_dir, _prog, data) = record_prog(
+        "order.data",
+        &[
+            "-e",
+            "sched:sched_switch",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-a",
+        ],
+        &["1000", "20"],
+    );
+    // Says nothing "out of time order" (perfwatch_json checks it).
+    let (records, _) = perfwatch_json(&data);
+    let ours: Vec<(u64, u64, String)> = records
+        .iter()
+        .filter(|r| r["type"] == "sample")
+        .map(|r| {
+            (
+                r["sample_time"].as_u64().unwrap(),
+                r["sample_cpu"].as_u64().unwrap(),
+                r["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let theirs = perf_sample_order(&data);
+    assert!(ours.len() > 1000, "only {} samples", ours.len());
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "samples: perfwatch vs perf script"
+    );
+    let unordered = ours.windows(2).filter(|w| w[1].0 < w[0].0).count();
+    assert_eq!(unordered, 0, "perfwatch's samples out of time order");
+    // perf queues a record after those of the same time (file order for ties), and sorts
+    // all but the few records its rounds let through late: its order, stably sorted by time,
+    // is perfwatch's, ties included.
+    let late_in_perf = theirs.windows(2).filter(|w| w[1].0 < w[0].0).count();
+    let ties = theirs.windows(2).filter(|w| w[1].0 == w[0].0).count();
+    println!("perf script: {late_in_perf} samples out of time order, {ties} ties");
+    let mut sorted = theirs;
+    sorted.sort_by_key(|s| s.0);
+    if let Some(i) = (0..ours.len()).find(|&i| ours[i] != sorted[i]) {
+        panic!(
+            "sample {i} of {}: perfwatch {:?}, perf script (sorted) {:?}",
+            ours.len(),
+            &ours[i.saturating_sub(2)..(i + 3).min(ours.len())],
+            &sorted[i.saturating_sub(2)..(i + 3).min(sorted.len())]
+        );
+    }
+}
+
+#[test]
+fn a_system_wide_recording_reads_the_same_every_time() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build(dir.path());
+    let data = dir.path().join("same.data");
+    // Several processes (two programs, their forks, the shell) and the rest of the machine,
+    // with call chains: many binaries to read, kernel frames, maps that come and go.
+    let p = prog.to_str().unwrap();
+    let load = format!("{p} 700 30 & {p} 700 30 second & ls -R /usr/lib >/dev/null & wait");
+    perf_record(&data, &["-g", "-a", "-F", "5000", "--", "sh", "-c", &load]);
+    // Three reads at once: each is what the others' load makes slow (a binary's read, the
+    // kernel's symbols, the threads' interleaving), as on a busy machine.
+    let runs: Vec<common::Run> = std::thread::scope(|s| {
+        let reads: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| common::run(perfwatch_cmd().arg("-i").arg(&data).arg("--json"))))
+            .collect();
+        reads.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for r in &runs {
+        r.exited(0).never_said(&["out of time order"]);
+    }
+    let records = runs[0].json();
+    let samples: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["type"] == "sample").collect();
+    assert!(samples.len() > 1000, "only {} samples", samples.len());
+    let named = |name: &str| samples.iter().filter(|r| r["sym"] == name).count();
+    assert!(named("hot_a") > 10, "hot_a named {} times", named("hot_a"));
+    let kernel = samples
+        .iter()
+        .filter(|r| r["dso"] == "[kernel.kallsyms]" && r["sym"] != "[unknown]")
+        .count();
+    assert!(kernel > 0, "no kernel sample named");
+    println!(
+        "{} samples, {} hot_a, {kernel} named in the kernel",
+        samples.len(),
+        named("hot_a")
+    );
+    for (i, r) in runs.iter().enumerate().skip(1) {
+        if r.stdout != runs[0].stdout {
+            let (a, b) = (runs[0].stdout.lines(), r.stdout.lines());
+            let differ: Vec<(usize, (&str, &str))> =
+                a.zip(b).enumerate().filter(|(_, (x, y))| x != y).collect();
+            panic!(
+                "read {} differs from read 1 in {} lines (of {}); the first: {:?}",
+                i + 1,
+                differ.len(),
+                records.len(),
+                differ.first()
+            );
+        }
+    }
+}
+
 #[test]
 fn a_fork_storm_gives_perfs_task_records() {
     require_perf!();
