@@ -612,11 +612,8 @@ fn send(
     let batch = Batch {
         cpu: 0,
         events: std::mem::replace(events, pool.take(BATCH_MAX)),
-        // Not `safe + SLACK_NS`: the ordering stage's slack is kept as a margin below the
-        // round's bound, because perf's own files break its promise by a little (a record a
-        // few µs older than the round before the last: 5 in 212 782 samples of a 1 s
-        // system-wide tracepoint recording, which perf script prints out of order).
-        now: safe,
+        // The ordering stage keeps a slack for live readers' in-flight records.
+        now: safe.saturating_add(crate::event::SLACK_NS),
         end: false,
     };
     tx.send(batch).is_ok()

@@ -166,11 +166,13 @@ fn rounds_say_how_far_the_stream_is_complete() {
         }
     }
     let batches = stream(vec![attr(DEFAULT_SAMPLE_TYPE, &[])], &data, Arc::default());
-    // A batch's `now` is the round's bound itself (the ordering stage keeps its slack below).
-    let nows: Vec<u64> = batches.iter().map(|b| b.now).collect();
+    let nows: Vec<u64> = batches
+        .iter()
+        .map(|b| b.now.saturating_sub(crate::event::SLACK_NS))
+        .collect();
     // Round 1 ends at 300, round 2 at 500: after round 2, up to 300 is complete; after round
     // 3, up to 500; then the end.
-    assert_eq!(nows, [0, 300, 500, u64::MAX]);
+    assert_eq!(nows, [0, 300, 500, u64::MAX - crate::event::SLACK_NS]);
 }
 
 #[test]
@@ -190,7 +192,11 @@ fn a_stream_without_rounds_is_released_as_it_grows() {
         ));
     }
     let batches = stream(vec![attr(DEFAULT_SAMPLE_TYPE, &[])], &data, Arc::default());
-    let complete: Vec<u64> = batches.iter().filter(|b| !b.end).map(|b| b.now).collect();
+    let complete: Vec<u64> = batches
+        .iter()
+        .filter(|b| !b.end)
+        .map(|b| b.now.saturating_sub(crate::event::SLACK_NS))
+        .collect();
     assert!(complete.iter().any(|&t| t > 0), "{complete:?}");
     assert!(complete.is_sorted());
 }
