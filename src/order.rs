@@ -284,7 +284,10 @@ impl OrderingStage {
                 if self.cut.is_some_and(|t| ev.time > t) && !speaks_of_earlier(&ev) {
                     self.after_stop += 1;
                 } else {
-                    if ev.time < self.last_emitted {
+                    // A record stamped 0 carries no time (perf's own, such as the
+                    // LOST_SAMPLES counts `perf record` writes at the end of a file): it
+                    // cannot be late.
+                    if ev.time < self.last_emitted && ev.time != 0 {
                         self.late += 1;
                     } else {
                         self.last_emitted = ev.time;
@@ -437,6 +440,11 @@ mod tests {
         assert_eq!(drain(&mut r), ms(&[(0, 50)]));
         r.push(batch(0, 110 * MS, &[40 * MS]));
         assert_eq!(drain(&mut r), ms(&[(0, 40)]));
+        assert_eq!(r.late(), 1);
+        // A record without a time (stamped 0, as perf's end-of-file LOST_SAMPLES) goes out
+        // at once and is not late.
+        r.push(batch(0, 110 * MS, &[0]));
+        assert_eq!(drain(&mut r), ms(&[(0, 0)]));
         assert_eq!(r.late(), 1);
         r.push(Batch {
             cpu: 0,

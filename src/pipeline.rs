@@ -96,6 +96,10 @@ pub struct PipelineOptions {
     pub stop_time: Option<Arc<crate::stop::StopTime>>,
     /// How long the shutdown waits for a `/proc` snapshot still being read.
     pub seed_wait: Duration,
+    /// Each batch goes into the ordering stage and what it completes comes out before the
+    /// next is taken (not as many as are queued): what is released, and so what is late,
+    /// depends on the batches alone, not on how far the source ran ahead (a recording).
+    pub exact_order: bool,
 }
 
 impl Default for PipelineOptions {
@@ -118,6 +122,7 @@ impl Default for PipelineOptions {
             late: None,
             stop_time: None,
             seed_wait: SEED_WAIT,
+            exact_order: false,
         }
     }
 }
@@ -331,7 +336,12 @@ impl Pipeline {
                 }
                 let spare = self.order.push(b);
                 self.give(spare);
-                for _ in 0..BATCHES_PER_TURN {
+                let more = if self.opts.exact_order {
+                    0
+                } else {
+                    BATCHES_PER_TURN
+                };
+                for _ in 0..more {
                     let Ok(b) = self.rx.try_recv() else { break };
                     if let Some(s) = &mut self.symbolize {
                         s.prefetch(&b.events);

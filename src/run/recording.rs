@@ -16,15 +16,14 @@ use crate::record_file::{Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
 
-/// How long a binary's first read may take before its samples are `[unknown]` (the read
-/// goes on), as for a live line format.
-const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// How long each ordered chunk waits, at most, for all its reads together. Longer than live
-/// (100 ms): a recording's chunk is named the moment its round arrives, with no head start
-/// for the reads its MMAP records started, and a recording is worth its names. Far shorter
-/// than a read may hang: a system-wide recording maps binaries whose reads can (a FUSE
-/// mount of the time), and 10 s a chunk over a large file's thousand rounds took minutes.
-const CHUNK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a binary's read may take before its samples are `[unknown]` (the read goes on,
+/// and is not waited for again). A recording is finished data: each ordered chunk waits for
+/// every read its samples need (no per-chunk bound as live has), so that the same file reads
+/// the same however loaded the machine is — with the old 2 s read / 1 s chunk bounds, two
+/// reads of one 1.1 M-sample file under load differed in ~700 lines. Long enough for any
+/// local binary on a loaded machine; a read that hangs (a FUSE mount, if --read-user-fs lets
+/// it be read) costs this once, not once per chunk.
+const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// The same waits in the TUI: as live (a read and a chunk's wait on the loop's thread hold up
 /// the keys and the frames; a second per chunk froze a replay's start on a system-wide
 /// recording). What is not read in time is `[unknown]` for those samples, as live.
@@ -229,12 +228,15 @@ fn pipeline(
     tui: bool,
 ) -> Pipeline {
     let (load, chunk) = match tui {
-        true => (TUI_LOAD_WAIT, TUI_CHUNK_WAIT),
-        false => (LOAD_WAIT, CHUNK_WAIT),
+        true => (TUI_LOAD_WAIT, Some(TUI_CHUNK_WAIT)),
+        false => (LOAD_WAIT, None),
     };
     let symbols = crate::symbols::Config {
         load_timeout: load,
-        batch_wait: Some(chunk),
+        batch_wait: chunk,
+        // Lines (not the TUI's replay, which keeps the live waits): the names do not depend
+        // on the machine's load.
+        complete: !tui,
         read_user_fs: cli.read_user_fs,
         preload_kernel: same_kernel,
         ..crate::symbols::Config::default()
@@ -262,6 +264,9 @@ fn pipeline(
             hide: None,
             late: Some(late.clone()),
             stop_time: None,
+            // The batches' `now` (the file's rounds) alone decides what goes out, whatever
+            // the threads' timing.
+            exact_order: true,
             ..PipelineOptions::default()
         },
     )

@@ -70,7 +70,7 @@ impl Symbolizer {
         // The kernel's table is the exception: read once, at the start, and shared by every
         // process, it is waited for up to the load timeout.
         let wait = match self.config.batch_wait {
-            Some(w) if !self.awaited.contains(&KERNEL) => w,
+            Some(w) if !self.config.complete && !self.awaited.contains(&KERNEL) => w,
             _ => self.config.load_timeout,
         };
         let until = Instant::now() + wait.min(self.loader.wait());
@@ -161,6 +161,14 @@ impl Symbolizer {
     pub(super) fn ensure_loaded(&mut self, id: BinaryId, r: &Request) {
         match &self.binaries[id as usize].state {
             State::Loaded(_) | State::NoSymbols => return,
+            // Finished data waits for a read, but not twice for one that outlived the
+            // load timeout (a hung file would otherwise cost every batch that long).
+            State::Loading(since)
+                if self.config.complete
+                    && self.now.saturating_duration_since(*since) >= self.loader.timeout() =>
+            {
+                return;
+            }
             State::Loading(_) => {}
             State::Failed(e) if !(e.retryable() && self.may_retry(id)) => return,
             State::Failed(_) | State::Unloaded => {

@@ -118,6 +118,12 @@ pub struct Config {
     /// (the kernel takes some 70 ms to list it; a monitor that samples the kernel pays it
     /// before the first batch instead of in it).
     pub preload_kernel: bool,
+    /// Finished data (a recording read to a line format): every batch waits for all the
+    /// reads it needs until they finish, up to [`Config::load_timeout`] each, so that the
+    /// same file gets the same names however loaded the machine is; a read still going past
+    /// the load timeout is not waited for again (its samples are `[unknown]` until it
+    /// finishes, and it is said once). Off (live): [`Config::batch_wait`] bounds each batch.
+    pub complete: bool,
 }
 
 impl Default for Config {
@@ -133,6 +139,7 @@ impl Default for Config {
             batch_wait: None,
             read_user_fs: false,
             preload_kernel: false,
+            complete: false,
         }
     }
 }
