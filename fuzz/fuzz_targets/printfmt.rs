@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use perfwatch::event::tracepoint::printfmt::{KernelSymbols, PrintFmt};
 use perfwatch::event::tracepoint::Format;
+use perfwatch::event::tracepoint::printfmt::{KernelSymbols, PrintFmt};
 use perfwatch::testkit::tracepoints as craft;
 
 /// Names every address in one page, so that `%ps` renders both ways.
@@ -17,7 +17,9 @@ impl KernelSymbols for Syms {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     // The print fmt text up to the first NUL, then the RAW bytes.
     let cut = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
     let text = String::from_utf8_lossy(&rest[..cut]);
@@ -28,7 +30,9 @@ fuzz_target!(|data: &[u8]| {
         Format::parse("sched:sched_process_exec", craft::SCHED_PROCESS_EXEC).map(|f| f.fields)
     };
     let Ok(fields) = fields else { return };
-    let Some(p) = PrintFmt::parse(&text, &fields) else { return };
+    let Some(p) = PrintFmt::parse(&text, &fields) else {
+        return;
+    };
     let _ = p.render_line(&fields, raw, &Syms);
     for _ in p.symbol_addresses(&fields, raw) {}
     for r in p.renders() {

@@ -8,7 +8,9 @@ use perfwatch::symbols::kernel;
 use perfwatch::symbols::perfmap::PerfMap;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     let (a, b) = rest.split_at(rest.len() / 2);
     match sel % 3 {
         0 => {

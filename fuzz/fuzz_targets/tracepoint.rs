@@ -4,13 +4,15 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use perfwatch::event::{Event, EventDesc, EventKind};
 use perfwatch::event::tracepoint::Format;
+use perfwatch::event::{Event, EventDesc, EventKind};
+use perfwatch::format::{self, write_event};
 use perfwatch::testkit::tracepoints as craft;
-use perfwatch::plain::{self, write_event};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     // Either a real format (the RAW bytes are then the fuzzed part), or a format file made of
     // the input up to its first NUL, followed by the RAW bytes.
     let (text, raw) = match sel % 3 {
@@ -24,7 +26,9 @@ fuzz_target!(|data: &[u8]| {
             )
         }
     };
-    let Ok(format) = Format::parse("fuzz:tp", &text) else { return };
+    let Ok(format) = Format::parse("fuzz:tp", &text) else {
+        return;
+    };
     for f in format.fields.iter() {
         let v = f.value(raw);
         let mut line = Vec::new();
@@ -53,9 +57,18 @@ fuzz_target!(|data: &[u8]| {
         tid: 1,
         time: 1,
         id: 1,
-        kind: EventKind::Sample { ip: 1, period: 1, misc: 0, event: desc, raw: Some(raw.into()), callchain: None, sym: None },
+        kind: EventKind::Sample {
+            ip: 1,
+            period: 1,
+            misc: 0,
+            event: desc,
+            raw: Some(raw.into()),
+            callchain: None,
+            user_stack: None,
+            sym: None,
+        },
     };
-    for format in [plain::Format::Plain, plain::Format::Json] {
+    for format in [format::Format::Plain, format::Format::Json] {
         let mut out = Vec::new();
         write_event(&mut out, &ev, format).unwrap();
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);

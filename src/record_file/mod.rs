@@ -165,7 +165,19 @@ fn pipe_stream(
     counts: Arc<ReadCounts>,
     stop: Arc<AtomicBool>,
 ) -> Result<stream::Stream> {
-    let mut r = BufReader::with_capacity(1 << 16, StdinUntilStop { stop });
+    pipe_stream_from(
+        Box::new(BufReader::with_capacity(1 << 16, StdinUntilStop { stop })),
+        common_fields,
+        counts,
+    )
+}
+
+/// perf's pipe format from `r` (stdin's reader for `-i -`; any bytes for the fuzz target).
+fn pipe_stream_from(
+    mut r: Box<dyn Read + Send>,
+    common_fields: bool,
+    counts: Arc<ReadCounts>,
+) -> Result<stream::Stream> {
     let mut h = [0u8; 16];
     r.read_exact(&mut h)
         .context("it ended before perf's pipe header")?;
@@ -177,7 +189,7 @@ fn pipe_stream(
         );
     }
     let mut s = stream::Stream::new(
-        Box::new(r),
+        r,
         header::FileHeader::default(),
         true,
         common_fields,
@@ -185,6 +197,56 @@ fn pipe_stream(
     );
     s.read_header_records()?;
     Ok(s)
+}
+
+/// A perf.data file (`-i FILE`) of `len` bytes: its header, then a stream over its data
+/// section.
+fn file_stream<F: Read + Seek + Send + 'static>(
+    mut f: F,
+    len: u64,
+    common_fields: bool,
+    counts: Arc<ReadCounts>,
+) -> Result<stream::Stream> {
+    let h = header::read_file_header(&mut f, len)?;
+    f.seek(SeekFrom::Start(h.data.offset))?;
+    let r = BufReader::with_capacity(1 << 20, f).take(h.data.size);
+    Ok(stream::Stream::new(
+        Box::new(r),
+        h,
+        false,
+        common_fields,
+        counts,
+    ))
+}
+
+/// The fuzz target's way in (through the `testkit` feature): `bytes` as a perf.data file
+/// (`-i FILE`) or as perf's pipe format (`-i -`), read as [`Recording::open`] reads them, on
+/// the calling thread; the batches it sent, or why it refused the bytes.
+#[cfg(any(test, feature = "testkit"))]
+pub(crate) fn read_bytes(
+    bytes: &[u8],
+    pipe: bool,
+    common_fields: bool,
+) -> Result<(RecordingInfo, Vec<Batch>, Arc<ReadCounts>)> {
+    let counts = Arc::new(ReadCounts::default());
+    let data = std::io::Cursor::new(bytes.to_vec());
+    let (mut s, input) = if pipe {
+        (
+            pipe_stream_from(Box::new(data), common_fields, counts.clone())?,
+            Input::Stdin,
+        )
+    } else {
+        (
+            file_stream(data, bytes.len() as u64, common_fields, counts.clone())?,
+            Input::File(PathBuf::from("fuzz.data")),
+        )
+    };
+    let info = s.info(input);
+    let stats = Stats::new(&info.cpus);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    s.run(&tx, &BufferPool::new(4), &stats, &AtomicBool::new(false));
+    drop(tx);
+    Ok((info, rx.iter().collect(), counts))
 }
 
 /// Stdin, read in waits of at most [`STOP_POLL`], so that a stop is seen while perf (or
@@ -245,14 +307,11 @@ impl Recording {
         let mut s = match &input {
             Input::File(path) => {
                 let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
-                let mut f = std::fs::File::open(path)
+                let f = std::fs::File::open(path)
                     .with_context(|| format!("cannot open the recording '{shown}'"))?;
                 let len = f.metadata()?.len();
-                let h = header::read_file_header(&mut f, len)
-                    .with_context(|| format!("cannot read the recording '{shown}'"))?;
-                f.seek(SeekFrom::Start(h.data.offset))?;
-                let r = BufReader::with_capacity(1 << 20, f).take(h.data.size);
-                stream::Stream::new(Box::new(r), h, false, common_fields, counts.clone())
+                file_stream(f, len, common_fields, counts.clone())
+                    .with_context(|| format!("cannot read the recording '{shown}'"))?
             }
             Input::Stdin => {
                 // Read on a thread of its own: this one keeps looking at `cancel`.

@@ -6,9 +6,11 @@
 //! - [`tracepoints`]: tracepoint formats and RAW data;
 //! - [`events`]: decoded [`crate::event::Event`]s, for everything after the decoder;
 //! - [`symbols`]: a crafted kernel for the symbolizer;
-//! - [`named`]: samples named as the symbolizer names them.
+//! - [`named`]: samples named as the symbolizer names them;
+//! - [`fuzz`]: the fuzz targets' ways into glue the crate keeps to itself.
 
 pub mod events;
+pub mod fuzz;
 pub mod named;
 pub mod records;
 pub mod symbols;

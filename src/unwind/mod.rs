@@ -566,6 +566,23 @@ mod tests {
         }
     }
 
+    /// Found by the `unwind` fuzz target: an `.eh_frame_hdr` whose FDE count times its row
+    /// size overflows in gimli's binary search (`ParsedEhFrameHdr`'s table lookup). It wraps,
+    /// as in release builds (Cargo.toml turns the check off for gimli in tests too), and
+    /// the walk ends within its bound with the interrupted address first.
+    #[test]
+    fn an_eh_frame_hdr_whose_table_overflows_ends_the_chain() {
+        let hdr = vec![
+            0x01, 0x01, 0x00, 0x04, 0x00, 0xc4, 0x00, 0xff, 0x00, 0xba, 0x00, 0x00, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,
+        ];
+        let t = crate::testkit::fuzz::tables(vec![0, 0, 0xff, 0], hdr, vec![]);
+        let regs = (0x405001, 0x10000f0fffffe00, 0xff76cec483ba0400);
+        let (frames, end) = crate::testkit::fuzz::unwind(&t, Some(regs), &[0x41], false, 132);
+        assert_eq!(frames.first(), Some(&0x405001), "{end:?}");
+        assert!(frames.len() <= 132);
+    }
+
     #[test]
     fn no_registers_no_stack_and_a_frame_pointer_loop_end_the_chain() {
         let u = module(vec![], vec![], vec![]);
