@@ -162,8 +162,12 @@ def check_break_cleans_up():
 
 def check_stats_and_interrupt():
     """Ctrl-C while the loop waits: KeyboardInterrupt, then everything closed."""
+    # Python raises KeyboardInterrupt only where SIGINT was not ignored at its start (a
+    # `nohup ... &` job starts with it ignored): what a Ctrl-C does is set here.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     before_tasks = tasks()
-    w = perfwatch.watch(events=["dummy"])
+    # A deadline: without the interrupt the loop ends after 30 s and the check fails.
+    w = perfwatch.watch(events=["dummy"], duration=30)
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     interrupted = False
