@@ -566,7 +566,20 @@ int main(int argc, char **argv) {
 fn a_binary_replaced_while_it_runs_is_unwound_and_named_from_the_one_it_mapped() {
     require_perf!();
     let dir = tempfile::tempdir().unwrap();
-    let first = cc(dir.path(), "first", &[]);
+    // The first build lingers 5 s after main returns: perfwatch reads the file a process
+    // mapped through /proc/PID/map_files, which goes with the process, and on a loaded
+    // machine its first read of a 0.4 s program came after the program had ended (then the
+    // file at the path is the other build, rightly refused: 0 samples named).
+    let lingering = format!(
+        "{}\n#include <unistd.h>\n__attribute__((destructor)) static void pw_linger(void) {{ sleep(5); }}\n",
+        common::CALL_PATH_C
+    );
+    let first = common::cc(
+        dir.path(),
+        "first",
+        &lingering,
+        &["-O2", "-fomit-frame-pointer"],
+    );
     let other = common::cc(
         dir.path(),
         "other",
