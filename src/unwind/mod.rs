@@ -535,24 +535,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn module(eh_frame: Vec<u8>, hdr: Vec<u8>, debug_frame: Vec<u8>) -> UnwinderX86_64<Arc<[u8]>> {
-        let t = UnwindTables {
-            segments: vec![tables::Segment {
-                offset: 0,
-                filesz: 0x10000,
-                vaddr: 0,
-            }],
-            text_svma: Some(0x1000..0x9000),
-            eh_frame_svma: Some(0x9000..0x9000 + eh_frame.len() as u64),
-            eh_frame: (!eh_frame.is_empty()).then(|| Arc::from(eh_frame)),
-            eh_frame_hdr_svma: Some(0xa000..0xa000 + hdr.len() as u64),
-            eh_frame_hdr: (!hdr.is_empty()).then(|| Arc::from(hdr)),
-            debug_frame: (!debug_frame.is_empty()).then(|| Arc::from(debug_frame)),
-            ..Default::default()
-        };
+        let t = crate::testkit::fuzz::tables(eh_frame, hdr, debug_frame);
         let mut u = UnwinderX86_64::new();
         u.add_module(Module::new(
             String::new(),
-            0x400000..0x410000,
+            crate::testkit::fuzz::MODULE,
             0x400000,
             t.section_info(),
         ));
