@@ -4,8 +4,6 @@
 
 mod common;
 
-use common::InTime;
-
 use std::time::Duration;
 
 /// Puts the CPU back online however the test ends (the guard drops while a failed

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 
 mod tools;
 #[allow(unused_imports)]
@@ -449,72 +450,145 @@ pub fn wait_until(
     }
 }
 
+/// A child's piped stdout and stderr, read on threads of their own from the moment they are
+/// taken, so that a child writing more than a pipe holds never waits for the test (a child
+/// that is made to wait may give up writing, as perfwatch does 2 s after its end).
+pub struct Drains {
+    out: (Arc<Mutex<Vec<u8>>>, std::sync::mpsc::Receiver<()>),
+    err: (Arc<Mutex<Vec<u8>>>, std::sync::mpsc::Receiver<()>),
+}
+
+impl Drains {
+    /// Start reading `child`'s piped stdout and stderr (those it has).
+    pub fn start(child: &mut std::process::Child) -> Drains {
+        use std::io::Read;
+        fn drain(
+            from: Option<impl Read + Send + 'static>,
+        ) -> (Arc<Mutex<Vec<u8>>>, std::sync::mpsc::Receiver<()>) {
+            let buf = Arc::new(Mutex::new(Vec::new()));
+            let (done, ended) = std::sync::mpsc::channel();
+            let into = Arc::clone(&buf);
+            match from {
+                Some(mut from) => {
+                    std::thread::spawn(move || {
+                        let mut chunk = [0u8; 8192];
+                        while let Ok(n) = from.read(&mut chunk) {
+                            if n == 0 {
+                                break;
+                            }
+                            into.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .extend_from_slice(&chunk[..n]);
+                        }
+                        let _ = done.send(());
+                    });
+                }
+                None => {
+                    let _ = done.send(());
+                }
+            }
+            (buf, ended)
+        }
+        Drains {
+            out: drain(child.stdout.take()),
+            err: drain(child.stderr.take()),
+        }
+    }
+
+    /// `child`'s exit status and all it wrote, within `limit` (see [`finish`]).
+    #[track_caller]
+    fn finish(
+        self,
+        mut child: std::process::Child,
+        limit: std::time::Duration,
+    ) -> std::process::Output {
+        let until = std::time::Instant::now() + limit;
+        let status = wait_until(&mut child, until);
+        let left = || until.saturating_duration_since(std::time::Instant::now());
+        let closed = status.is_some()
+            && self.out.1.recv_timeout(left()).is_ok()
+            && self.err.1.recv_timeout(left()).is_ok();
+        let take = |b: &Arc<Mutex<Vec<u8>>>| {
+            std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()))
+        };
+        let (stdout, stderr) = (take(&self.out.0), take(&self.err.0));
+        if !closed {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{} after {limit:?}: killed\n--- stdout so far:\n{}\n--- stderr so far:\n{}",
+                match status {
+                    None => format!("child {} still running", child.id()),
+                    Some(s) => format!(
+                        "child {} exited ({s}) but its output stayed open",
+                        child.id()
+                    ),
+                },
+                String::from_utf8_lossy(&stdout),
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::process::Output {
+            status: status.expect("closed implies exited"),
+            stdout,
+            stderr,
+        }
+    }
+}
+
 /// Collect `child`'s piped stdout and stderr (those it has) and its exit status, within
 /// `limit` for all three: past it, the child is killed and the test fails with the output so
 /// far. A child that exited while something it started still holds its pipes open fails too,
 /// rather than hang `wait_with_output`.
 #[track_caller]
 pub fn finish(mut child: std::process::Child, limit: std::time::Duration) -> std::process::Output {
-    use std::io::Read;
-    use std::sync::{Arc, Mutex};
-    let until = std::time::Instant::now() + limit;
-    fn drain(
-        from: Option<impl Read + Send + 'static>,
-    ) -> (Arc<Mutex<Vec<u8>>>, std::sync::mpsc::Receiver<()>) {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let (done, ended) = std::sync::mpsc::channel();
-        let into = Arc::clone(&buf);
-        match from {
-            Some(mut from) => {
-                std::thread::spawn(move || {
-                    let mut chunk = [0u8; 8192];
-                    while let Ok(n) = from.read(&mut chunk) {
-                        if n == 0 {
-                            break;
-                        }
-                        into.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .extend_from_slice(&chunk[..n]);
-                    }
-                    let _ = done.send(());
-                });
-            }
-            None => {
-                let _ = done.send(());
-            }
-        }
-        (buf, ended)
+    let drains = Drains::start(&mut child);
+    drains.finish(child, limit)
+}
+
+/// A child whose piped output is read from the start (see [`Drains`]): a test may wait on
+/// other things before it collects the output. Derefs to the child (its pid, `try_wait`,
+/// [`wait_until_watching`]).
+pub struct Drained {
+    child: std::process::Child,
+    drains: Drains,
+}
+
+impl Drained {
+    /// Take over `child`, reading its piped output from now on.
+    pub fn new(mut child: std::process::Child) -> Drained {
+        let drains = Drains::start(&mut child);
+        Drained { child, drains }
     }
-    let (out, out_end) = drain(child.stdout.take());
-    let (err, err_end) = drain(child.stderr.take());
-    let status = wait_until(&mut child, until);
-    let left = || until.saturating_duration_since(std::time::Instant::now());
-    let closed = status.is_some()
-        && out_end.recv_timeout(left()).is_ok()
-        && err_end.recv_timeout(left()).is_ok();
-    let take =
-        |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()));
-    let (stdout, stderr) = (take(&out), take(&err));
-    if !closed {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "{} after {limit:?}: killed\n--- stdout so far:\n{}\n--- stderr so far:\n{}",
-            match status {
-                None => format!("child {} still running", child.id()),
-                Some(s) => format!(
-                    "child {} exited ({s}) but its output stayed open",
-                    child.id()
-                ),
-            },
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        );
+
+    /// Its exit status and all it wrote, within [`deadline`].
+    #[track_caller]
+    pub fn output_in_time(self) -> std::io::Result<std::process::Output> {
+        Ok(self.drains.finish(self.child, deadline()))
     }
-    std::process::Output {
-        status: status.expect("closed implies exited"),
-        stdout,
-        stderr,
+}
+
+impl std::ops::Deref for Drained {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for Drained {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.child
+    }
+}
+
+/// `spawn`, with the child's piped output read from the start: [`Drained`].
+pub trait SpawnDrained {
+    fn spawn_drained(&mut self) -> std::io::Result<Drained>;
+}
+
+impl SpawnDrained for std::process::Command {
+    fn spawn_drained(&mut self) -> std::io::Result<Drained> {
+        Ok(Drained::new(self.spawn()?))
     }
 }
 
@@ -551,9 +625,12 @@ fn with_io(args: &[&str], io: fn() -> std::process::Stdio) -> std::process::Comm
     c
 }
 
-/// perfwatch with `args`, started with its stdout and stderr piped (for `wait_with_output`).
-pub fn spawn_piped(args: &[&str]) -> std::process::Child {
-    with_io(args, std::process::Stdio::piped).spawn().unwrap()
+/// perfwatch with `args`, started with its stdout and stderr piped and read from the start
+/// (collected by `output_in_time`).
+pub fn spawn_piped(args: &[&str]) -> Drained {
+    with_io(args, std::process::Stdio::piped)
+        .spawn_drained()
+        .unwrap()
 }
 
 /// The exit status of perfwatch with `args`, its output thrown away (within [`deadline`]).

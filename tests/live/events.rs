@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::InTime;
+use common::SpawnDrained;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -524,7 +525,7 @@ fn a_cgroup_target_sees_only_its_tasks() {
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .spawn()
+        .spawn_drained()
         .unwrap();
     common::wait_until_watching(&mut mon);
     let before = usage();

@@ -152,6 +152,9 @@ fn the_tail_is_complete(args: &[&str]) {
         .args([
             "record",
             "-q",
+            // No build-ids: perf record would read the whole file again after the SIGINT to
+            // find them (tens of seconds on a loaded machine), and tracepoints need none.
+            "-B",
             "-k",
             "mono",
             "-a",
@@ -179,7 +182,7 @@ fn the_tail_is_complete(args: &[&str]) {
     let (out, err) = (out.join().unwrap(), err.join().unwrap());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-    let perf_status = wait_for(&mut perf, Duration::from_secs(30), "perf record");
+    let perf_status = wait_for(&mut perf, Duration::from_secs(60), "perf record");
     // perf record ends by the SIGINT it was stopped with (it raises it again), having
     // written its data.
     use std::os::unix::process::ExitStatusExt;

@@ -7,6 +7,7 @@
 use crate::common;
 
 use common::InTime;
+use common::SpawnDrained;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
@@ -196,7 +197,13 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
     let wpid = work.id();
     // The workload's own system calls only (a busy machine makes millions): perf's
     // tracepoint filter, and perfwatch's --filter.
-    let mut perf_args: Vec<String> = vec!["record".into(), "-q".into(), "-k".into(), "mono".into()];
+    let mut perf_args: Vec<String> = vec![
+        "record".into(),
+        "-q".into(),
+        "-B".into(),
+        "-k".into(),
+        "mono".into(),
+    ];
     perf_args.extend(["-a".into(), "-o".into(), data.display().to_string()]);
     for e in EVENTS {
         perf_args.extend(["-e".into(), e.to_string()]);
@@ -212,7 +219,7 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_drained()
         .unwrap();
     common::wait_until_watching(&mut pw);
     let mut perf = Command::new("perf")

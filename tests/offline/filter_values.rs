@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::InTime;
+use common::SpawnDrained;
 
 use common::{perfwatch, run};
 
@@ -103,7 +103,7 @@ fn symbolic_values_and_own_names_match_what_they_say() {
             .arg(format!("{key}:{w}"))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .spawn()
+            .spawn_drained()
             .unwrap();
         common::wait_until_watching(&mut pw);
         {
