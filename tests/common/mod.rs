@@ -690,3 +690,11 @@ pub fn wait_until_pid_watching(pid: u32, mut exited: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The stop time perfwatch's summary says (`stopped at S.NNNNNNNNN s`), in ns of
+/// CLOCK_MONOTONIC.
+pub fn stop_time(err: &str) -> Option<u64> {
+    let rest = err.split("stopped at ").nth(1)?;
+    let (s, ns) = rest.split_whitespace().next()?.split_once('.')?;
+    Some(s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?)
+}

@@ -226,22 +226,9 @@ pub fn side_by_side(
     // target's /proc entries is behind it. (Its fds alone say neither: on a loaded machine
     // the workload could exec before perf had enabled anything, and perf then named the
     // exec'd program's samples after the shell, with no binary.)
-    let (ctl, ack) = (dir.join("perf.ctl"), dir.join("perf.ack"));
-    for f in [&ctl, &ack] {
-        let made = Command::new("mkfifo").arg(f).status_in_time().unwrap();
-        assert!(made.success(), "mkfifo {}", f.display());
-    }
-    let control = format!("fifo:{},{}", ctl.display(), ack.display());
-    let mut perf = Command::new("perf")
-        .args(["record", "-q", "-D", "-1", "--control", &control])
-        .args(watch)
-        .args(["-p", &pid, "-o"])
-        .arg(&data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut perf = PerfRecord::start(dir, |c| {
+        c.args(watch).args(["-p", &pid, "-o"]).arg(&data);
+    });
     let mut pw = super::perfwatch()
         .args(perfwatch_args)
         .args(watch)
@@ -250,12 +237,53 @@ pub fn side_by_side(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    perf_enable(&mut perf, &ctl, &ack);
+    perf.enable();
     super::wait_until_watching(&mut pw);
     target.run(Duration::from_secs(120));
-    monitor_end(perf, "perf record");
+    monitor_end(perf.child, "perf record");
     let out = monitor_end(pw, "perfwatch");
     (data, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `perf record -q -D -1 --control fifo:CTL,ACK ...`: perf record with its events opened
+/// disabled, until [`PerfRecord::enable`] turns them on. `enable` returns once perf has
+/// answered `ack`, and perf answers only from its main loop, after it has read every
+/// process in /proc (seconds with thousands of them on a loaded machine): from then on it
+/// records. Its fds alone say neither.
+pub struct PerfRecord {
+    pub child: Child,
+    ctl: PathBuf,
+    ack: PathBuf,
+}
+
+impl PerfRecord {
+    /// Start it, with its control fifos in `dir`; `args` adds what follows `-D -1 --control
+    /// ...` (events, targets, `-o`). stdin and stdout null, stderr piped.
+    #[track_caller]
+    pub fn start(dir: &Path, args: impl FnOnce(&mut Command)) -> PerfRecord {
+        let (ctl, ack) = (dir.join("perf.ctl"), dir.join("perf.ack"));
+        for f in [&ctl, &ack] {
+            let made = Command::new("mkfifo").arg(f).status_in_time().unwrap();
+            assert!(made.success(), "mkfifo {}", f.display());
+        }
+        let control = format!("fifo:{},{}", ctl.display(), ack.display());
+        let mut c = Command::new("perf");
+        c.args(["record", "-q", "-D", "-1", "--control", &control]);
+        args(&mut c);
+        let child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        PerfRecord { child, ctl, ack }
+    }
+
+    /// Turn its events on and wait (at most 60 s) until it says they are.
+    #[track_caller]
+    pub fn enable(&mut self) {
+        perf_enable(&mut self.child, &self.ctl, &self.ack);
+    }
 }
 
 /// Tell a `perf record -D -1 --control fifo:CTL,ACK` to enable its events and wait, with a

@@ -504,12 +504,28 @@ fn a_cgroup_target_sees_only_its_tasks() {
     }
     // The CPU time the cgroup got while perfwatch watched it, from its cpu.stat: on a loaded
     // machine the loop gets less than a whole CPU, and fewer samples are its due.
-    let usage = || -> u64 {
-        std::fs::read_to_string(cg.join("cpu.stat"))
+    let stat = cg.join("cpu.stat");
+    let usage = move || -> u64 {
+        std::fs::read_to_string(&stat)
             .unwrap()
             .lines()
             .find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse().ok())
             .expect("cpu.stat has usage_usec")
+    };
+    // Sampled every 5 ms on a thread of its own, stamped with CLOCK_MONOTONIC, so that the
+    // CPU time counted is the cgroup's up to perfwatch's own stop time: a loaded machine may
+    // take seconds to end perfwatch after it stopped watching, while the loop runs on.
+    let stop_sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = std::sync::Arc::clone(&stop_sampling);
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.push((perfwatch::clock::monotonic_ns(), usage()));
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            seen
+        })
     };
     let mut mon = perfwatch()
         .args([
@@ -528,9 +544,20 @@ fn a_cgroup_target_sees_only_its_tasks() {
         .spawn_drained()
         .unwrap();
     common::wait_until_watching(&mut mon);
-    let before = usage();
+    // Its events were on from before now: the window counted starts late, never early.
+    let watching = perfwatch::clock::monotonic_ns();
     let out = common::Run::from(mon.output_in_time().unwrap());
-    let used_ms = (usage() - before) / 1000;
+    stop_sampling.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = sampler.join().unwrap();
+    let stopped = common::stop_time(&out.stderr).expect("perfwatch says its stop time");
+    // The last reading at or before each end of the window.
+    let at = |t: u64| {
+        seen.iter()
+            .take_while(|(when, _)| *when <= t)
+            .last()
+            .map_or(0, |(_, u)| *u)
+    };
+    let used_ms = at(stopped).saturating_sub(at(watching)) / 1000;
     let stderr = &out.exited(0).stderr;
     let lines = out.json();
     let pids: std::collections::BTreeSet<i64> = lines
@@ -539,8 +566,7 @@ fn a_cgroup_target_sees_only_its_tasks() {
         .map(|v| v["sample_pid"].as_i64().unwrap())
         .collect();
     assert_eq!(pids, [pid].into(), "{stderr}");
-    // One sample per 2 ms of the cgroup's CPU time; the measured window is a little longer
-    // than the watched one (perfwatch's stop).
+    // One sample per 2 ms of the cgroup's CPU time between the window's two ends.
     let n = lines.iter().filter(|v| v["type"] == "sample").count() as u64;
     println!("{n} samples, {used_ms} ms of CPU");
     assert!(n > 0, "no sample of the loop: {stderr}");

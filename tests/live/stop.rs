@@ -121,13 +121,6 @@ fn perf_hits(script: &str) -> Vec<(Hit, u64, u32)> {
         .collect()
 }
 
-/// `stopped at S.NNNNNNNNN s` from the summary, in nanoseconds.
-fn stop_time(err: &str) -> Option<u64> {
-    let rest = err.split("stopped at ").nth(1)?;
-    let (s, ns) = rest.split_whitespace().next()?.split_once('.')?;
-    Some(s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?)
-}
-
 /// The sum of `lost by the kernel: N records ..., M samples; dropped by perfwatch: D`.
 fn losses(err: &str) -> u64 {
     let Some(line) = err.lines().find(|l| l.contains("lost by the kernel:")) else {
@@ -148,12 +141,11 @@ fn the_tail_is_complete(args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("perf.data");
     let _load = Load::start(2);
-    let mut perf = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            // No build-ids: perf record would read the whole file again after the SIGINT to
-            // find them (tens of seconds on a loaded machine), and tracepoints need none.
+    // Recording once perf says so (its /proc read behind it), not once its fds are open.
+    let mut perf = common::PerfRecord::start(dir.path(), |c| {
+        // No build-ids: perf record would read the whole file again after the SIGINT to
+        // find them (tens of seconds on a loaded machine), and tracepoints need none.
+        c.args([
             "-B",
             "-k",
             "mono",
@@ -162,12 +154,9 @@ fn the_tail_is_complete(args: &[&str]) {
             "timer:hrtimer_expire_entry",
             "-o",
         ])
-        .arg(&data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::wait_until_watching(&mut perf);
+        .arg(&data);
+    });
+    perf.enable();
     let mut pw = common::perfwatch()
         .args(args)
         .args(["-d", "2"])
@@ -181,8 +170,8 @@ fn the_tail_is_complete(args: &[&str]) {
     let status = wait_for(&mut pw, Duration::from_secs(30), "perfwatch");
     let (out, err) = (out.join().unwrap(), err.join().unwrap());
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-    let perf_status = wait_for(&mut perf, Duration::from_secs(60), "perf record");
+    unsafe { libc::kill(perf.child.id() as i32, libc::SIGINT) };
+    let perf_status = wait_for(&mut perf.child, Duration::from_secs(60), "perf record");
     // perf record ends by the SIGINT it was stopped with (it raises it again), having
     // written its data.
     use std::os::unix::process::ExitStatusExt;
@@ -197,7 +186,7 @@ fn the_tail_is_complete(args: &[&str]) {
         .output()
         .unwrap();
     assert_eq!(status.code(), Some(0), "{args:?}: {err}");
-    let t = stop_time(&err).unwrap_or_else(|| panic!("{args:?}: no stop time said: {err}"));
+    let t = common::stop_time(&err).unwrap_or_else(|| panic!("{args:?}: no stop time said: {err}"));
     let mine = perfwatch_hits(&out);
     let theirs = perf_hits(&String::from_utf8_lossy(&script.stdout));
     assert!(

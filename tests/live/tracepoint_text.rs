@@ -157,18 +157,31 @@ fn nearest(list: &[(u64, String)], time: u64, offset: i64, tolerance: u64) -> Op
     }
 }
 
-/// The offset between perf's stamps and perfwatch's: the median over the events matched
-/// within 5 µs.
-fn offset(ours: &[(u64, String, u64)], theirs: &HashMap<(u64, String), Vec<(u64, String)>>) -> i64 {
-    let mut d: Vec<i64> = ours
-        .iter()
-        .filter_map(|(cpu, event, time)| {
-            let (t, _) = nearest(theirs.get(&(*cpu, event.clone()))?, *time, 0, 5_000)?;
-            Some(t as i64 - *time as i64)
+/// The offset between perf's stamps and perfwatch's, per event: the median over that event's
+/// hits matched within 5 µs. Per event, because the two stamps of one hit are taken one after
+/// the other as each tool's record is written, and how long the first write takes depends on
+/// the event (an exec's record, with its file name, takes longer than a timer's).
+fn offsets(
+    ours: &[(u64, String, u64)],
+    theirs: &HashMap<(u64, String), Vec<(u64, String)>>,
+) -> HashMap<String, i64> {
+    let mut d: HashMap<String, Vec<i64>> = HashMap::new();
+    for (cpu, event, time) in ours {
+        let Some(list) = theirs.get(&(*cpu, event.clone())) else {
+            continue;
+        };
+        if let Some((t, _)) = nearest(list, *time, 0, 5_000) {
+            d.entry(event.clone())
+                .or_default()
+                .push(t as i64 - *time as i64);
+        }
+    }
+    d.into_iter()
+        .map(|(event, mut d)| {
+            d.sort();
+            (event, d[d.len() / 2])
         })
-        .collect();
-    d.sort();
-    d.get(d.len() / 2).copied().unwrap_or(0)
+        .collect()
 }
 
 #[test]
@@ -197,22 +210,11 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
     let wpid = work.id();
     // The workload's own system calls only (a busy machine makes millions): perf's
     // tracepoint filter, and perfwatch's --filter.
-    let mut perf_args: Vec<String> = vec![
-        "record".into(),
-        "-q".into(),
-        "-B".into(),
-        "-k".into(),
-        "mono".into(),
-    ];
-    perf_args.extend(["-a".into(), "-o".into(), data.display().to_string()]);
-    for e in EVENTS {
-        perf_args.extend(["-e".into(), e.to_string()]);
-        if e.starts_with("raw_syscalls") {
-            perf_args.extend(["--filter".into(), format!("common_pid == {wpid}")]);
-        }
-    }
+    // perfwatch watches from before perf and the workload start until its SIGINT after the
+    // workload: no -d to outlast a loaded machine's slow start of perf. (perfwatch's events
+    // are opened first, as the time offset between the two tools' stamps was measured.)
     let mut pw = common::perfwatch()
-        .args(["--json", "-a", "-d", "6", "-e", &EVENTS.join(",")])
+        .args(["--json", "-a", "-e", &EVENTS.join(",")])
         .arg("--filter")
         .arg(format!(
             "!event:raw_syscalls:* | event:raw_syscalls:* common_pid:{wpid}"
@@ -222,16 +224,18 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         .spawn_drained()
         .unwrap();
     common::wait_until_watching(&mut pw);
-    let mut perf = Command::new("perf")
-        .args(&perf_args)
-        .args(["--", "sleep", "3"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // perf too holds its events before the workload starts (a loaded machine starts it
-    // slowly).
-    common::wait_until_watching(&mut perf);
+    // perf records from when it says so (its /proc read behind it, seconds on a loaded
+    // machine), until the SIGINT after the workload.
+    let mut perf = common::PerfRecord::start(dir.path(), |c| {
+        c.args(["-B", "-k", "mono", "-a", "-o"]).arg(&data);
+        for e in EVENTS {
+            c.args(["-e", e]);
+            if e.starts_with("raw_syscalls") {
+                c.arg("--filter").arg(format!("common_pid == {wpid}"));
+            }
+        }
+    });
+    perf.enable();
     {
         use std::io::Write;
         let mut stdin = work.stdin.take().unwrap();
@@ -242,8 +246,18 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         assert!(t0.elapsed() < Duration::from_secs(30), "the workload hangs");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let perf_out = perf.output_in_time().unwrap();
-    assert!(perf_out.status.success(), "perf record: {perf_out:?}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(perf.child.id() as i32, libc::SIGINT) };
+    let perf_out = perf.child.output_in_time().unwrap();
+    // perf record ends by the SIGINT it was stopped with (it raises it again), having
+    // written its data.
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        perf_out.status.success() || perf_out.status.signal() == Some(libc::SIGINT),
+        "perf record: {perf_out:?}"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pw.id() as i32, libc::SIGINT) };
     let pw_out = pw.output_in_time().unwrap();
     let pw_run: common::Run = pw_out.into();
     pw_run.exited(0);
@@ -271,7 +285,7 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
             ))
         })
         .collect();
-    let off = offset(&stamps, &theirs);
+    let offs = offsets(&stamps, &theirs);
     for v in lines {
         let (Some(event), Some(cpu), Some(time)) = (
             v["event"].as_str(),
@@ -286,7 +300,7 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         *seen.entry(event.to_string()).or_default() += 1;
         let Some((_, text)) = theirs
             .get(&(cpu, event.to_string()))
-            .and_then(|l| nearest(l, time, off, 1_000))
+            .and_then(|l| nearest(l, time, offs.get(*event).copied().unwrap_or(0), 1_000))
         else {
             continue;
         };
@@ -322,7 +336,7 @@ fn tracepoint_values_read_as_perf_script_prints_them() {
         .collect();
     report.sort();
     common::say(&format!(
-        "tracepoint_values_read_as_perf_script_prints_them: agree/matched {} (perf script: {} events, perfwatch: {ours_n} lines; perf's stamps {off} ns after perfwatch's)",
+        "tracepoint_values_read_as_perf_script_prints_them: agree/matched {} (perf script: {} events, perfwatch: {ours_n} lines; perf's stamps after perfwatch's, in ns: {offs:?})",
         report.join(", "),
         theirs.values().map(Vec::len).sum::<usize>()
     ));
