@@ -35,6 +35,35 @@ impl Agent {
         cli.pprof.is_some() || !cli.pprof_every.is_empty()
     }
 
+    /// Headless (`--quiet`, no scripts) with a fleet output: nothing shows records as they
+    /// come, and what is counted is read once a second at most.
+    pub fn headless(cli: &Cli) -> bool {
+        cli.quiet && cli.script.is_empty() && Self::wanted(cli)
+    }
+
+    /// How long the readers sleep on a ring under its wakeup watermark: a second in the
+    /// headless agent (the endpoint's freshness), else the interactive default.
+    pub fn reader_idle_wake(cli: &Cli) -> std::time::Duration {
+        if Self::headless(cli) {
+            crate::perf::reader::AGENT_IDLE_WAKE
+        } else {
+            crate::perf::reader::POLL_TIMEOUT
+        }
+    }
+
+    /// The symbolizer's budgets: smaller in the headless agent, which runs for weeks beside
+    /// the host's own work (see [`AGENT_TABLE_BUDGET`]).
+    pub fn symbols(cli: &Cli, config: crate::symbols::Config) -> crate::symbols::Config {
+        if !Self::headless(cli) {
+            return config;
+        }
+        crate::symbols::Config {
+            table_budget: AGENT_TABLE_BUDGET,
+            result_entries: AGENT_RESULT_ENTRIES,
+            ..config
+        }
+    }
+
     /// Bind the endpoint and create `--pprof FILE`, before anything is opened; `every` is
     /// `--pprof-every`'s period and directory.
     pub fn prepare(
@@ -132,6 +161,13 @@ impl Agent {
         ok && recorded
     }
 }
+
+/// Bytes of parsed symbol tables the headless agent keeps (the kernel's, pinned, included;
+/// 32 MiB elsewhere): the least recently used binary's table goes first, and a binary whose
+/// table alone is larger is named by its file only.
+pub const AGENT_TABLE_BUDGET: usize = 16 << 20;
+/// Answers the headless agent's symbolizer keeps per cache generation (32 Ki elsewhere).
+pub const AGENT_RESULT_ENTRIES: usize = 16 << 10;
 
 /// One malloc arena, trimmed past 128 KiB free at its top. glibc gives each thread that meets
 /// a locked arena one of its own (up to 8 per CPU), and memory freed in one is not used by
