@@ -171,11 +171,12 @@ impl Agent {
 
 /// Bytes of parsed symbol tables the headless agent keeps unless `--symbol-cache` says (the
 /// kernel's, pinned, included; 32 MiB elsewhere): the least recently used binary's table goes
-/// first, and a binary whose table alone is larger is named by its file only. Measured
-/// (benches/agent.py, side by side with 32 MiB and the other changes of the same commit
-/// range): idle RSS 37.9 MiB against 58.6. What it costs here: librustc_driver, libLLVM and
-/// cargo (the other engineers' builds) are too large and go unnamed, after up to four reads
-/// each; a fleet host with a large C++ server may want `--symbol-cache 64M`.
+/// first, and a binary whose table alone is larger is named by its file only. Measured side by
+/// side with `--symbol-cache 32M` (same build, same load, two 20 s windows): RSS 40.0 and
+/// 47.0 MiB against 57.6 and 62.2, CPU 1.6 and 2.0% against 2.1 and 2.0% of a CPU. What it
+/// costs here: librustc_driver, libLLVM and cargo (the other engineers' builds) are too large
+/// and go unnamed, after up to four reads each; a fleet host with a large C++ server may want
+/// `--symbol-cache 64M`.
 pub const AGENT_TABLE_BUDGET: usize = 16 << 20;
 /// Answers the headless agent's symbolizer keeps per cache generation (32 Ki elsewhere).
 pub const AGENT_RESULT_ENTRIES: usize = 16 << 10;
