@@ -11,10 +11,14 @@ perfwatch runs as the agent would: `-a --quiet -F 1000 --metrics 127.0.0.1:PORT
 `perf record -a -F 1000 -o /dev/null`. For each phase: CPU seconds per second of wall time
 (the larger of utime+stime from /proc/PID/stat, which counts exited threads, and the
 live threads' schedstat, which counts below a clock tick), RSS at the end and the peak (VmHWM), and
-the ratio perfwatch / perf. Run as root, on the release build:
+the ratio perfwatch / perf, with the goals (CPU <= 1.0x perf record's, RSS <= 40 MiB, every
+scrape <= 10 ms) beside each figure. `--baseline OTHER` runs a second perfwatch (an older
+build) as a third monitor in the same run, so a change is measured on the same load. Run as
+root, on the release build:
 
     cargo build --release --bins && sudo benches/agent.py
-    benches/agent.py --seconds 20 --procs 10000 --perfwatch target/release/perfwatch
+    benches/agent.py --seconds 20 --procs 10000 --perfwatch target/release/perfwatch \
+        --baseline /tmp/perfwatch-main
 """
 
 import argparse
@@ -129,72 +133,102 @@ def scrape(port):
     return time.perf_counter() - t0, len(body)
 
 
-class Monitors:
-    """perfwatch (the agent) and perf record, started together, scraped once a second."""
+class Agent:
+    """One perfwatch agent: its process, port and once-a-second scrape latencies."""
 
-    def __init__(self, perfwatch, pprof_dir):
+    def __init__(self, label, perfwatch, pprof_dir):
+        self.label = label
         self.port = free_port()
-        self.pw = subprocess.Popen(
+        self.scrapes = []
+        self.proc = subprocess.Popen(
             [perfwatch, "-a", "--quiet", "-F", "1000", "--metrics", f"127.0.0.1:{self.port}",
              "--pprof-every", "60s", pprof_dir],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.perf = subprocess.Popen(
-            ["perf", "record", "-a", "-F", "1000", "-o", "/dev/null", "-q"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self):
         deadline = time.time() + 60
         while True:
             try:
                 scrape(self.port)
-                break
+                return
             except OSError:
-                if time.time() > deadline or self.pw.poll() is not None:
-                    raise RuntimeError("perfwatch's /metrics never answered: "
-                                       + (self.pw.stderr.read() if self.pw.poll() is not None else ""))
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.label}'s /metrics never answered: "
+                                       + (self.proc.stderr.read()
+                                          if self.proc.poll() is not None else ""))
                 time.sleep(0.1)
+
+
+class Monitors:
+    """The perfwatch agents (this build, and the baseline if given) and perf record, started
+    together, each agent scraped once a second."""
+
+    def __init__(self, builds, pprof_dir):
+        self.agents = []
+        for i, (label, path) in enumerate(builds):
+            d = os.path.join(pprof_dir, str(i))
+            os.makedirs(d)
+            self.agents.append(Agent(label, path, d))
+        self.perf = subprocess.Popen(
+            ["perf", "record", "-a", "-F", "1000", "-o", "/dev/null", "-q"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for a in self.agents:
+            a.wait_ready()
         self.stop = threading.Event()
-        self.scrapes = []
         self.thread = threading.Thread(target=self.scraper, daemon=True)
         self.thread.start()
 
     def scraper(self):
         while not self.stop.wait(1.0):
-            try:
-                self.scrapes.append(scrape(self.port)[0])
-            except OSError:
-                pass
+            for a in self.agents:
+                try:
+                    a.scrapes.append(scrape(a.port)[0])
+                except OSError:
+                    pass
 
     def measure(self, seconds):
-        """CPU s/s of both over `seconds`, and their RSS now and at peak (MiB)."""
+        """CPU s/s of each over `seconds`, and their RSS now and at peak (MiB)."""
         t0 = time.time()
-        c0 = (cpu_seconds(self.pw.pid), cpu_seconds(self.perf.pid))
+        pids = [a.proc.pid for a in self.agents] + [self.perf.pid]
+        c0 = [cpu_seconds(p) for p in pids]
         time.sleep(seconds)
-        c1 = (cpu_seconds(self.pw.pid), cpu_seconds(self.perf.pid))
+        c1 = [cpu_seconds(p) for p in pids]
         wall = time.time() - t0
-        return {
-            "perfwatch": (used(c0[0], c1[0], wall), status_kib(self.pw.pid, "VmRSS") / 1024,
-                          status_kib(self.pw.pid, "VmHWM") / 1024, rss_parts_mib(self.pw.pid)),
-            "perf": (used(c0[1], c1[1], wall), status_kib(self.perf.pid, "VmRSS") / 1024,
-                     status_kib(self.perf.pid, "VmHWM") / 1024),
-        }
+        out = {}
+        for a, x0, x1 in zip(self.agents, c0, c1):
+            pid = a.proc.pid
+            out[a.label] = (used(x0, x1, wall), status_kib(pid, "VmRSS") / 1024,
+                            status_kib(pid, "VmHWM") / 1024, rss_parts_mib(pid))
+        out["perf"] = (used(c0[-1], c1[-1], wall), status_kib(self.perf.pid, "VmRSS") / 1024,
+                       status_kib(self.perf.pid, "VmHWM") / 1024)
+        return out
 
     def close(self):
         self.stop.set()
         self.thread.join()
-        for p in (self.pw, self.perf):
+        for p in [a.proc for a in self.agents] + [self.perf]:
             p.send_signal(signal.SIGINT)
-        err = self.pw.communicate(timeout=60)[1]
+        ends = []
+        for a in self.agents:
+            err = a.proc.communicate(timeout=60)[1]
+            ends.append((a, a.proc.returncode, err))
         self.perf.wait(timeout=60)
-        return self.pw.returncode, err
+        return ends
 
 
 def report(phase, m):
-    pw, perf = m["perfwatch"], m["perf"]
-    ratio = pw[0] / perf[0] if perf[0] > 0 else float("inf")
-    print(f"{phase:<6} perfwatch agent: {pw[0] * 100:6.3f}% of a CPU, RSS {pw[1]:6.1f} MiB "
-          f"(peak {pw[2]:6.1f})   perf record: {perf[0] * 100:6.3f}% of a CPU, RSS "
-          f"{perf[1]:6.1f} MiB (peak {perf[2]:6.1f})   CPU ratio {ratio:.1f}x")
-    print(f"{'':<6} perfwatch RSS: {pw[3][0]:.1f} MiB anonymous, {pw[3][1]:.1f} MiB file-backed "
-          f"(its binary's and libraries' pages)")
+    perf = m["perf"]
+    print(f"{phase:<6} perf record:         {perf[0] * 100:6.3f}% of a CPU, RSS {perf[1]:6.1f} MiB "
+          f"(peak {perf[2]:6.1f})")
+    for label, pw in m.items():
+        if label == "perf":
+            continue
+        ratio = pw[0] / perf[0] if perf[0] > 0 else float("inf")
+        print(f"{'':<6} {label + ':':<20} {pw[0] * 100:6.3f}% of a CPU, RSS {pw[1]:6.1f} MiB "
+              f"(peak {pw[2]:6.1f}; {pw[3][0]:.1f} anonymous, {pw[3][1]:.1f} file-backed)   "
+              f"CPU {ratio:.1f}x perf record (goal <= 1.0x: "
+              f"{'met' if ratio <= 1.0 else 'NOT met'}), RSS goal <= 40 MiB: "
+              f"{'met' if pw[1] <= 40 else 'NOT met'}")
     sys.stdout.flush()
 
 
@@ -204,6 +238,7 @@ def main():
     ap.add_argument("--stress", default=os.path.join(ROOT, "target/release/perfwatch-stress"))
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--procs", type=int, default=10000)
+    ap.add_argument("--baseline", help="another perfwatch build, run beside in the same run")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("agent.py: run as root (system-wide events for both monitors)")
@@ -211,9 +246,12 @@ def main():
         if shutil.which(tool) is None:
             sys.exit(f"agent.py: needs {tool}")
     tmp = tempfile.mkdtemp(prefix="perfwatch-agent-bench-")
+    builds = [("perfwatch", a.perfwatch)]
+    if a.baseline:
+        builds.append(("baseline", a.baseline))
     print(f"agent.py: {os.cpu_count()} CPUs, {a.seconds:.0f} s per phase, "
-          f"perfwatch {a.perfwatch}")
-    mon = Monitors(a.perfwatch, tmp)
+          + ", ".join(f"{label} {path}" for label, path in builds))
+    mon = Monitors(builds, tmp)
     time.sleep(3)  # both settled (kallsyms read, /proc seeded)
     report("idle", mon.measure(a.seconds))
 
@@ -239,25 +277,26 @@ def main():
             raise RuntimeError("the holder did not start its children")
         live = len([d for d in os.listdir("/proc") if d.isdigit()])
         time.sleep(3)  # the forks are through the pipeline
-        lat = []
-        size = 0
-        for _ in range(200):
-            t, size = scrape(mon.port)
-            lat.append(t * 1000)
-            time.sleep(0.02)
-        print(f"procs  {live} live processes, 200 scrapes ({size} bytes each): "
-              + latency_line(lat))
+        for agent in mon.agents:
+            lat = []
+            size = 0
+            for _ in range(200):
+                t, size = scrape(agent.port)
+                lat.append(t * 1000)
+                time.sleep(0.02)
+            print(f"procs  {agent.label}: {live} live processes, 200 scrapes ({size} bytes "
+                  "each): " + latency_line(lat))
         report("procs", mon.measure(min(a.seconds, 5)))
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
-    code, err = mon.close()
-    scraped = sorted(mon.scrapes)
-    if scraped:
-        print(f"scrapes once a second during the run: {len(scraped)}: "
-              + latency_line([t * 1000 for t in scraped]))
-    print(f"perfwatch exit status {code}; its summary:")
-    print("  " + "\n  ".join(err.strip().splitlines()[-6:]))
+    for agent, code, err in mon.close():
+        scraped = sorted(agent.scrapes)
+        if scraped:
+            print(f"{agent.label}: scrapes once a second during the run: {len(scraped)}: "
+                  + latency_line([t * 1000 for t in scraped]))
+        print(f"{agent.label} exit status {code}; its summary:")
+        print("  " + "\n  ".join(err.strip().splitlines()[-6:]))
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -228,6 +228,12 @@ pub struct Cli {
     #[arg(long = "metrics", value_name = "ADDR", value_parser = metrics_addr)]
     pub metrics: Option<std::net::SocketAddr>,
 
+    /// Bytes of parsed symbol tables kept (16M, 64M, 1G): a binary whose tables need more is
+    /// named by its file only. Default 32M; 16M in the headless agent (--quiet with
+    /// --metrics or --pprof).
+    #[arg(long = "symbol-cache", value_name = "SIZE", value_parser = symbol_cache_size)]
+    pub symbol_cache: Option<usize>,
+
     /// Series per labelled family in --metrics (command names, control groups, symbols): the
     /// N most active get one, the rest count in "other".
     #[arg(
@@ -518,6 +524,34 @@ pub fn parse_mmap_pages(s: &str, page_size: usize) -> Result<usize, String> {
     Ok(pages)
 }
 
+/// Parse `--symbol-cache`: a size with a unit (`16M`, `1G`, `512K`) or bytes, at least 1M.
+pub fn symbol_cache_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let bad = || format!("'{s}' is not a size such as 16M");
+    let at = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: usize = t[..at].parse().map_err(|_| bad())?;
+    let unit: usize = match t[at..]
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    let bytes = n
+        .checked_mul(unit)
+        .ok_or_else(|| format!("'{s}' is too large"))?;
+    if bytes < 1 << 20 {
+        return Err(format!(
+            "'{s}' is less than 1M (the kernel's symbols alone need more)"
+        ));
+    }
+    Ok(bytes)
+}
+
 fn mmap_pages(s: &str) -> Result<MmapPages, String> {
     parse_mmap_pages(s, crate::perf::ring::page_size()).map(MmapPages)
 }
@@ -563,6 +597,17 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symbol_cache_takes_sizes_of_a_megabyte_or_more() {
+        assert_eq!(symbol_cache_size("16M"), Ok(16 << 20));
+        assert_eq!(symbol_cache_size("1GiB"), Ok(1 << 30));
+        assert_eq!(symbol_cache_size("2048k"), Ok(2 << 20));
+        assert_eq!(symbol_cache_size("1048576"), Ok(1 << 20));
+        for bad in ["", "M", "16X", "-1M", "512K", "99999999999999999999G"] {
+            assert!(symbol_cache_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn mmap_pages_accepts_pages_and_sizes() {

@@ -41,6 +41,9 @@ pub struct MonitorConfig {
     pub context_switch: bool,
     /// Batches the channel holds before readers wait.
     pub channel_capacity: usize,
+    /// How long a reader whose ring stays under its wakeup watermark sleeps before it reads
+    /// it anyway ([`reader::POLL_TIMEOUT`] by default; the stop wakes it at once).
+    pub idle_wake: std::time::Duration,
     /// With a system-wide target: a command to run while watching (`-a -- COMMAND`).
     pub workload: Option<Vec<OsString>>,
     /// The clock of event times (`-k`; CLOCK_MONOTONIC by default).
@@ -66,6 +69,7 @@ impl MonitorConfig {
             mmap_pages: 128,
             context_switch: false,
             channel_capacity: 64,
+            idle_wake: reader::POLL_TIMEOUT,
             workload: None,
             clockid: libc::CLOCK_MONOTONIC,
             cgroup: None,
@@ -246,8 +250,15 @@ impl Monitor {
         let mut threads = Vec::with_capacity(opened.rings.len());
         for mut ring in opened.rings {
             ring.raw = cfg.raw.clone();
-            let h = reader::spawn(ring, tx.clone(), pool.clone(), stop.clone(), stats.clone())
-                .context("cannot start a reader thread")?;
+            let h = reader::spawn(
+                ring,
+                tx.clone(),
+                pool.clone(),
+                stop.clone(),
+                stats.clone(),
+                cfg.idle_wake,
+            )
+            .context("cannot start a reader thread")?;
             threads.push(h);
         }
         drop(tx);

@@ -95,6 +95,7 @@ pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
         // Set by run() once it knows what reads command lines.
         exec_argv: false,
         raw: None,
+        idle_wake: crate::agent::Agent::reader_idle_wake(cli),
     })
 }
 
@@ -513,7 +514,9 @@ fn pipeline_options(
             || crate::agent::Agent::wanted(cli)
             || cli.output.is_some()
             || symbols.is_some(),
-        symbols,
+        symbols: symbols.map(|c| crate::agent::Agent::symbols(cli, c)),
+        // Who adopted an orphan (a /proc read each) is shown by no series the agent serves.
+        orphans: !crate::agent::Agent::headless(cli),
         seed: Some(SeedOptions {
             maps: samples,
             argv: interactive,

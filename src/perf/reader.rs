@@ -15,13 +15,20 @@ use crate::event::{Batch, BufferPool};
 use crate::event::{Event, EventKind, RecordType};
 use crate::stats::CpuStats;
 
-/// How long a reader sleeps in poll() before it looks at the ring and the stop flag anyway,
-/// when the ring's wakeup watermark (a quarter of it) does not wake it first. Records do not
-/// wake a reader until the watermark, so this is also the longest a quiet CPU's records wait
-/// before they are shown, and how long it may hold the time-ordering back. Each wake-up costs
-/// the reader and the frontend's thread tens of microseconds on a VM: four a second keeps an
-/// idle perfwatch cheap and a storm's batches large.
+/// How long a reader sleeps in poll() before it looks at the ring anyway, when the ring's
+/// wakeup watermark (a quarter of it) does not wake it first (the stop wakes it at once,
+/// through [`ReaderStop`]'s eventfd). Records do not wake a reader until the watermark, so
+/// this is also the longest a quiet CPU's records wait before they are shown, and how long it
+/// may hold the time-ordering back. Each wake-up costs the reader and the frontend's thread
+/// tens of microseconds on a VM: four a second keeps an idle perfwatch cheap and a storm's
+/// batches large. The default of [`crate::monitor::MonitorConfig::idle_wake`]; the headless
+/// agent, whose outputs are read once a second at most, uses [`AGENT_IDLE_WAKE`].
 pub const POLL_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// The readers' idle wake-up in the headless agent (`--quiet` with `--metrics`/`--pprof`):
+/// what it counts is scraped once a second, so a quiet CPU's records may wait that long; a
+/// busy CPU's are read at the ring's watermark as before.
+pub const AGENT_IDLE_WAKE: Duration = Duration::from_secs(1);
 
 /// A poll timeout that ends on the next multiple of `period` of CLOCK_MONOTONIC. Every reader
 /// wakes at the same moments, so their batches reach the frontend's thread together (one
@@ -217,6 +224,7 @@ pub fn spawn(
     pool: BufferPool,
     stop: Arc<ReaderStop>,
     stats: Arc<crate::stats::Stats>,
+    idle_wake: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
     let cpu = ring.cpu;
     std::thread::Builder::new()
@@ -224,7 +232,7 @@ pub fn spawn(
         .spawn(move || {
             let shared = stats.clone();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ring, tx, pool, stop, stats)
+                run(ring, tx, pool, stop, stats, idle_wake)
             }));
             if let (Err(p), Some(mine)) = (result, shared.cpu(cpu)) {
                 // The frontends see this and stop: a blind CPU must not pass for a quiet one.
@@ -240,6 +248,7 @@ fn run(
     pool: BufferPool,
     stop: Arc<ReaderStop>,
     stats: Arc<crate::stats::Stats>,
+    idle_wake: Duration,
 ) {
     let cpu = ring.cpu;
     let Some(my) = stats.cpu(cpu) else { return };
@@ -340,7 +349,7 @@ fn run(
         if ring.ring.pending() * 4 >= ring.ring.data_size() as u64 {
             continue;
         }
-        let timeout = aligned_timeout(POLL_TIMEOUT);
+        let timeout = aligned_timeout(idle_wake);
         let r = crate::sys::ppoll(&mut pollfds, &timeout);
         if r < 0 {
             // EINTR: a signal; anything else is not recoverable by waiting, and the timeout

@@ -75,8 +75,9 @@ pub struct Profiles {
     frames: Vec<(u32, u64)>,
     owners: Vec<Owner>,
     owner_ids: FastMap<Owner, u32>,
-    /// What each frame id is called, when the symbolize step said.
-    names: FastMap<u32, FrameName>,
+    /// What each frame id is called, when the symbolize step said, by frame id (they are
+    /// dense: a vector, where a map cost a hash probe per frame of every sample).
+    names: Vec<Option<FrameName>>,
     functions: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
     comms: FastMap<Box<[u8]>, Arc<str>>,
     cgroups: FastMap<Arc<str>, Arc<str>>,
@@ -111,7 +112,7 @@ impl Profiles {
             frames: Vec::new(),
             owners: Vec::new(),
             owner_ids: FastMap::default(),
-            names: FastMap::default(),
+            names: Vec::new(),
             functions: Default::default(),
             comms: FastMap::default(),
             cgroups: FastMap::default(),
@@ -251,12 +252,10 @@ impl Profiles {
 
     fn learn(&mut self, frame: u32, s: &crate::symbols::Symbolized) {
         let known = s.is_known();
-        if let Some(n) = self.names.get(&frame) {
+        if let Some(Some(n)) = self.names.get(frame as usize) {
             if n.known || !known {
                 return;
             }
-        } else if self.names.len() >= MAX_NAMES {
-            return;
         }
         let dso = s.dso();
         let path = if dso.name().is_empty() {
@@ -285,14 +284,16 @@ impl Profiles {
                 f
             }
         };
-        self.names.insert(
-            frame,
-            FrameName {
-                function,
-                known,
-                binary,
-            },
-        );
+        // Frame ids are below MAX_NAMES.
+        let at = frame as usize;
+        if self.names.len() <= at {
+            self.names.resize(at + 1, None);
+        }
+        self.names[at] = Some(FrameName {
+            function,
+            known,
+            binary,
+        });
     }
 
     /// The profile as profile.proto's message.
@@ -335,10 +336,11 @@ impl Profiles {
                 let id = match locations.get(&frame) {
                     Some(&id) => id,
                     None => {
-                        let (fname, binary) = match self.names.get(&frame) {
-                            Some(n) => (n.function.clone(), n.binary.clone()),
-                            None => (format!("{ip:#x}").into(), unknown.clone()),
-                        };
+                        let (fname, binary) =
+                            match self.names.get(frame as usize).and_then(|n| n.as_ref()) {
+                                Some(n) => (n.function.clone(), n.binary.clone()),
+                                None => (format!("{ip:#x}").into(), unknown.clone()),
+                            };
                         let next = mapping.len() as u64 + 1;
                         let mapping_id =
                             *mappings.entry(Arc::as_ptr(&binary)).or_insert_with(|| {

@@ -185,56 +185,100 @@ pub(crate) fn open_perf_map(pid: u32) -> Result<Opened, Refused> {
     result
 }
 
-/// Whether the process's perf map surely does not exist, known without the child: the
-/// process sees the mount namespace and root perfwatch sees, and neither name the child
-/// would try is in perfwatch's own `/tmp`. Most processes have no map, and their maps are
-/// looked for again every second while they are sampled; a fork of perfwatch (tens of MB of
-/// page tables to copy, and every page written afterwards faults once) for each look was
-/// most of the headless agent's CPU time on a busy machine.
+/// Whether the process's perf map surely does not exist, known without the child: no name
+/// the child would try is there. Most processes have no map, and their maps are looked for
+/// again every second while they are sampled; a fork of perfwatch (tens of MB of page tables
+/// to copy, and every page written afterwards faults once) for each look was most of the
+/// headless agent's CPU time on a busy machine. A process that sees the mount namespace and
+/// root perfwatch sees has both names looked up in perfwatch's own `/tmp`; one in another
+/// (a container's) has its namespace's name looked up in its own `/tmp`, through its root
+/// (`/proc/PID/root`), and its host pid's name in perfwatch's: on a host of containers,
+/// nearly every sampled process is one (and other engineers' sandboxed builds were most of
+/// the agent's forks here).
 ///
-/// The look is a path lookup only (`O_PATH`: nothing is opened, read or drained) of one
-/// name in `/tmp`, which stays on `/tmp`'s filesystem (no symbolic link, no mount crossed),
-/// and is not made when that filesystem is one whose lookups can wait on someone else. Any
-/// answer but "no such file" leaves the question to the child.
+/// Each look is a path lookup only (`O_PATH`: nothing is opened, read or drained) of one
+/// name, with no symbolic link followed, not made when the filesystem of the `/tmp` looked
+/// into is one whose lookups can wait on someone else. Root sees every name the process's
+/// user sees, so "no such file" as root is "no such file" as its user; any other answer
+/// leaves the question to the child.
 fn surely_absent(pid: u32, ns: Option<u32>) -> bool {
     let link = |p: String| std::fs::read_link(p).ok();
     let same_view = link(format!("/proc/{pid}/root")).is_some_and(|r| r.as_os_str() == "/")
         && link(format!("/proc/{pid}/ns/mnt"))
             .is_some_and(|m| Some(m) == link("/proc/self/ns/mnt".into()));
-    let Some(tmp) = (if same_view { our_tmp() } else { None }) else {
+    let Some(tmp) = our_tmp() else {
         return false;
     };
-    let names = [Some(pid), ns.filter(|&n| n != pid)];
-    names.iter().flatten().all(|n| {
-        let Ok(name) = CString::new(format!("perf-{n}.map")) else {
-            return false;
-        };
-        let how = OpenHow {
-            flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
-            mode: 0,
-            resolve: libc::RESOLVE_BENEATH
-                | libc::RESOLVE_NO_XDEV
-                | libc::RESOLVE_NO_SYMLINKS
-                | libc::RESOLVE_NO_MAGICLINKS,
-        };
-        // SAFETY: a directory fd we own, a NUL-terminated name and an open_how of the size
-        // given, all alive for the call; a descriptor returned is closed at once.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                tmp.as_raw_fd(),
-                name.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: a descriptor openat2 just returned, owned by nobody else.
-            drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-            return false;
-        }
-        io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
-    })
+    // Beneath perfwatch's /tmp, on its filesystem.
+    let here = libc::RESOLVE_BENEATH
+        | libc::RESOLVE_NO_XDEV
+        | libc::RESOLVE_NO_SYMLINKS
+        | libc::RESOLVE_NO_MAGICLINKS;
+    if same_view {
+        let names = [Some(pid), ns.filter(|&n| n != pid)];
+        return names
+            .iter()
+            .flatten()
+            .all(|n| absent_at(tmp, &format!("perf-{n}.map"), here));
+    }
+    // The child looks in the process's own /tmp first (by its namespace's pid), then in
+    // perfwatch's (by the host's).
+    if !absent_at(tmp, &format!("perf-{pid}.map"), here) {
+        return false;
+    }
+    match ns {
+        Some(n) => absent_in_their_tmp(pid, n),
+        None => true,
+    }
+}
+
+/// Whether `/tmp/perf-N.map` is surely absent in process `pid`'s root and mount namespace:
+/// its `/tmp` is on a filesystem whose lookups cannot wait on someone else (its own
+/// mountinfo says), and the name, looked up within its root (`RESOLVE_IN_ROOT`: `..` and
+/// absolute links stay inside) without following any link, is not there.
+fn absent_in_their_tmp(pid: u32, n: u32) -> bool {
+    let Ok(info) = std::fs::read(format!("/proc/{pid}/mountinfo")) else {
+        return false;
+    };
+    if tmp_fstype(&info).is_none_or(super::mounts::can_hang) {
+        return false;
+    }
+    let Ok(root) = open_dir(&format!("/proc/{pid}/root")) else {
+        return false;
+    };
+    let inside = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    absent_at(&root, &format!("tmp/perf-{n}.map"), inside)
+}
+
+/// Whether the lookup of `path` from directory `dir` (`O_PATH`, with openat2's `resolve`
+/// rules) says "no such file". A name that is there (whatever it is) or any other error:
+/// false.
+fn absent_at(dir: &OwnedFd, path: &str, resolve: u64) -> bool {
+    let Ok(name) = CString::new(path) else {
+        return false;
+    };
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve,
+    };
+    // SAFETY: a directory fd we own, a NUL-terminated name and an open_how of the size
+    // given, all alive for the call; a descriptor returned is closed at once.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a descriptor openat2 just returned, owned by nobody else.
+        drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        return false;
+    }
+    io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
 }
 
 /// perfwatch's own `/tmp` (`O_PATH`), unless its filesystem is one whose lookups can wait on
@@ -596,6 +640,72 @@ mod tests {
         assert!(!after_write, "a map written later must be opened");
         assert!(!after_link, "a name in any form must be opened as its user");
         assert!(!gone, "a gone process is not in perfwatch's namespace");
+    }
+
+    #[test]
+    fn a_containers_perf_map_is_looked_for_in_its_own_tmp_and_ours_without_the_child() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        // A process in a mount namespace of its own, with a tmpfs of its own on /tmp (as a
+        // container's, or a service's with PrivateTmp=).
+        let spawned = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs pw-test /tmp && echo ready && exec sleep 30")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => return skip_unless_ci(&format!("unshare(1) did not start: {e}")),
+        };
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        if line.trim() != "ready" {
+            let _ = child.kill();
+            let _ = child.wait();
+            return skip_unless_ci("no mount namespace with a tmpfs of its own (not root?)");
+        }
+        let pid = child.id();
+        let ns = ns_pid(pid);
+        let theirs = format!("/proc/{pid}/root/tmp/perf-{}.map", ns.unwrap_or(pid));
+        let ours = format!("/tmp/perf-{pid}.map");
+        let _ = std::fs::remove_file(&ours);
+        let absent = surely_absent(pid, ns);
+        std::fs::write(&theirs, b"1000 10 jitted\n").unwrap();
+        let in_theirs = surely_absent(pid, ns);
+        std::fs::remove_file(&theirs).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", &theirs).unwrap();
+        let link_in_theirs = surely_absent(pid, ns);
+        std::fs::remove_file(&theirs).unwrap();
+        std::fs::write(&ours, b"1000 10 jitted\n").unwrap();
+        let in_ours = surely_absent(pid, ns);
+        std::fs::remove_file(&ours).unwrap();
+        let again = surely_absent(pid, ns);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(ns.is_some(), "NSpid not read");
+        assert!(
+            absent,
+            "no map in its /tmp nor ours: absent without the child"
+        );
+        assert!(!in_theirs, "a map in its own /tmp was taken for absent");
+        assert!(
+            !link_in_theirs,
+            "a name in any form must be opened as its user"
+        );
+        assert!(
+            !in_ours,
+            "a map in our /tmp by its host pid was taken for absent"
+        );
+        assert!(again, "absent again once removed");
+    }
+
+    /// A test that needs root and unshare(1): a visible skip, a failure under `CI=true`.
+    fn skip_unless_ci(why: &str) {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        use std::io::Write;
+        let _ = std::io::stderr().write_all(format!("\nSKIPPED: {why}\n").as_bytes());
     }
 
     #[test]
