@@ -97,7 +97,9 @@ impl Session {
             mon.rx.clone(),
             &mon.info.cpus,
             PipelineOptions {
-                model: true,
+                // The process model is kept for the symbolizer: a run of side-band records
+                // only (the perf binding's twatch.py) does not pay for it, as `--plain` does not.
+                model: samples,
                 symbols,
                 seed: Some(SeedOptions {
                     maps: samples,
