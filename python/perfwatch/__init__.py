@@ -404,14 +404,15 @@ class evsel:
 class evlist:
     """The events, their rings and the reading of them, as perf's binding has it. Records
     come out of ``read_on_cpu`` one at a time, in time order within each CPU (perfwatch
-    orders them across CPUs, and names samples' symbols: ``sym``, ``dso``)."""
+    orders them across CPUs, and names samples' symbols: ``sym``, ``dso``). ``poll`` and
+    ``read_on_cpu`` run in Rust: ``poll`` sorts the records into per-CPU queues there, and
+    ``read_on_cpu`` makes a :class:`RecordEvent` for the one it hands out."""
 
     def __init__(self, cpus=None, threads=None):
         self._cpus = cpus if cpus is not None else cpu_map()
         self._threads = threads
         self._evsels = []
         self._session = None
-        self._queues = collections.defaultdict(collections.deque)
 
     def add(self, evsel):
         self._evsels.append(evsel)
@@ -450,28 +451,19 @@ class evlist:
         self._session = NativeSession(names or ["dummy"], cpus=cpus, pids=pids,
                                       freq=freq, period=period, mmap_pages=pages,
                                       context_switch=switch, binding=True)
+        # The hot pair straight to Rust: no Python frame, no Python-level queue per record.
+        self.poll = self._session.poll
+        self.read_on_cpu = self._session.read_on_cpu
 
     def poll(self, timeout=-1):
         """Wait (at most ``timeout`` ms; -1: until something comes) for records; returns
-        how many CPUs have some ready."""
-        if self._session is None:
-            raise OSError("evlist.poll() before evlist.mmap()")
-        if any(self._queues.values()):
-            return sum(1 for q in self._queues.values() if q)
-        got = self._session.next_batch(None if timeout is None or timeout < 0
-                                       else timeout / 1000.0)
-        if not got:
-            return 0
-        queues = self._queues
-        for ev in got:
-            queues[ev.sample_cpu].append(ev)
-        return sum(1 for q in queues.values() if q)
+        how many CPUs have some ready. (Once the events are mapped this is the session's
+        own native ``poll``: the records wait in per-CPU queues in Rust.)"""
+        raise OSError("evlist.poll() before evlist.mmap()")
 
-    def read_on_cpu(self, cpu, unused=0):
-        """The next record of CPU ``cpu``, or None."""
-        q = self._queues.get(cpu)
-        if q:
-            return q.popleft()
+    def read_on_cpu(self, cpu, sample_id_all=0):
+        """The next record of CPU ``cpu``, or None. (Once the events are mapped this is the
+        session's own native ``read_on_cpu``: the event object is made as it is read.)"""
         return None
 
     def get_pollfd(self):
@@ -484,9 +476,10 @@ class evlist:
     def close(self):
         """Stop reading: events closed, threads joined."""
         s, self._session = self._session, None
+        self.__dict__.pop("poll", None)
+        self.__dict__.pop("read_on_cpu", None)
         if s is not None:
             s.close()
-        self._queues.clear()
 
     def __del__(self):
         try:
