@@ -467,7 +467,13 @@ class evlist:
         return None
 
     def get_pollfd(self):
-        raise NotImplementedError("perfwatch: evlist.get_pollfd() is not supported; use poll()")
+        """Files to wait on with ``select``/``poll`` (as perf's binding gives its events'
+        fds): perfwatch gives one, readable when records may be waiting; read them with
+        ``read_on_cpu``. Empty before ``mmap()``. Each call gives new files, the caller's to
+        close."""
+        if self._session is None:
+            return []
+        return [os.fdopen(os.dup(self._session.pollfd()), "rb", buffering=0)]
 
     def stats(self):
         """perfwatch's counters (records, lost, dropped; per CPU)."""

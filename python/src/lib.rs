@@ -7,6 +7,9 @@
 //! (`perfwatch.watch()`, the perf binding API) is in `perfwatch/__init__.py`.
 
 use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -157,6 +160,10 @@ struct NativeSession {
     /// Emptied chunk buffers back to the driver, which gives them to the pipeline to reuse
     /// (no fresh allocation, and no fresh pages, per chunk in a storm).
     back: Sender<Vec<Event>>,
+    /// `get_pollfd()`'s end of a socket pair the driver writes a byte to after each chunk it
+    /// hands over, once `wake_armed` (the first `pollfd()`): readable while records may wait.
+    wake_rx: Option<UnixStream>,
+    wake_armed: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     driver: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
@@ -219,17 +226,28 @@ impl NativeSession {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = bounded::<Vec<Event>>(QUEUE_CHUNKS);
         let (back, back_rx) = bounded::<Vec<Event>>(QUEUE_CHUNKS);
+        let wake_armed = Arc::new(AtomicBool::new(false));
+        let (wake_rx, wake_tx) = UnixStream::pair()
+            .and_then(|(r, w)| {
+                r.set_nonblocking(true)?;
+                w.set_nonblocking(true)?;
+                Ok((r, w))
+            })
+            .map_err(|e| PyOSError::new_err(format!("cannot make a socket pair: {e}")))?;
+        let wake = (wake_tx, wake_armed.clone());
         let (started_tx, started_rx) = bounded::<Started>(1);
         let flag = stop.clone();
         let driver = std::thread::Builder::new()
             .name("perfwatch-py".into())
-            .spawn(move || drive(opts, flag, tx, back_rx, started_tx))
+            .spawn(move || drive(opts, flag, tx, back_rx, wake, started_tx))
             .map_err(|e| PyOSError::new_err(format!("cannot start a thread: {e}")))?;
         let started = py.detach(|| started_rx.recv());
         match started {
             Ok(Ok((cpus, notes, stats))) => Ok(NativeSession {
                 rx: Some(rx),
                 back,
+                wake_rx: Some(wake_rx),
+                wake_armed,
                 stop,
                 driver: Some(driver),
                 stats,
@@ -286,22 +304,17 @@ impl NativeSession {
         if ready > 0 {
             return Ok(ready);
         }
+        let ready = self.take_ready();
+        if ready > 0 {
+            return Ok(ready);
+        }
         let Some(rx) = &self.rx else { return Ok(0) };
         let timeout = timeout.filter(|t| *t >= 0.0).map(|ms| ms / 1000.0);
-        let first = match wait_chunk(py, rx, timeout)? {
-            Wait::Chunk(events) => events,
+        match wait_chunk(py, rx, timeout)? {
+            Wait::Chunk(events) => self.enqueue(events),
             Wait::Timeout | Wait::Ended => return Ok(0),
-        };
-        let mut more = Vec::new();
-        for _ in 0..QUEUE_CHUNKS {
-            let Ok(c) = rx.try_recv() else { break };
-            more.push(c);
         }
-        self.enqueue(first);
-        for c in more {
-            self.enqueue(c);
-        }
-        Ok(self.ready_cpus())
+        Ok(self.take_ready())
     }
 
     /// perf's `evlist.read_on_cpu(cpu)`: the next record of CPU `cpu` (in time order), or
@@ -314,13 +327,28 @@ impl NativeSession {
         sample_id_all: i64,
     ) -> PyResult<Option<Py<RecordEvent>>> {
         let _ = sample_id_all; // perf's own argument; perfwatch's records always carry it
-        let q = usize::try_from(cpu)
-            .ok()
-            .and_then(|c| self.queues.get_mut(c));
-        match q.and_then(|q| q.pop_front()) {
+        let Ok(cpu) = usize::try_from(cpu) else {
+            return Ok(None);
+        };
+        // As perf's reads the ring itself: what has come since the last poll is read too
+        // (a program that waits with select() on get_pollfd() never calls poll()).
+        if self.queues.get(cpu).is_none_or(|q| q.is_empty()) {
+            self.take_ready();
+        }
+        match self.queues.get_mut(cpu).and_then(|q| q.pop_front()) {
             Some(ev) => Py::new(py, RecordEvent { ev }).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// A file descriptor that is readable when records may be waiting (for `select`/`poll`:
+    /// perf's `evlist.get_pollfd()`); they are then read with `read_on_cpu`.
+    fn pollfd(&self) -> PyResult<i32> {
+        let Some(s) = &self.wake_rx else {
+            return Err(PyOSError::new_err("the session is closed"));
+        };
+        self.wake_armed.store(true, Ordering::Relaxed);
+        Ok(s.as_raw_fd())
     }
 
     /// Counters so far: records, lost (by the kernel: ring full), lost_samples, dropped (by
@@ -350,6 +378,8 @@ impl NativeSession {
         self.stop.store(true, Ordering::Relaxed);
         // Dropping the receiver ends a driver waiting to send.
         self.rx = None;
+        self.wake_rx = None;
+        self.queues.clear();
         if let Some(d) = self.driver.take() {
             let _ = py.detach(|| d.join());
         }
@@ -357,6 +387,29 @@ impl NativeSession {
 }
 
 impl NativeSession {
+    /// Sort the chunks that are ready (without waiting) into the per-CPU queues; how many
+    /// CPUs then have records. The wake-up socket is emptied first: a chunk handed over
+    /// after this look leaves its byte there, so `get_pollfd()` stays readable for it.
+    fn take_ready(&mut self) -> usize {
+        if self.wake_armed.load(Ordering::Relaxed) {
+            if let Some(mut s) = self.wake_rx.as_ref() {
+                let mut buf = [0u8; 256];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            }
+        }
+        let mut got = Vec::new();
+        if let Some(rx) = &self.rx {
+            for _ in 0..QUEUE_CHUNKS {
+                let Ok(c) = rx.try_recv() else { break };
+                got.push(c);
+            }
+        }
+        for c in got {
+            self.enqueue(c);
+        }
+        self.ready_cpus()
+    }
+
     /// How many CPUs have records waiting in their queue.
     fn ready_cpus(&self) -> usize {
         self.queues.iter().filter(|q| !q.is_empty()).count()
@@ -452,6 +505,7 @@ fn drive(
     stop: Arc<AtomicBool>,
     tx: Sender<Vec<Event>>,
     back: Receiver<Vec<Event>>,
+    wake: (UnixStream, Arc<AtomicBool>),
     started: Sender<Started>,
 ) {
     let mut session = match Session::start(opts) {
@@ -481,7 +535,13 @@ fn drive(
         }
         loop {
             match tx.send_timeout(events, SIGNAL_CHECK) {
-                Ok(()) => break,
+                Ok(()) => {
+                    if wake.1.load(Ordering::Relaxed) {
+                        // Full: it is readable already.
+                        let _ = (&wake.0).write(&[1]);
+                    }
+                    break;
+                }
                 Err(SendTimeoutError::Timeout(back)) => {
                     if stop.load(Ordering::Relaxed) {
                         break 'run;

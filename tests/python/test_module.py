@@ -239,6 +239,47 @@ def check_binding_tracepoint():
     print("ok perf's tracepoint.py on perfwatch:", got[0])
 
 
+def check_get_pollfd():
+    """evlist.get_pollfd(): select.poll on its files wakes when records come, and read_on_cpu
+    reads them without evlist.poll(), as a program on perf's binding does."""
+    import select
+    perf = perfwatch
+    cpus = perf.cpu_map()
+    evlist = perf.evlist(cpus, perf.thread_map(-1))
+    evlist.add(perf.evsel(type=perf.TYPE_SOFTWARE, config=perf.COUNT_SW_DUMMY, task=1,
+                          comm=1, mmap=1, sample_id_all=1))
+    assert evlist.get_pollfd() == [], "files before mmap()"
+    evlist.mmap()
+    files = evlist.get_pollfd()
+    assert files and all(f.fileno() >= 0 for f in files), files
+    p = select.poll()
+    for f in files:
+        p.register(f, select.POLLIN)
+    child = subprocess.Popen(["/bin/true"])
+    child.wait()
+    seen = False
+    wakes = 0
+    deadline = time.monotonic() + DEADLINE
+    while not seen and time.monotonic() < deadline:
+        if not p.poll(1000):
+            continue
+        wakes += 1
+        for cpu in cpus:
+            while True:
+                ev = evlist.read_on_cpu(cpu)
+                if ev is None:
+                    break
+                if ev.type == perf.RECORD_EXIT and ev.pid == child.pid:
+                    seen = True
+    evlist.close()
+    for f in files:
+        f.close()
+    assert seen, "no exit record of the child after %d wake-ups" % wakes
+    assert not perf_fds(), perf_fds()
+    print("ok get_pollfd: select.poll woke %d time(s), read_on_cpu read the child's exit"
+          % wakes)
+
+
 TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
 
 
@@ -396,6 +437,7 @@ def main():
     check_stats_and_interrupt()
     check_tracepoint_fields()
     check_binding_tracepoint()
+    check_get_pollfd()
     check_names_functions(a.cc)
     check_twatch(a.twatch, a.stress, a.count, a.perf_python)
     check_twatch_exec(a.twatch, a.stress, a.exec_count, a.perf_python)
