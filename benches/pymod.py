@@ -80,8 +80,7 @@ for event in events:
         pass
     elif t == perf.RECORD_THROTTLE:
         pass
-    out.write("cpu: {0}, pid: {1}, tid: {2} {3}
-".format(
+    out.write("cpu: {0}, pid: {1}, tid: {2} {3}\n".format(
         event.sample_cpu, event.sample_pid, event.sample_tid, event))
 out.flush()
 print((time.process_time() - t0) * 1e9 / N)
