@@ -117,6 +117,7 @@ fn the_module_installs_into_a_venv_and_passes_its_checks() {
         "ok a tracepoint gives its fields",
         "ok perf's tracepoint.py on perfwatch",
         "ok get_pollfd: select.poll woke",
+        "ok evsel.read counts: task-clock",
         "ok break after",
         "ok Ctrl-C stops the loop cleanly",
         "ok twatch.py with `import perfwatch as perf`: 2000/2000 forks and exits; the same lines as perf's binding",

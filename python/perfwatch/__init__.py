@@ -19,13 +19,13 @@ import collections
 import glob
 import os
 
-from perfwatch._native import Event, NativeSession, RecordEvent
+from perfwatch._native import Event, NativeCounter, NativeSession, RecordEvent
 
 __all__ = [
     "watch", "Watch", "Event", "RecordEvent",
     "cpu_map", "thread_map", "evsel", "evlist", "tracepoint",
     "sample_event", "task_event", "comm_event", "mmap_event", "lost_event",
-    "throttle_event", "switch_event", "read_event",
+    "throttle_event", "switch_event", "read_event", "counts_values",
 ]
 
 # ---------------------------------------------------------------- the Pythonic face
@@ -373,6 +373,7 @@ class evsel:
         self.attr = attr
         self.cpus = None
         self.threads = None
+        self._counters = {}
 
     def name(self):
         """The event's name as perfwatch's -e takes it."""
@@ -394,11 +395,65 @@ class evsel:
         return bool(self.sample_period) or bool(self.freq and self.sample_freq)
 
     def open(self, cpus=None, threads=None, group=False, inherit=False):
-        """Record where the event is to be opened; perfwatch opens it at ``evlist.mmap()``
-        (its readers map each ring as they open it)."""
-        self.name()  # an event perfwatch cannot open fails here, as in perf
+        """Record where the event is to be opened; perfwatch opens a sampling event at
+        ``evlist.mmap()`` (its readers map each ring as they open it). An event that does not
+        sample (no period, no frequency) is opened here to count, on every CPU of ``cpus``
+        for every task of ``threads``, for :meth:`read`."""
+        side_band = any(self.attr.get(k) for k in ("task", "comm", "mmap", "mmap2")) or \
+            self.context_switch or (self.type == TYPE_SOFTWARE and self.config == COUNT_SW_DUMMY)
+        if self.samples() or side_band:
+            # Its records come through evlist.mmap() (a side-band-only evsel, as upstream
+            # twatch.py's: perfwatch's dummy).
+            self.name()  # an event perfwatch cannot open fails here, as in perf
+        else:
+            counters = {}
+            cpu_list = list(cpus) if cpus is not None else [-1]
+            tasks = list(threads) if threads is not None else [-1]
+            for cpu in cpu_list:
+                for i, tid in enumerate(tasks):
+                    try:
+                        counters[(cpu, i)] = NativeCounter(self.type, self.config, pid=tid,
+                                                           cpu=cpu, inherit=bool(inherit))
+                    except OSError as e:
+                        # Said by read(): an evsel that is also added to an evlist (as a
+                        # dummy) must not fail here for a counter nobody reads.
+                        counters[(cpu, i)] = e
+            self._counters = counters
         self.cpus = cpus
         self.threads = threads
+
+    def read(self, cpu, thread):
+        """The count of the event on CPU ``cpu`` (its number) for task ``thread`` (its index
+        in the thread_map) since ``open``: a :class:`counts_values` (``val``, ``ena``,
+        ``run``), as perf's binding reads a counting event."""
+        c = self._counters.get((cpu, thread))
+        if c is None:
+            raise OSError("perfwatch: evsel.read(%r, %r): the event is not open there "
+                          "(opened to count: %s)" % (cpu, thread, sorted(self._counters)))
+        if isinstance(c, OSError):
+            raise c
+        return counts_values(*c.read())
+
+    def close(self):
+        """Close the counters :meth:`open` opened."""
+        self._counters = {}
+
+
+class counts_values:
+    """A counting event's reading (``evsel.read``): ``val`` (the count), ``ena`` and ``run``
+    (ns enabled and running), and ``values`` ([val, ena, run])."""
+
+    __slots__ = ("val", "ena", "run")
+
+    def __init__(self, val=0, ena=0, run=0):
+        self.val, self.ena, self.run = val, ena, run
+
+    @property
+    def values(self):
+        return [self.val, self.ena, self.run]
+
+    def __repr__(self):
+        return "counts_values(val=%d, ena=%d, run=%d)" % (self.val, self.ena, self.run)
 
 
 class evlist:

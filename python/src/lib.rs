@@ -460,6 +460,31 @@ impl Drop for NativeSession {
     }
 }
 
+/// A counting event of the perf-binding face (`evsel.open` of an evsel that does not
+/// sample, then `evsel.read`): one task on one CPU.
+#[pyclass(frozen, module = "perfwatch._native")]
+struct NativeCounter(perfwatch::embed::Counter);
+
+#[pymethods]
+impl NativeCounter {
+    #[new]
+    #[pyo3(signature = (r#type, config, pid=-1, cpu=-1, inherit=false))]
+    fn new(r#type: u32, config: u64, pid: i32, cpu: i32, inherit: bool) -> PyResult<Self> {
+        perfwatch::embed::Counter::open(r#type, config, pid, cpu, inherit)
+            .map(NativeCounter)
+            .map_err(|e| PyOSError::new_err(format!("{e:#}")))
+    }
+
+    /// `(val, ena, run)`: the count, and the ns the event was enabled and running.
+    fn read(&self) -> PyResult<(u64, u64, u64)> {
+        let c = self
+            .0
+            .read()
+            .map_err(|e| PyOSError::new_err(format!("cannot read the counter: {e}")))?;
+        Ok((c.val, c.ena, c.run))
+    }
+}
+
 /// What a wait for the next chunk found.
 enum Wait {
     Chunk(Vec<Event>),
@@ -558,6 +583,7 @@ fn drive(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeSession>()?;
+    m.add_class::<NativeCounter>()?;
     m.add_class::<PyEvent>()?;
     m.add_class::<RecordEvent>()?;
     Ok(())

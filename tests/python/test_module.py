@@ -280,6 +280,55 @@ def check_get_pollfd():
           % wakes)
 
 
+def on_cpu_ns(pid):
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0])
+
+
+def check_counting():
+    """evsel.open of an evsel that does not sample counts, and evsel.read(cpu, thread) gives
+    its counts_values, as perf's binding's counting.py reads them: a spinning child's
+    task-clock, summed over the CPUs, is the CPU time the kernel's schedstat gives it over
+    the same span; cpu-clock on each CPU runs all the time it is enabled."""
+    perf = perfwatch
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        cpus = perf.cpu_map()
+        threads = perf.thread_map(child.pid)
+        task = perf.evsel(type=perf.TYPE_SOFTWARE, config=perf.COUNT_SW_TASK_CLOCK,
+                          read_format=perf.FORMAT_TOTAL_TIME_ENABLED
+                          | perf.FORMAT_TOTAL_TIME_RUNNING)
+        clock = perf.evsel(type=perf.TYPE_SOFTWARE, config=perf.COUNT_SW_CPU_CLOCK)
+        before = on_cpu_ns(child.pid)
+        task.open(cpus=cpus, threads=threads)
+        clock.open(cpus=cpus, threads=perf.thread_map(-1))
+        time.sleep(0.5)
+        counts = [task.read(cpu, 0) for cpu in cpus]
+        after = on_cpu_ns(child.pid)
+        clocks = [clock.read(cpu, 0) for cpu in cpus]
+    finally:
+        child.kill()
+        child.wait()
+    total = sum(c.val for c in counts)
+    want = after - before
+    assert want > 0, (before, after)
+    assert abs(total - want) <= 0.1 * want + 20e6, ("task-clock vs schedstat", total, want)
+    for c in clocks:
+        assert c.ena > 0 and c.run == c.ena, c  # software events are never multiplexed
+        assert abs(c.val - c.ena) <= 0.05 * c.ena + 5e6, c
+    try:
+        task.read(1 << 20, 0)
+        raise AssertionError("read of a CPU it was not opened on")
+    except OSError:
+        pass
+    task.close()
+    clock.close()
+    gc.collect()
+    assert not perf_fds(), perf_fds()
+    print("ok evsel.read counts: task-clock %.0f ms (schedstat %.0f ms), cpu-clock %s"
+          % (total / 1e6, want / 1e6, [c.values for c in clocks]))
+
+
 TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
 
 
@@ -438,6 +487,7 @@ def main():
     check_tracepoint_fields()
     check_binding_tracepoint()
     check_get_pollfd()
+    check_counting()
     check_names_functions(a.cc)
     check_twatch(a.twatch, a.stress, a.count, a.perf_python)
     check_twatch_exec(a.twatch, a.stress, a.exec_count, a.perf_python)
