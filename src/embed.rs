@@ -97,7 +97,9 @@ impl Session {
             mon.rx.clone(),
             &mon.info.cpus,
             PipelineOptions {
-                model: true,
+                // The process model is kept for the symbolizer: a run of side-band records
+                // only (the perf binding's twatch.py) does not pay for it, as `--plain` does not.
+                model: samples,
                 symbols,
                 seed: Some(SeedOptions {
                     maps: samples,
@@ -224,5 +226,72 @@ impl Session {
     /// The counters, shared: readable from another thread while the run goes on.
     pub fn stats_handle(&self) -> std::sync::Arc<crate::stats::Stats> {
         self.mon.stats.clone()
+    }
+}
+
+/// A counting event (perf's binding's `evsel.open` + `evsel.read`): one descriptor for one
+/// task (`pid`, -1: every task) on one CPU (`cpu`, -1: any), counting from its open, with
+/// the times it was enabled and running (perf's `read_format` TOTAL_TIME_ENABLED|RUNNING).
+pub struct Counter {
+    file: std::fs::File,
+}
+
+/// A counter's reading, as perf's binding's `counts_values`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Count {
+    /// The count.
+    pub val: u64,
+    /// Nanoseconds the event was enabled.
+    pub ena: u64,
+    /// Nanoseconds it was running (less than `ena` when the PMU was shared).
+    pub run: u64,
+}
+
+impl Counter {
+    /// Open the event `type_`/`config` (the kernel's numbers: `PERF_TYPE_*`, `PERF_COUNT_*`,
+    /// a tracepoint id), enabled at once; `inherit`: children forked later count too.
+    pub fn open(type_: u32, config: u64, pid: i32, cpu: i32, inherit: bool) -> Result<Counter> {
+        use perf_event_open_sys::bindings as pe;
+        let mut a = pe::perf_event_attr {
+            type_,
+            size: std::mem::size_of::<pe::perf_event_attr>() as u32,
+            config,
+            read_format: (pe::PERF_FORMAT_TOTAL_TIME_ENABLED | pe::PERF_FORMAT_TOTAL_TIME_RUNNING)
+                as u64,
+            ..Default::default()
+        };
+        a.set_inherit(inherit as u64);
+        let flags = pe::PERF_FLAG_FD_CLOEXEC as std::ffi::c_ulong;
+        let fd = loop {
+            match crate::sys::perf::open(&mut a, pid, cpu, flags) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        let fd = fd.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot open event type {type_} config {config:#x} (pid {pid}, cpu {cpu}): {e}"
+            )
+        })?;
+        Ok(Counter {
+            file: std::fs::File::from(fd),
+        })
+    }
+
+    /// The count so far.
+    pub fn read(&self) -> std::io::Result<Count> {
+        use std::io::Read;
+        let mut buf = [0u8; 24];
+        (&self.file).read_exact(&mut buf)?;
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&buf[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(w)
+        };
+        Ok(Count {
+            val: word(0),
+            ena: word(1),
+            run: word(2),
+        })
     }
 }

@@ -3,7 +3,8 @@
 //! program's functions and gives a tracepoint's fields, a `break` and a Ctrl-C leave no perf
 //! fd and no thread behind, perf's tracepoint.py example runs, and benches/twatch.py with
 //! `import perfwatch as perf` prints every fork and exit of a fork storm, the same lines as
-//! twatch.py on perf's binding beside it.
+//! twatch.py on perf's binding beside it, and on a storm whose children exec, every child's
+//! fork, comm, mmap and exit lines, perf's binding's among them.
 //!
 //! Building the wheel compiles the crate again (the dev profile, as an extension module, into
 //! target/pymod so that later runs are incremental): a minute or two the first time.
@@ -115,9 +116,12 @@ fn the_module_installs_into_a_venv_and_passes_its_checks() {
         "ok watch() names the C program's functions",
         "ok a tracepoint gives its fields",
         "ok perf's tracepoint.py on perfwatch",
+        "ok get_pollfd: select.poll woke",
+        "ok evsel.read counts: task-clock",
         "ok break after",
         "ok Ctrl-C stops the loop cleanly",
         "ok twatch.py with `import perfwatch as perf`: 2000/2000 forks and exits; the same lines as perf's binding",
+        "ok twatch.py on an exec storm: fork, comm, mmap and exit lines of 300/300 children; perf's binding's lines",
     ] {
         assert!(out.contains(check), "{check} missing:\n{out}");
     }

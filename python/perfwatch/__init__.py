@@ -19,13 +19,13 @@ import collections
 import glob
 import os
 
-from perfwatch._native import Event, NativeSession, RecordEvent
+from perfwatch._native import Event, NativeCounter, NativeSession, RecordEvent
 
 __all__ = [
     "watch", "Watch", "Event", "RecordEvent",
     "cpu_map", "thread_map", "evsel", "evlist", "tracepoint",
     "sample_event", "task_event", "comm_event", "mmap_event", "lost_event",
-    "throttle_event", "switch_event", "read_event",
+    "throttle_event", "switch_event", "read_event", "counts_values",
 ]
 
 # ---------------------------------------------------------------- the Pythonic face
@@ -373,6 +373,7 @@ class evsel:
         self.attr = attr
         self.cpus = None
         self.threads = None
+        self._counters = {}
 
     def name(self):
         """The event's name as perfwatch's -e takes it."""
@@ -394,24 +395,79 @@ class evsel:
         return bool(self.sample_period) or bool(self.freq and self.sample_freq)
 
     def open(self, cpus=None, threads=None, group=False, inherit=False):
-        """Record where the event is to be opened; perfwatch opens it at ``evlist.mmap()``
-        (its readers map each ring as they open it)."""
-        self.name()  # an event perfwatch cannot open fails here, as in perf
+        """Record where the event is to be opened; perfwatch opens a sampling event at
+        ``evlist.mmap()`` (its readers map each ring as they open it). An event that does not
+        sample (no period, no frequency) is opened here to count, on every CPU of ``cpus``
+        for every task of ``threads``, for :meth:`read`."""
+        side_band = any(self.attr.get(k) for k in ("task", "comm", "mmap", "mmap2")) or \
+            self.context_switch or (self.type == TYPE_SOFTWARE and self.config == COUNT_SW_DUMMY)
+        if self.samples() or side_band:
+            # Its records come through evlist.mmap() (a side-band-only evsel, as upstream
+            # twatch.py's: perfwatch's dummy).
+            self.name()  # an event perfwatch cannot open fails here, as in perf
+        else:
+            counters = {}
+            cpu_list = list(cpus) if cpus is not None else [-1]
+            tasks = list(threads) if threads is not None else [-1]
+            for cpu in cpu_list:
+                for i, tid in enumerate(tasks):
+                    try:
+                        counters[(cpu, i)] = NativeCounter(self.type, self.config, pid=tid,
+                                                           cpu=cpu, inherit=bool(inherit))
+                    except OSError as e:
+                        # Said by read(): an evsel that is also added to an evlist (as a
+                        # dummy) must not fail here for a counter nobody reads.
+                        counters[(cpu, i)] = e
+            self._counters = counters
         self.cpus = cpus
         self.threads = threads
+
+    def read(self, cpu, thread):
+        """The count of the event on CPU ``cpu`` (its number) for task ``thread`` (its index
+        in the thread_map) since ``open``: a :class:`counts_values` (``val``, ``ena``,
+        ``run``), as perf's binding reads a counting event."""
+        c = self._counters.get((cpu, thread))
+        if c is None:
+            raise OSError("perfwatch: evsel.read(%r, %r): the event is not open there "
+                          "(opened to count: %s)" % (cpu, thread, sorted(self._counters)))
+        if isinstance(c, OSError):
+            raise c
+        return counts_values(*c.read())
+
+    def close(self):
+        """Close the counters :meth:`open` opened."""
+        self._counters = {}
+
+
+class counts_values:
+    """A counting event's reading (``evsel.read``): ``val`` (the count), ``ena`` and ``run``
+    (ns enabled and running), and ``values`` ([val, ena, run])."""
+
+    __slots__ = ("val", "ena", "run")
+
+    def __init__(self, val=0, ena=0, run=0):
+        self.val, self.ena, self.run = val, ena, run
+
+    @property
+    def values(self):
+        return [self.val, self.ena, self.run]
+
+    def __repr__(self):
+        return "counts_values(val=%d, ena=%d, run=%d)" % (self.val, self.ena, self.run)
 
 
 class evlist:
     """The events, their rings and the reading of them, as perf's binding has it. Records
     come out of ``read_on_cpu`` one at a time, in time order within each CPU (perfwatch
-    orders them across CPUs, and names samples' symbols: ``sym``, ``dso``)."""
+    orders them across CPUs, and names samples' symbols: ``sym``, ``dso``). ``poll`` and
+    ``read_on_cpu`` run in Rust: ``poll`` sorts the records into per-CPU queues there, and
+    ``read_on_cpu`` makes a :class:`RecordEvent` for the one it hands out."""
 
     def __init__(self, cpus=None, threads=None):
         self._cpus = cpus if cpus is not None else cpu_map()
         self._threads = threads
         self._evsels = []
         self._session = None
-        self._queues = collections.defaultdict(collections.deque)
 
     def add(self, evsel):
         self._evsels.append(evsel)
@@ -450,32 +506,29 @@ class evlist:
         self._session = NativeSession(names or ["dummy"], cpus=cpus, pids=pids,
                                       freq=freq, period=period, mmap_pages=pages,
                                       context_switch=switch, binding=True)
+        # The hot pair straight to Rust: no Python frame, no Python-level queue per record.
+        self.poll = self._session.poll
+        self.read_on_cpu = self._session.read_on_cpu
 
     def poll(self, timeout=-1):
         """Wait (at most ``timeout`` ms; -1: until something comes) for records; returns
-        how many CPUs have some ready."""
-        if self._session is None:
-            raise OSError("evlist.poll() before evlist.mmap()")
-        if any(self._queues.values()):
-            return sum(1 for q in self._queues.values() if q)
-        got = self._session.next_batch(None if timeout is None or timeout < 0
-                                       else timeout / 1000.0)
-        if not got:
-            return 0
-        queues = self._queues
-        for ev in got:
-            queues[ev.sample_cpu].append(ev)
-        return sum(1 for q in queues.values() if q)
+        how many CPUs have some ready. (Once the events are mapped this is the session's
+        own native ``poll``: the records wait in per-CPU queues in Rust.)"""
+        raise OSError("evlist.poll() before evlist.mmap()")
 
-    def read_on_cpu(self, cpu, unused=0):
-        """The next record of CPU ``cpu``, or None."""
-        q = self._queues.get(cpu)
-        if q:
-            return q.popleft()
+    def read_on_cpu(self, cpu, sample_id_all=0):
+        """The next record of CPU ``cpu``, or None. (Once the events are mapped this is the
+        session's own native ``read_on_cpu``: the event object is made as it is read.)"""
         return None
 
     def get_pollfd(self):
-        raise NotImplementedError("perfwatch: evlist.get_pollfd() is not supported; use poll()")
+        """Files to wait on with ``select``/``poll`` (as perf's binding gives its events'
+        fds): perfwatch gives one, readable when records may be waiting; read them with
+        ``read_on_cpu``. Empty before ``mmap()``. Each call gives new files, the caller's to
+        close."""
+        if self._session is None:
+            return []
+        return [os.fdopen(os.dup(self._session.pollfd()), "rb", buffering=0)]
 
     def stats(self):
         """perfwatch's counters (records, lost, dropped; per CPU)."""
@@ -484,9 +537,10 @@ class evlist:
     def close(self):
         """Stop reading: events closed, threads joined."""
         s, self._session = self._session, None
+        self.__dict__.pop("poll", None)
+        self.__dict__.pop("read_on_cpu", None)
         if s is not None:
             s.close()
-        self._queues.clear()
 
     def __del__(self):
         try:

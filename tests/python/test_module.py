@@ -203,8 +203,16 @@ def check_binding_tracepoint():
     evlist = perf.evlist(cpus, perf.thread_map(-1))
     evlist.add(tracepoint("sched", "sched_switch"))
     evlist.open()
+    try:
+        evlist.poll(timeout=0)
+        raise AssertionError("poll() before mmap() did not fail")
+    except OSError:
+        pass
     evlist.mmap()
+    # CPUs that are not there have nothing, whatever their number.
+    assert evlist.read_on_cpu(-1) is None and evlist.read_on_cpu(1 << 20) is None
     got = []
+    kept = None
     deadline = time.monotonic() + DEADLINE
     while len(got) < 5 and time.monotonic() < deadline:
         evlist.poll(timeout=100)
@@ -214,11 +222,111 @@ def check_binding_tracepoint():
                 continue
             assert event.type == perf.RECORD_SAMPLE, event.type
             assert not isinstance(event, perf.task_event)
+            assert event.sample_cpu == cpu, (event.sample_cpu, cpu)
+            kept = event
             got.append("prev_comm=%s prev_pid=%d ==> next_comm=%s next_pid=%d" % (
                 event.prev_comm, event.prev_pid, event.next_comm, event.next_pid))
     evlist.close()
     assert len(got) >= 5, got
+    # The record's object: str() as --plain prints it, the fields as attributes and in
+    # `fields`, perfwatch's extras, and AttributeError for what it does not have.
+    text = str(kept)
+    assert text.startswith("{ type: sample, ") and "prev_pid: %d" % kept.prev_pid in text, text
+    assert kept.fields["next_pid"] == kept.next_pid
+    assert kept.name == "sched:sched_switch", kept.name
+    assert getattr(kept, "no_such_member", 7) == 7
+    assert evlist.read_on_cpu(cpus[0]) is None, "records handed out after close()"
     print("ok perf's tracepoint.py on perfwatch:", got[0])
+
+
+def check_get_pollfd():
+    """evlist.get_pollfd(): select.poll on its files wakes when records come, and read_on_cpu
+    reads them without evlist.poll(), as a program on perf's binding does."""
+    import select
+    perf = perfwatch
+    cpus = perf.cpu_map()
+    evlist = perf.evlist(cpus, perf.thread_map(-1))
+    evlist.add(perf.evsel(type=perf.TYPE_SOFTWARE, config=perf.COUNT_SW_DUMMY, task=1,
+                          comm=1, mmap=1, sample_id_all=1))
+    assert evlist.get_pollfd() == [], "files before mmap()"
+    evlist.mmap()
+    files = evlist.get_pollfd()
+    assert files and all(f.fileno() >= 0 for f in files), files
+    p = select.poll()
+    for f in files:
+        p.register(f, select.POLLIN)
+    child = subprocess.Popen(["/bin/true"])
+    child.wait()
+    seen = False
+    wakes = 0
+    deadline = time.monotonic() + DEADLINE
+    while not seen and time.monotonic() < deadline:
+        if not p.poll(1000):
+            continue
+        wakes += 1
+        for cpu in cpus:
+            while True:
+                ev = evlist.read_on_cpu(cpu)
+                if ev is None:
+                    break
+                if ev.type == perf.RECORD_EXIT and ev.pid == child.pid:
+                    seen = True
+    evlist.close()
+    for f in files:
+        f.close()
+    assert seen, "no exit record of the child after %d wake-ups" % wakes
+    assert not perf_fds(), perf_fds()
+    print("ok get_pollfd: select.poll woke %d time(s), read_on_cpu read the child's exit"
+          % wakes)
+
+
+def on_cpu_ns(pid):
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0])
+
+
+def check_counting():
+    """evsel.open of an evsel that does not sample counts, and evsel.read(cpu, thread) gives
+    its counts_values, as perf's binding's counting.py reads them: a spinning child's
+    task-clock, summed over the CPUs, is the CPU time the kernel's schedstat gives it over
+    the same span; cpu-clock on each CPU runs all the time it is enabled."""
+    perf = perfwatch
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        cpus = perf.cpu_map()
+        threads = perf.thread_map(child.pid)
+        task = perf.evsel(type=perf.TYPE_SOFTWARE, config=perf.COUNT_SW_TASK_CLOCK,
+                          read_format=perf.FORMAT_TOTAL_TIME_ENABLED
+                          | perf.FORMAT_TOTAL_TIME_RUNNING)
+        clock = perf.evsel(type=perf.TYPE_SOFTWARE, config=perf.COUNT_SW_CPU_CLOCK)
+        before = on_cpu_ns(child.pid)
+        task.open(cpus=cpus, threads=threads)
+        clock.open(cpus=cpus, threads=perf.thread_map(-1))
+        time.sleep(0.5)
+        counts = [task.read(cpu, 0) for cpu in cpus]
+        after = on_cpu_ns(child.pid)
+        clocks = [clock.read(cpu, 0) for cpu in cpus]
+    finally:
+        child.kill()
+        child.wait()
+    total = sum(c.val for c in counts)
+    want = after - before
+    assert want > 0, (before, after)
+    assert abs(total - want) <= 0.1 * want + 20e6, ("task-clock vs schedstat", total, want)
+    for c in clocks:
+        assert c.ena > 0 and c.run == c.ena, c  # software events are never multiplexed
+        assert abs(c.val - c.ena) <= 0.05 * c.ena + 5e6, c
+    try:
+        task.read(1 << 20, 0)
+        raise AssertionError("read of a CPU it was not opened on")
+    except OSError:
+        pass
+    task.close()
+    clock.close()
+    gc.collect()
+    assert not perf_fds(), perf_fds()
+    print("ok evsel.read counts: task-clock %.0f ms (schedstat %.0f ms), cpu-clock %s"
+          % (total / 1e6, want / 1e6, [c.values for c in clocks]))
 
 
 TASK_RE = re.compile(rb"type: (fork|exit), pid: (\d+), ppid: (\d+)")
@@ -239,10 +347,29 @@ def storm_lines(data, stress_pid, pids):
     return out
 
 
-def check_twatch(twatch, stress, count, perf_python):
-    """benches/twatch.py with `import perf` changed to `import perfwatch as perf` prints
-    every fork and exit of a fork storm; and, beside it on the same storm, twatch.py on perf's
-    binding (`perf_python`, when given) printed the same lines for every child it saw."""
+LINE_ANY_RE = re.compile(rb"^cpu: \d+, pid: -?\d+, tid: -?\d+ \{ type: (fork|exit|comm|mmap), "
+                         rb"pid: (\d+), .*$", re.M)
+
+
+def child_lines(data, pids):
+    """Every fork, exit, comm and mmap line of the storm's children (fork and exit lines
+    without their time), by child pid."""
+    out = collections.defaultdict(set)
+    for m in LINE_ANY_RE.finditer(data):
+        pid = int(m.group(2))
+        if pid in pids:
+            line = m.group(0)
+            if m.group(1) in (b"fork", b"exit"):
+                line = line.rsplit(b", time: ", 1)[0]
+            out[pid].add((m.group(1), line))
+    return out
+
+
+def run_twatch_pair(twatch, stress, load_args, perf_python):
+    """benches/twatch.py with `import perf` changed to `import perfwatch as perf` and (with
+    `perf_python`) twatch.py on perf's binding beside it, both through one stress load
+    (`perfwatch-stress LOAD_ARGS`) until every child's exit is out of both. Returns the
+    load's report and, per row ("perfwatch", "perf"), (returncode, stdout, stderr)."""
     with open(twatch) as f:
         src = f.read()
     assert "\nimport perf\n" in src
@@ -265,9 +392,8 @@ def check_twatch(twatch, stress, count, perf_python):
                     assert mon.poll() is None, (name, open(err_path, "rb").read())
                     assert time.monotonic() < deadline, "%s never ready" % name
                     time.sleep(0.05)
-            load = json.loads(subprocess.run([stress, "fork", "--count", str(count)],
-                                             check=True, capture_output=True,
-                                             timeout=DEADLINE).stdout)
+            load = json.loads(subprocess.run([stress] + load_args, check=True,
+                                             capture_output=True, timeout=DEADLINE).stdout)
             # Until every child's exit is out of both (or the deadline), then SIGINT.
             pids = set(load["pids"])
             for _, out_path, _ in mons.values():
@@ -283,28 +409,67 @@ def check_twatch(twatch, stress, count, perf_python):
                 mon.send_signal(signal.SIGINT)
             for mon, _, _ in mons.values():
                 mon.wait(timeout=DEADLINE)
-        outs = {n: open(o, "rb").read() for n, (_, o, _) in mons.items()}
-        errs = {n: open(e, "rb").read().decode(errors="replace") for n, (_, _, e) in mons.items()}
-    mon = mons["perfwatch"][0]
-    data = outs["perfwatch"]
-    assert mon.returncode == 0, (mon.returncode, errs["perfwatch"])
+        res = {n: (m.returncode, open(o, "rb").read(),
+                   open(e, "rb").read().decode(errors="replace"))
+               for n, (m, o, e) in mons.items()}
+    return load, res
+
+
+def check_twatch(twatch, stress, count, perf_python):
+    """benches/twatch.py with `import perf` changed to `import perfwatch as perf` prints
+    every fork and exit of a fork storm; and, beside it on the same storm, twatch.py on perf's
+    binding (`perf_python`, when given) printed the same lines for every child it saw."""
+    load, res = run_twatch_pair(twatch, stress, ["fork", "--count", str(count)], perf_python)
+    rc, data, err = res["perfwatch"]
+    assert rc == 0, (rc, err)
+    pids = set(load["pids"])
     forked = {int(m.group(2)) for m in TASK_RE.finditer(data)
               if m.group(1) == b"fork" and int(m.group(3)) == load["pid"]}
     exited = {int(m.group(2)) for m in TASK_RE.finditer(data) if m.group(1) == b"exit"}
     assert len(pids) == count, (len(pids), count)
     assert pids <= forked, ("forks missing", len(pids - forked), "of", count)
     assert pids <= exited, ("exits missing", len(pids - exited), "of", count)
-    assert re.search(r"twatch: \d+ records, lost 0 ", errs["perfwatch"]), errs["perfwatch"]
+    assert re.search(r"twatch: \d+ records, lost 0 ", err), err
     same = ""
-    if "perf" in outs:
+    if "perf" in res:
         ours = storm_lines(data, load["pid"], pids)
-        theirs = storm_lines(outs["perf"], load["pid"], pids)
+        theirs = storm_lines(res["perf"][1], load["pid"], pids)
         assert len(theirs) > count // 2, ("perf's binding saw too few children", len(theirs))
         for pid, lines in theirs.items():
             assert lines <= ours[pid], (pid, lines, ours[pid])
         same = "; the same lines as perf's binding for the %d children it saw" % len(theirs)
     print("ok twatch.py with `import perfwatch as perf`: %d/%d forks and exits%s, %s"
-          % (len(pids & forked), count, same, errs["perfwatch"].strip().splitlines()[-1]))
+          % (len(pids & forked), count, same, err.strip().splitlines()[-1]))
+
+
+def check_twatch_exec(twatch, stress, count, perf_python):
+    """The same pair on a storm whose children exec /bin/true: perfwatch's twatch prints a
+    fork, comm, mmap and exit line for every child, and every fork/exit/comm/mmap line perf's
+    binding printed for a child is among perfwatch's, character for character (time aside)."""
+    load, res = run_twatch_pair(twatch, stress, ["exec", "--count", str(count)], perf_python)
+    rc, data, err = res["perfwatch"]
+    assert rc == 0, (rc, err)
+    pids = set(load["pids"])
+    assert len(pids) == count, (len(pids), count)
+    ours = child_lines(data, pids)
+    for kind in (b"fork", b"comm", b"mmap", b"exit"):
+        missing = [p for p in pids if not any(k == kind for k, _ in ours[p])]
+        assert not missing, ("children without a %s line" % kind.decode(), len(missing),
+                             "of", count, sorted(missing)[:5])
+    comm = ("{ type: comm, pid: %d, tid: %d, comm: " % (min(pids), min(pids))).encode()
+    assert any(comm in line for _, line in ours[min(pids)]), ours[min(pids)]
+    same = ""
+    if "perf" in res:
+        theirs = child_lines(res["perf"][1], pids)
+        assert len(theirs) > count // 2, ("perf's binding saw too few children", len(theirs))
+        compared = collections.Counter()
+        for pid, lines in theirs.items():
+            assert lines <= ours[pid], (pid, sorted(lines - ours[pid]))
+            compared.update(k.decode() for k, _ in lines)
+        same = "; perf's binding's lines for its %d children all among them (%s)" % (
+            len(theirs), ", ".join("%s %d" % kv for kv in sorted(compared.items())))
+    print("ok twatch.py on an exec storm: fork, comm, mmap and exit lines of %d/%d children%s"
+          % (len(ours), count, same))
 
 
 def main():
@@ -313,6 +478,7 @@ def main():
     ap.add_argument("--twatch", required=True)
     ap.add_argument("--cc", default="cc")
     ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--exec-count", type=int, default=300)
     ap.add_argument("--perf-python", help="a python with perf's binding (/usr/bin/python3)")
     a = ap.parse_args()
     check_import_from_venv()
@@ -320,8 +486,11 @@ def main():
     check_stats_and_interrupt()
     check_tracepoint_fields()
     check_binding_tracepoint()
+    check_get_pollfd()
+    check_counting()
     check_names_functions(a.cc)
     check_twatch(a.twatch, a.stress, a.count, a.perf_python)
+    check_twatch_exec(a.twatch, a.stress, a.exec_count, a.perf_python)
     print("all ok")
 
 
