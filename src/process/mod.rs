@@ -639,11 +639,12 @@ impl ProcessModel {
             p.ppid = pp;
         }
         let ended = p.threads == 0 && p.exit().is_none();
+        let exit_moved = p.threads == 0 && p.exit != t.time;
         if p.threads == 0 {
             p.exit = t.time;
         }
         self.reparents += moved as u64;
-        if new_parent {
+        if new_parent || exit_moved {
             self.tree.changed(t.pid);
         }
         if ended && want_orphans {

@@ -1,5 +1,5 @@
-//! Which processes changed place in the process tree (came, went, or got another parent),
-//! in order, for readers that keep a tree of their own (the TUI's tree) and update it from
+//! Which processes changed place in the process tree (came, went, got another parent, or
+//! exited), in order, for readers that keep a tree of their own (the TUI's tree) and update it from
 //! the changes instead of rebuilding it from every process on every frame.
 //!
 //! Off until a reader asks ([`super::ProcessModel::collect_tree_changes`]): the line writers'
@@ -58,7 +58,7 @@ impl TreeLog {
         }
     }
 
-    /// Process `pid` came, went or changed parent.
+    /// Process `pid` came, went, changed parent or exited.
     #[inline]
     pub fn changed(&mut self, pid: u32) {
         if self.on {

@@ -60,7 +60,7 @@ pub struct TreeRow {
     pub name: String,
     /// The same, its first argument without its directory (for a narrow column).
     pub short: String,
-    /// Threads besides the main one.
+    /// Threads besides the main one (with the name: [`name_rows`]).
     pub threads: u32,
     pub mark: Mark,
     /// Kernel threads folded under this row (kthreadd).
@@ -115,20 +115,44 @@ fn shown_name(model: &ProcessModel, p: &Process) -> (String, String) {
 /// tell (it is not watched) is live while `alive` says so.
 /// A replay's model knows a little of what comes after its position: a process that starts
 /// later is not shown yet, one that exits later is live.
+#[cfg(test)]
 fn shown(p: &Process, now: u64, alive: &dyn Fn(u32) -> bool) -> bool {
-    if p.start().is_some_and(|s| s > now) {
+    shown_at(p.pid, p.start(), p.exit(), now, alive)
+}
+
+/// [`shown`] of process `pid` started at `start` and exited at `exit`.
+fn shown_at(
+    pid: u32,
+    start: Option<u64>,
+    exit: Option<u64>,
+    now: u64,
+    alive: &dyn Fn(u32) -> bool,
+) -> bool {
+    if start.is_some_and(|s| s > now) {
         return false;
     }
-    match p.exit() {
+    match exit {
         Some(e) if e <= now => now - e <= RECENT_NS,
         Some(_) => true,
-        None => p.start().is_some() || alive(p.pid),
+        None => start.is_some() || alive(pid),
     }
 }
 
 /// Whether `p` had exited by `now`.
+#[cfg(test)]
 fn exited(p: &Process, now: u64) -> bool {
     p.exit().is_some_and(|e| e <= now)
+}
+
+/// How a process started at `start` and exited at `exit` is marked at `now`.
+fn mark_at(start: Option<u64>, exit: Option<u64>, now: u64) -> Mark {
+    if exit.is_some_and(|e| e <= now) {
+        Mark::Exited
+    } else if start.is_some_and(|s| now.saturating_sub(s) <= RECENT_NS) {
+        Mark::New
+    } else {
+        Mark::None
+    }
 }
 
 /// The guides before a name, from its ancestors' (true where that ancestor was a last child,
@@ -232,6 +256,7 @@ pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow], range: std::ops::Ra
         if r.exited == 0 && r.name.is_empty() {
             if let Some(p) = model.process(r.pid) {
                 (r.name, r.short) = shown_name(model, p);
+                r.threads = p.threads.saturating_sub(1);
             }
         }
     }
@@ -240,11 +265,14 @@ pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow], range: std::ops::Ra
 /// No parent in the index.
 const NO_PARENT: u32 = u32::MAX;
 
-/// A process in the [`TreeIndex`].
-#[derive(Clone, Copy, Debug)]
+/// A process in the [`TreeIndex`]: what a frame's walk needs of it, so that the walk does
+/// not look every process up in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Node {
     /// Its parent as the model says ([`NO_PARENT`]: none known).
     parent: u32,
+    start: Option<u64>,
+    exit: Option<u64>,
     /// Shown on the frame being built.
     shown: bool,
     /// Walked on the frame being built.
@@ -293,13 +321,23 @@ impl TreeIndex {
         self.nodes.is_empty()
     }
 
-    /// Process `pid` as the model has it now: there or not, and under which parent.
+    /// Process `pid` as the model has it now: there or not, under which parent, when it
+    /// started and exited.
     fn update(&mut self, model: &ProcessModel, pid: u32) {
-        let now = model
-            .process(pid)
-            .map(|p| p.ppid().filter(|&pp| pp != pid).unwrap_or(NO_PARENT));
-        let before = self.nodes.get(&pid).map(|n| n.parent);
+        let found = model.process(pid).map(|p| {
+            let parent = p.ppid().filter(|&pp| pp != pid).unwrap_or(NO_PARENT);
+            (parent, p.start(), p.exit())
+        });
+        let old = self.nodes.get(&pid).map(|n| (n.parent, n.start, n.exit));
+        if found == old {
+            return;
+        }
+        let now = found.map(|f| f.0);
+        let before = old.map(|o| o.0);
         if now == before {
+            if let (Some(n), Some((_, start, exit))) = (self.nodes.get_mut(&pid), found) {
+                (n.start, n.exit) = (start, exit);
+            }
             return;
         }
         if let Some(pp) = before.filter(|&pp| pp != NO_PARENT) {
@@ -310,10 +348,12 @@ impl TreeIndex {
                 }
             }
         }
-        match now {
-            Some(parent) => {
+        match found {
+            Some((parent, start, exit)) => {
                 let node = Node {
                     parent,
+                    start,
+                    exit,
                     shown: false,
                     seen: false,
                 };
@@ -361,7 +401,7 @@ impl TreeIndex {
     ) -> Vec<TreeRow> {
         let mut count = 0;
         for (pid, n) in self.nodes.iter_mut() {
-            n.shown = model.process(*pid).is_some_and(|p| shown(p, now, alive));
+            n.shown = shown_at(*pid, n.start, n.exit, now, alive);
             n.seen = false;
             count += n.shown as usize;
         }
@@ -424,21 +464,12 @@ impl TreeIndex {
             if !self.see(pid) {
                 continue; // a cycle in corrupt data: never loop
             }
-            let Some(p) = model.process(pid) else {
+            let Some(&node) = self.nodes.get(&pid) else {
                 continue;
             };
             let kids = self.shown_kids(pid);
             let fold = pid == KTHREADD;
-            let mark = if exited(p, now) {
-                Mark::Exited
-            } else if p
-                .start()
-                .is_some_and(|s| now.saturating_sub(s) <= RECENT_NS)
-            {
-                Mark::New
-            } else {
-                Mark::None
-            };
+            let mark = mark_at(node.start, node.exit, now);
             let row = out.len() as u32;
             out.push(TreeRow {
                 pid,
@@ -447,7 +478,7 @@ impl TreeIndex {
                 last,
                 name: String::new(),
                 short: String::new(),
-                threads: p.threads.saturating_sub(1),
+                threads: 0, // with the name
                 mark,
                 folded: if fold { kids.len() } else { 0 },
                 exited: 0,
@@ -465,7 +496,8 @@ impl TreeIndex {
             // Exited children with nothing shown below them: one row, after the others,
             // when they are many.
             let (gone, shown): (Vec<u32>, Vec<u32>) = kids.iter().partition(|&&k| {
-                model.process(k).is_some_and(|c| exited(c, now))
+                let exited = self.nodes.get(&k).and_then(|n| n.exit);
+                exited.is_some_and(|e| e <= now)
                     && (self.children.get(&k).into_iter().flatten()).all(|&c| !self.shown(c))
             });
             let (gone, kids) = if gone.len() > FOLD_EXITED {
