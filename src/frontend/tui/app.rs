@@ -228,9 +228,9 @@ pub struct App {
     /// What the last frame drew where (see [`Drawn`]): given by the drawing, kept for the
     /// keys and the mouse.
     pub(crate) drawn: Drawn,
-    /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
-    /// stream cannot show; None: trust the model (tests).
-    pub(crate) proc_alive: Option<fn(u32) -> bool>,
+    /// The last listing of `/proc` (which processes still exist), for the tree's processes
+    /// whose exit the stream cannot show, taken once a frame; None: trust the model (tests).
+    pub(crate) proc_alive: Option<fn() -> Option<super::proc_listing::Listing>>,
     /// `PERFWATCH_FRAME_TIMES`: how long frames take to draw (reported at the end).
     pub frame_times: Option<Box<super::frame_times::FrameTimes>>,
     /// The middle pane focused last while folded: shown in the row's last place.
@@ -499,7 +499,8 @@ impl App {
 
     /// The process tree as shown now.
     pub fn tree_rows(&self) -> Vec<TreeRow> {
-        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
+        let listing = self.proc_alive.and_then(|f| f());
+        let alive = |pid: u32| listing.as_ref().is_none_or(|l| l.contains(&pid));
         super::tree::rows(&self.model.read(), self.shown().now_ns, &alive)
     }
 
@@ -507,7 +508,9 @@ impl App {
     /// only ([`App::name_tree_rows`]). From the app's index of the model's processes, brought
     /// up to date with the model's changes.
     pub(crate) fn tree_rows_unnamed(&self) -> Vec<TreeRow> {
-        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
+        // The listing taken once a frame, not per process.
+        let listing = self.proc_alive.and_then(|f| f());
+        let alive = |pid: u32| listing.as_ref().is_none_or(|l| l.contains(&pid));
         let model = self.model.read();
         let mut index = self.tree_index.borrow_mut();
         index.sync(&model);

@@ -199,7 +199,7 @@ pub fn run(
         app.set_filter(f);
     }
     app.set_folding(opts.folded);
-    app.proc_alive = Some(proc_listing::proc_alive);
+    app.proc_alive = Some(proc_listing::latest);
     if std::env::var_os(frame_times::ENV).is_some() {
         app.frame_times = Some(Box::default());
     }

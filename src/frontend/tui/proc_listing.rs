@@ -2,9 +2,9 @@
 //! known from the start (whose exit the stream may not tell). One listing of `/proc` a
 //! second answers them all, read on a thread of its own: at 20 000 processes a listing takes
 //! milliseconds (it was the loop thread's frame-time spikes). A process that ended is dropped
-//! from the tree within a second or two.
+//! from the tree within a second or two. A frame takes the latest listing once
+//! ([`latest`]), not a lock or an atomic per process.
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,19 +16,15 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// The reading thread ends after this many periods nobody asked (the tree not shown).
 const IDLE_PERIODS: u64 = 3;
 
-type Listing = Arc<FxHashSet<u32>>;
+/// Which pids `/proc` listed.
+pub type Listing = Arc<FxHashSet<u32>>;
 
-/// The latest listing, and how many were made (a reader's cached copy is stale when the
-/// count moved).
+/// The latest listing, and how many were made.
 static LATEST: Mutex<Option<Listing>> = Mutex::new(None);
 static MADE: AtomicU64 = AtomicU64::new(0);
 /// Listings made when it was last asked.
 static ASKED: AtomicU64 = AtomicU64::new(0);
 static READING: AtomicBool = AtomicBool::new(false);
-
-thread_local! {
-    static CACHED: RefCell<(u64, Option<Listing>)> = const { RefCell::new((0, None)) };
-}
 
 fn list() -> Option<FxHashSet<u32>> {
     let dir = std::fs::read_dir("/proc").ok()?;
@@ -65,19 +61,17 @@ fn start_reading() {
     }
 }
 
-/// Whether `/proc` listed `pid` at its last reading (true until there is one).
-pub fn proc_alive(pid: u32) -> bool {
-    let made = MADE.load(Ordering::Acquire);
-    ASKED.store(made, Ordering::Release);
+/// The last listing of `/proc` (`None` until there is one); asking keeps it read.
+pub fn latest() -> Option<Listing> {
+    ASKED.store(MADE.load(Ordering::Acquire), Ordering::Release);
     start_reading();
-    CACHED.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.0 != made || c.1.is_none() {
-            let latest = LATEST.lock().ok().and_then(|l| l.clone());
-            *c = (made, latest);
-        }
-        c.1.as_ref().is_none_or(|pids| pids.contains(&pid))
-    })
+    LATEST.lock().ok().and_then(|l| l.clone())
+}
+
+/// Whether `/proc` listed `pid` at its last reading (true until there is one).
+#[cfg(test)]
+fn proc_alive(pid: u32) -> bool {
+    latest().is_none_or(|pids| pids.contains(&pid))
 }
 
 #[cfg(test)]
