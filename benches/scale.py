@@ -148,13 +148,25 @@ def tui_run(pw, stress, args, keys):
     # records flow: how long that took is said apart.
     t_start = time.monotonic()
     deadline = t_start + 120
+    # The seed thread starts after the first frame: it must have been seen (or a few
+    # seconds passed, for a /proc read that is over between two looks) and be gone.
+    seed_seen = False
     while time.monotonic() < deadline:
-        if b"Tasks" in seen and threads_named(pid, "perfwatch-seed") == 0:
+        n = threads_named(pid, "perfwatch-seed")
+        seed_seen = seed_seen or n > 0 or time.monotonic() - t_start > 5
+        if b"Tasks" in seen and seed_seen and n == 0:
             break
         time.sleep(0.05)
     seeded_s = time.monotonic() - t_start
     if keys:
         os.write(fd, keys)
+    if b"t" in keys:
+        # The tree drawn with the sleepers in it before the load starts.
+        while time.monotonic() < deadline:
+            counts = re.findall(rb"Process tree \((\d+) processes", bytes(seen))
+            if counts and int(counts[-1]) >= args.procs:
+                break
+            time.sleep(0.05)
     load = fork_load(stress, args.forks, args.seconds)
     t0 = time.monotonic()
     used, t1, out = poll_cpu_until_done(pid, load, args)

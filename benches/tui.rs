@@ -7,7 +7,8 @@
 //! cost per record, rendering included; the readers' decoding is not in it.
 //!
 //! `cargo bench --bench tui` (env `PERFWATCH_BENCH_SECS`, default 5, and
-//! `PERFWATCH_BENCH_RATE`, default 10000).
+//! `PERFWATCH_BENCH_RATE`, default 10000). `PERFWATCH_BENCH_TREE=20000 cargo bench --bench
+//! tui`: the process tree's frame at 20 000 processes instead (see `tree_frames`).
 
 use std::time::{Duration, Instant};
 
@@ -176,6 +177,73 @@ fn run(secs: u64, rate: u64, filter: &str) -> Result {
     }
 }
 
+/// A process from `/proc` with one thread named `comm`.
+fn seeded(pid: u32, ppid: Option<u32>, comm: &str) -> perfwatch::process::proc::SeedProcess {
+    perfwatch::process::proc::SeedProcess {
+        pid,
+        ppid,
+        threads: vec![(pid, comm.as_bytes().into())],
+        maps: Vec::new(),
+        argv: None,
+        exe: None,
+        cgroup: None,
+    }
+}
+
+/// `PERFWATCH_BENCH_TREE=N`: the process tree's part of a frame (brought up to date with the
+/// model, walked, the 40 rows drawn named) with N sleeping processes from `/proc` under one
+/// parent and a fork loop beside them (2 000 forks and exits a second, 10 frames a second:
+/// a fork storm's exited children folded into one row), as benches/scale.py runs the TUI,
+/// without the terminal. Prints the thread's CPU time per frame.
+fn tree_frames(procs: u32) {
+    use perfwatch::frontend::tui::tree::{TreeIndex, name_rows};
+    use perfwatch::process::ProcessModel;
+    use perfwatch::testkit::events as tk;
+    let mut m = ProcessModel::new();
+    m.collect_tree_changes(true);
+    let mut seeds = vec![
+        seeded(1, None, "init"),
+        seeded(10, Some(1), "stress"),
+        seeded(11, Some(1), "forker"),
+    ];
+    seeds.extend((0..procs).map(|i| seeded(1000 + i, Some(10), "sleeper")));
+    m.seed(seeds);
+    let alive: rustc_hash::FxHashSet<u32> = m.each_process().map(|p| p.pid).collect();
+    let alive = |pid: u32| alive.contains(&pid);
+    let mut index = TreeIndex::default();
+    let (mut t, mut pid) = (1_000 * NS, 100_000u32);
+    let mut cpu = Vec::new();
+    let mut rows = 0;
+    for _ in 0..300 {
+        let mut evs = Vec::new();
+        for _ in 0..200 {
+            t += 500_000;
+            evs.push(tk::fork(0, t, pid, 11));
+            evs.push(tk::exit(0, t + 1_000, pid, 11));
+            pid += 1;
+        }
+        m.apply(&evs);
+        m.evict(t, |_, _| true);
+        let c0 = thread_cpu_ns();
+        index.sync(&m);
+        let mut r = index.rows_unnamed(&m, t, &alive);
+        let shown = 0..r.len().min(40);
+        name_rows(&m, &mut r, shown);
+        cpu.push(thread_cpu_ns() - c0);
+        rows = r.len();
+    }
+    cpu.sort_unstable();
+    let q = |f: f64| cpu[((cpu.len() - 1) as f64 * f) as usize] as f64 / 1e6;
+    println!(
+        "tree at {procs} sleeping processes + 2 000 forks/s: {} frames, {rows} rows; CPU per \
+         frame p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        cpu.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    );
+}
+
 fn main() {
     let env = |k: &str, d: u64| {
         std::env::var(k)
@@ -183,6 +251,12 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(d)
     };
+    if let Some(procs) = std::env::var("PERFWATCH_BENCH_TREE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return tree_frames(procs);
+    }
     let secs = env("PERFWATCH_BENCH_SECS", 5);
     let rate = env("PERFWATCH_BENCH_RATE", 10_000);
     println!("TUI cost at {rate} records/s for {secs} s, 120x40 screen, 15 frames/s:");

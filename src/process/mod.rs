@@ -34,6 +34,7 @@
 
 pub mod maps;
 pub mod proc;
+pub mod tree_log;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -379,6 +380,8 @@ pub struct ProcessModel {
     want_orphans: bool,
     /// How many times a parent changed after a fork ([`ProcessModel::reparents`]).
     reparents: u64,
+    /// Processes that came, went or changed parent, for readers' trees (when collected).
+    tree: tree_log::TreeLog,
 }
 
 impl ProcessModel {
@@ -394,6 +397,27 @@ impl ProcessModel {
     /// Ask for the live children of processes that exit ([`ProcessModel::take_orphans`]).
     pub fn collect_orphans(&mut self, on: bool) {
         self.want_orphans = on;
+    }
+
+    /// Log the processes that come, go or change parent, for a reader that keeps a tree
+    /// ([`ProcessModel::tree_changes`]).
+    pub fn collect_tree_changes(&mut self, on: bool) {
+        self.tree.set_on(on);
+    }
+
+    /// The processes that came, went or changed parent since `at` (a cursor from here), and
+    /// the cursor after them; `None`: rebuild from [`ProcessModel::each_process`] and start
+    /// again at [`ProcessModel::tree_cursor`].
+    pub fn tree_changes(
+        &self,
+        at: tree_log::TreeCursor,
+    ) -> Option<(impl Iterator<Item = u32> + '_, tree_log::TreeCursor)> {
+        self.tree.since(at)
+    }
+
+    /// The cursor of a reader that has just read every process.
+    pub fn tree_cursor(&self) -> tree_log::TreeCursor {
+        self.tree.cursor()
     }
 
     /// Tasks known (threads, live and exited).
@@ -515,11 +539,13 @@ impl ProcessModel {
 
     /// The process `pid`, made if unknown (a record about a task whose fork was not seen).
     fn process_entry(&mut self, pid: u32, time: u64) -> &mut Process {
-        let p = self
-            .processes
-            .entry(pid)
-            .or_insert_with(|| Process::new(pid));
+        let tree = &mut self.tree;
+        let p = self.processes.entry(pid).or_insert_with(|| {
+            tree.changed(pid);
+            Process::new(pid)
+        });
         if p.exit().is_some_and(|e| e < time) && p.threads == 0 {
+            tree.changed(pid);
             // A record for a process that had exited: the pid was reused without a fork
             // record (lost). Start a new one.
             let old = std::mem::replace(p, Process::new(pid));
@@ -570,6 +596,7 @@ impl ProcessModel {
                 p.cgroup = parent.cgroup.clone();
             }
             task.ppid = t.ppid;
+            self.tree.changed(t.pid);
             replace_keeping_prev(
                 &mut self.processes,
                 t.pid,
@@ -607,14 +634,19 @@ impl ProcessModel {
             p.threads = p.threads.saturating_sub(1);
         }
         let moved = parent.is_some_and(|pp| p.ppid != NO_ID && p.ppid != pp);
+        let new_parent = parent.is_some_and(|pp| p.ppid != pp);
         if let Some(pp) = parent {
             p.ppid = pp;
         }
         let ended = p.threads == 0 && p.exit().is_none();
+        let exit_moved = p.threads == 0 && p.exit != t.time;
         if p.threads == 0 {
             p.exit = t.time;
         }
         self.reparents += moved as u64;
+        if new_parent || exit_moved {
+            self.tree.changed(t.pid);
+        }
         if ended && want_orphans {
             self.exited.push(t.pid);
         }
@@ -731,6 +763,7 @@ impl ProcessModel {
         }
         p.ppid = ppid;
         self.reparents += 1;
+        self.tree.changed(orphan.pid);
         for t in self.tasks.values_mut() {
             if t.pid == orphan.pid && t.exit().is_none() {
                 t.ppid = ppid;
@@ -764,6 +797,7 @@ impl ProcessModel {
                     p.space = Some(Arc::new(space));
                 }
                 self.processes.insert(sp.pid, p);
+                self.tree.changed(sp.pid);
             }
             for (tid, comm) in sp.threads {
                 if self.tasks.contains_key(&tid) {
@@ -849,19 +883,29 @@ impl ProcessModel {
         }
         // A process goes when it has exited long enough, or when it has exited and none of
         // its tasks is left.
-        let tasks = &self.tasks;
+        let (tasks, tree) = (&self.tasks, &mut self.tree);
         self.processes.retain(|pid, p| {
             if p.prev.as_ref().is_some_and(|x| gone(x.exit())) {
                 p.prev = None;
             }
             let orphan = p.exit().is_some() && !tasks.contains_key(pid);
-            !(gone(p.exit()) || orphan)
+            let keep = !(gone(p.exit()) || orphan);
+            if !keep {
+                tree.changed(*pid);
+            }
+            keep
         });
         if self.processes.len() > MAX_TASKS {
             // Processes known only from a record about them (an mmap), none of whose tasks
             // is known: the first to go.
-            let tasks = &self.tasks;
-            self.processes.retain(|pid, _| tasks.contains_key(pid));
+            let (tasks, tree) = (&self.tasks, &mut self.tree);
+            self.processes.retain(|pid, _| {
+                let keep = tasks.contains_key(pid);
+                if !keep {
+                    tree.changed(*pid);
+                }
+                keep
+            });
         }
         for p in self.processes.values_mut() {
             if let Some(olds) = p.old_spaces.as_mut() {

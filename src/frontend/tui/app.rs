@@ -218,6 +218,8 @@ pub struct App {
     pub(crate) tree: bool,
     /// The tree's selection.
     pub(crate) tree_view: TreeView,
+    /// The model's processes as a tree, kept from its changes for the tree's frames.
+    tree_index: std::cell::RefCell<super::tree::TreeIndex>,
     /// Enter on a task: the log, Top tasks and Top symbols show only it and its children.
     pub narrow: Option<Narrow>,
     /// A message for the footer (e.g. why a key did nothing).
@@ -226,9 +228,9 @@ pub struct App {
     /// What the last frame drew where (see [`Drawn`]): given by the drawing, kept for the
     /// keys and the mouse.
     pub(crate) drawn: Drawn,
-    /// Whether a process still exists (`/proc`), for the tree's processes whose exit the
-    /// stream cannot show; None: trust the model (tests).
-    pub(crate) proc_alive: Option<fn(u32) -> bool>,
+    /// The last listing of `/proc` (which processes still exist), for the tree's processes
+    /// whose exit the stream cannot show, taken once a frame; None: trust the model (tests).
+    pub(crate) proc_alive: Option<fn() -> Option<super::proc_listing::Listing>>,
     /// `PERFWATCH_FRAME_TIMES`: how long frames take to draw (reported at the end).
     pub frame_times: Option<Box<super::frame_times::FrameTimes>>,
     /// The middle pane focused last while folded: shown in the row's last place.
@@ -245,7 +247,11 @@ impl App {
     pub fn new(cfg: AppConfig) -> App {
         App {
             live: Panes::new(&cfg.cpus, &cfg.events, cfg.unit, cfg.history, cfg.start_ns),
-            model: ModelHandle::default(),
+            model: {
+                let model = ModelHandle::default();
+                model.write().collect_tree_changes(true);
+                model
+            },
             frozen: None,
             folding: None,
             reparents: 0,
@@ -261,6 +267,7 @@ impl App {
             symbols: SymbolsView::default(),
             tree: false,
             tree_view: TreeView::default(),
+            tree_index: Default::default(),
             narrow: None,
             message: None,
             quit: false,
@@ -277,6 +284,7 @@ impl App {
 
     /// Read names from `model` (the pipeline's) rather than from a model of its own.
     pub fn with_model(mut self, model: ModelHandle) -> App {
+        model.write().collect_tree_changes(true);
         self.model = model;
         self
     }
@@ -491,20 +499,27 @@ impl App {
 
     /// The process tree as shown now.
     pub fn tree_rows(&self) -> Vec<TreeRow> {
-        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
+        let listing = self.proc_alive.and_then(|f| f());
+        let alive = |pid: u32| listing.as_ref().is_none_or(|l| l.contains(&pid));
         super::tree::rows(&self.model.read(), self.shown().now_ns, &alive)
     }
 
-    /// The same without the processes' names: a frame names the rows it draws only
-    /// ([`App::name_tree_rows`]).
+    /// The same without the processes' names and guides: a frame names the rows it draws
+    /// only ([`App::name_tree_rows`]). From the app's index of the model's processes, brought
+    /// up to date with the model's changes.
     pub(crate) fn tree_rows_unnamed(&self) -> Vec<TreeRow> {
-        let alive = |pid: u32| self.proc_alive.is_none_or(|f| f(pid));
-        super::tree::rows_unnamed(&self.model.read(), self.shown().now_ns, &alive)
+        // The listing taken once a frame, not per process.
+        let listing = self.proc_alive.and_then(|f| f());
+        let alive = |pid: u32| listing.as_ref().is_none_or(|l| l.contains(&pid));
+        let model = self.model.read();
+        let mut index = self.tree_index.borrow_mut();
+        index.sync(&model);
+        index.rows_unnamed(&model, self.shown().now_ns, &alive)
     }
 
-    /// Name `rows` (of [`App::tree_rows_unnamed`]).
-    pub(crate) fn name_tree_rows(&self, rows: &mut [TreeRow]) {
-        super::tree::name_rows(&self.model.read(), rows);
+    /// Name `rows[range]` (of [`App::tree_rows_unnamed`]).
+    pub(crate) fn name_tree_rows(&self, rows: &mut [TreeRow], range: std::ops::Range<usize>) {
+        super::tree::name_rows(&self.model.read(), rows, range);
     }
 
     /// Top tasks as shown: (pid, or tid with `H`; samples), of the narrowed-to processes
@@ -549,6 +564,7 @@ impl App {
         self.live.scripts = scripts;
         self.frozen = None;
         self.paused = false;
+        model.write().collect_tree_changes(true);
         self.model = model;
         self.narrow = None;
         self.reparents = 0;

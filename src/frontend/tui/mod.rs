@@ -16,6 +16,7 @@ pub mod input;
 pub mod layout;
 pub mod log;
 mod panes;
+mod proc_listing;
 mod rates;
 pub mod replay;
 mod task_rows;
@@ -52,34 +53,6 @@ pub use terminal::{TerminalGuard, restore_terminal};
 pub const FRAME: Duration = Duration::from_millis(100);
 /// The frame period while only samples come (see the event loop).
 pub const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
-
-/// How long a listing of `/proc` answers [`proc_alive`].
-const PROC_LISTING_TTL: Duration = Duration::from_secs(1);
-
-/// Whether `/proc` shows process `pid`: what the tree asks of each process known from the
-/// start (whose exit the stream may not tell) on every frame. One listing of `/proc` a
-/// second answers them all: with 20 000 such processes, a `stat` each was most of a frame.
-/// A process that ended is dropped from the tree within a second.
-fn proc_alive(pid: u32) -> bool {
-    use std::sync::Mutex;
-    static LISTING: Mutex<Option<(Instant, rustc_hash::FxHashSet<u32>)>> = Mutex::new(None);
-    let Ok(mut listing) = LISTING.lock() else {
-        return true;
-    };
-    let fresh = listing
-        .as_ref()
-        .is_some_and(|(at, _)| at.elapsed() < PROC_LISTING_TTL);
-    if !fresh {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return true;
-        };
-        let pids = dir
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
-        *listing = Some((Instant::now(), pids));
-    }
-    listing.as_ref().is_none_or(|(_, pids)| pids.contains(&pid))
-}
 
 /// The calling thread's CPU time (for the frame times).
 fn thread_cpu_ns() -> u64 {
@@ -226,7 +199,7 @@ pub fn run(
         app.set_filter(f);
     }
     app.set_folding(opts.folded);
-    app.proc_alive = Some(proc_alive);
+    app.proc_alive = Some(proc_listing::latest);
     if std::env::var_os(frame_times::ENV).is_some() {
         app.frame_times = Some(Box::default());
     }

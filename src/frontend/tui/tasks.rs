@@ -55,9 +55,7 @@ pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
     let name_w = grid_widths(inner.width, &TREE_WIDTHS)[1] as usize;
     let start = sel.saturating_sub(visible - 1);
     let end = rows.len().min(start.saturating_add(visible));
-    if let Some(shown) = rows.get_mut(start..end) {
-        app.name_tree_rows(shown);
-    }
+    app.name_tree_rows(&mut rows, start..end);
     let cells = shown_rows(&rows, start, visible).map(|(i, r)| {
         let mut style = match r.mark {
             Mark::New => Style::default().fg(Color::Green),

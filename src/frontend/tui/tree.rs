@@ -7,13 +7,21 @@
 //! fork storm of short-lived programs is one row, not thousands. Those with children of
 //! their own still shown stay rows of their own.
 //!
-//! Built from the process model when drawn (a few hundred or thousand processes: a sort and
-//! a walk), so it is never stale and costs nothing while the stream view is shown.
+//! Drawn from a [`TreeIndex`]: each process's parent and its children in pid order, kept
+//! from the model's log of processes that came, went or changed parent
+//! ([`ProcessModel::tree_changes`]), so a frame neither collects nor sorts the processes.
+//! A frame walks the index once (which processes are shown depends on the time: the
+//! recently exited, the not yet started of a replay) into light rows, and only the rows it
+//! draws get their guides and names ([`name_rows`]): at 20 000 processes, building and
+//! naming every row on every frame was most of a frame.
+
+use std::collections::BTreeSet;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::input::{Action, Handled, down, scroll_delta};
-use crate::process::{Process, ProcessModel};
+use crate::process::tree_log::TreeCursor;
+use crate::process::{Comm, Process, ProcessModel};
 
 /// How long a process that started or exited stays marked, in ns.
 pub const RECENT_NS: u64 = 5_000_000_000;
@@ -35,17 +43,24 @@ pub enum Mark {
     Exited,
 }
 
-/// One row of the tree, ready to draw.
+/// No row: a root's [`TreeRow::up`].
+const NO_ROW: u32 = u32::MAX;
+
+/// One row of the tree, ready to draw once named ([`name_rows`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreeRow {
     pub pid: u32,
-    /// The guides before the name: `│  ├─ `.
+    /// The guides before the name: `│  ├─ ` (empty until [`name_rows`]).
     pub prefix: String,
+    /// The row of the process it is shown under ([`NO_ROW`]: a root).
+    pub up: u32,
+    /// It is the last row under `up` (its guide is `└─`).
+    pub last: bool,
     /// The name, or the command line when it was read (escaped).
     pub name: String,
     /// The same, its first argument without its directory (for a narrow column).
     pub short: String,
-    /// Threads besides the main one.
+    /// Threads besides the main one (with the name: [`name_rows`]).
     pub threads: u32,
     pub mark: Mark,
     /// Kernel threads folded under this row (kthreadd).
@@ -57,12 +72,16 @@ pub struct TreeRow {
 /// The name of the row that stands for a parent's exited children: how many, and how many of
 /// each name, the most frequent first.
 fn exited_summary(model: &ProcessModel, pids: &[u32]) -> String {
-    let mut by_name: FxHashMap<String, usize> = FxHashMap::default();
+    // Counted by the kernel's name as kept (no string per process: a fork storm's thousands
+    // of exited children are counted on every frame), written out for the few shown.
+    let mut by_comm: FxHashMap<Option<Comm>, usize> = FxHashMap::default();
     for &pid in pids {
-        let name = model
-            .comm(pid)
-            .map_or_else(|| "?".to_string(), |c| c.display());
-        *by_name.entry(name).or_default() += 1;
+        *by_comm.entry(model.comm(pid).copied()).or_default() += 1;
+    }
+    let mut by_name: FxHashMap<String, usize> = FxHashMap::default();
+    for (comm, n) in by_comm {
+        let name = comm.map_or_else(|| "?".to_string(), |c| c.display());
+        *by_name.entry(name).or_default() += n;
     }
     let mut names: Vec<(String, usize)> = by_name.into_iter().collect();
     names.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -96,20 +115,44 @@ fn shown_name(model: &ProcessModel, p: &Process) -> (String, String) {
 /// tell (it is not watched) is live while `alive` says so.
 /// A replay's model knows a little of what comes after its position: a process that starts
 /// later is not shown yet, one that exits later is live.
+#[cfg(test)]
 fn shown(p: &Process, now: u64, alive: &dyn Fn(u32) -> bool) -> bool {
-    if p.start().is_some_and(|s| s > now) {
+    shown_at(p.pid, p.start(), p.exit(), now, alive)
+}
+
+/// [`shown`] of process `pid` started at `start` and exited at `exit`.
+fn shown_at(
+    pid: u32,
+    start: Option<u64>,
+    exit: Option<u64>,
+    now: u64,
+    alive: &dyn Fn(u32) -> bool,
+) -> bool {
+    if start.is_some_and(|s| s > now) {
         return false;
     }
-    match p.exit() {
+    match exit {
         Some(e) if e <= now => now - e <= RECENT_NS,
         Some(_) => true,
-        None => p.start().is_some() || alive(p.pid),
+        None => start.is_some() || alive(pid),
     }
 }
 
 /// Whether `p` had exited by `now`.
+#[cfg(test)]
 fn exited(p: &Process, now: u64) -> bool {
     p.exit().is_some_and(|e| e <= now)
+}
+
+/// How a process started at `start` and exited at `exit` is marked at `now`.
+fn mark_at(start: Option<u64>, exit: Option<u64>, now: u64) -> Mark {
+    if exit.is_some_and(|e| e <= now) {
+        Mark::Exited
+    } else if start.is_some_and(|s| now.saturating_sub(s) <= RECENT_NS) {
+        Mark::New
+    } else {
+        Mark::None
+    }
 }
 
 /// The guides before a name, from its ancestors' (true where that ancestor was a last child,
@@ -123,13 +166,6 @@ fn guides_prefix(guides: &[bool]) -> String {
         prefix.push_str(if *last { "└─ " } else { "├─ " });
     }
     prefix
-}
-
-/// What the walk has still to show: a process, or the row of a parent's folded exited
-/// children; each with its guides.
-enum Item {
-    Process(u32, Vec<bool>),
-    Exited(u32, Vec<bool>, Vec<u32>),
 }
 
 /// The tree's selection (the view's, one whether paused or not).
@@ -188,73 +224,234 @@ impl TreeView {
 }
 
 /// The tree as of `now` (CLOCK_MONOTONIC ns, the records' clock), depth first, children
-/// by pid.
+/// by pid, every row named (from an index built for the call: tests, keys).
 pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<TreeRow> {
-    let mut out = rows_unnamed(model, now, alive);
-    name_rows(model, &mut out);
+    let mut index = TreeIndex::default();
+    index.sync(model);
+    let mut out = index.rows_unnamed(model, now, alive);
+    let all = 0..out.len();
+    name_rows(model, &mut out, all);
     out
 }
 
-/// Fill in the names of `rows` (from [`rows_unnamed`]): a frame names the rows it shows only.
-/// A process's name is its command line, escaped: with 20 000 processes, naming every row
-/// on every frame was most of the tree's frame.
-pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow]) {
-    for r in rows
-        .iter_mut()
-        .filter(|r| r.exited == 0 && r.name.is_empty())
-    {
-        if let Some(p) = model.process(r.pid) {
-            (r.name, r.short) = shown_name(model, p);
+/// Fill in the guides and names of `rows[range]` (of [`TreeIndex::rows_unnamed`]): a frame
+/// names the rows it shows only. A process's name is its command line, escaped.
+pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow], range: std::ops::Range<usize>) {
+    let end = range.end.min(rows.len());
+    let mut guides = Vec::new();
+    for i in range.start.min(end)..end {
+        // The guides: whether each row on the way up was the last under its own.
+        guides.clear();
+        let mut at = i;
+        while let Some(r) = rows.get(at).filter(|r| r.up != NO_ROW) {
+            guides.push(r.last);
+            at = r.up as usize;
+            if guides.len() > rows.len() {
+                break; // never: `up` always points to an earlier row
+            }
+        }
+        guides.reverse();
+        let r = &mut rows[i];
+        r.prefix = guides_prefix(&guides);
+        if r.exited == 0 && r.name.is_empty() {
+            if let Some(p) = model.process(r.pid) {
+                (r.name, r.short) = shown_name(model, p);
+                r.threads = p.threads.saturating_sub(1);
+            }
         }
     }
 }
 
-/// [`rows`] without the processes' names (empty until [`name_rows`]); the rows that stand for
-/// exited children are named.
-pub fn rows_unnamed(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<TreeRow> {
-    let procs: FxHashMap<u32, &Process> = model
-        .each_process()
-        .filter(|p| shown(p, now, alive))
-        .map(|p| (p.pid, p))
-        .collect();
-    let mut children: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-    let mut roots = Vec::new();
-    for p in procs.values() {
-        match p.ppid().filter(|pp| *pp != p.pid && procs.contains_key(pp)) {
-            Some(pp) => children.entry(pp).or_default().push(p.pid),
-            None => roots.push(p.pid),
-        }
-    }
-    roots.sort_unstable();
-    for c in children.values_mut() {
-        c.sort_unstable();
-    }
-    let mut out = Vec::with_capacity(procs.len());
-    let mut stack: Vec<Item> = roots
-        .iter()
-        .rev()
-        .map(|&r| Item::Process(r, Vec::new()))
-        .collect();
-    let mut seen = FxHashSet::default();
-    // What no root leads to (a parent cycle in bad data) is walked from its lowest pid.
-    let mut rest: Vec<u32> = procs.keys().copied().collect();
-    rest.sort_unstable_by(|a, b| b.cmp(a));
-    let mut next_root = |seen: &FxHashSet<u32>| {
-        while let Some(p) = rest.pop() {
-            if !seen.contains(&p) {
-                return Some(Item::Process(p, Vec::new()));
+/// No parent in the index.
+const NO_PARENT: u32 = u32::MAX;
+
+/// A process in the [`TreeIndex`]: what a frame's walk needs of it, so that the walk does
+/// not look every process up in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Node {
+    /// Its parent as the model says ([`NO_PARENT`]: none known).
+    parent: u32,
+    start: Option<u64>,
+    exit: Option<u64>,
+    /// Shown on the frame being built.
+    shown: bool,
+    /// Walked on the frame being built.
+    seen: bool,
+}
+
+/// The model's processes as a tree (each one's parent, each parent's children by pid), kept
+/// up to date from the model's log of changes ([`ProcessModel::tree_changes`]); rebuilt
+/// from every process when the log cannot say (another model, a reader that lagged).
+#[derive(Debug, Default)]
+pub struct TreeIndex {
+    cursor: Option<TreeCursor>,
+    nodes: FxHashMap<u32, Node>,
+    /// By parent pid (also one the model does not know), its children.
+    children: FxHashMap<u32, BTreeSet<u32>>,
+}
+
+impl TreeIndex {
+    /// Catch up with `model`.
+    pub fn sync(&mut self, model: &ProcessModel) {
+        let changes = self.cursor.and_then(|c| model.tree_changes(c));
+        match changes {
+            Some((pids, next)) => {
+                for pid in pids {
+                    self.update(model, pid);
+                }
+                self.cursor = Some(next);
+            }
+            None => {
+                self.nodes.clear();
+                self.children.clear();
+                for p in model.each_process() {
+                    self.update(model, p.pid);
+                }
+                self.cursor = Some(model.tree_cursor());
             }
         }
-        None
-    };
-    while let Some(item) = stack.pop().or_else(|| next_root(&seen)) {
-        let (pid, guides) = match item {
-            Item::Process(pid, guides) => (pid, guides),
-            Item::Exited(parent, guides, gone) => {
+    }
+
+    /// Processes in the index.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Process `pid` as the model has it now: there or not, under which parent, when it
+    /// started and exited.
+    fn update(&mut self, model: &ProcessModel, pid: u32) {
+        let found = model.process(pid).map(|p| {
+            let parent = p.ppid().filter(|&pp| pp != pid).unwrap_or(NO_PARENT);
+            (parent, p.start(), p.exit())
+        });
+        let old = self.nodes.get(&pid).map(|n| (n.parent, n.start, n.exit));
+        if found == old {
+            return;
+        }
+        let now = found.map(|f| f.0);
+        let before = old.map(|o| o.0);
+        if now == before {
+            if let (Some(n), Some((_, start, exit))) = (self.nodes.get_mut(&pid), found) {
+                (n.start, n.exit) = (start, exit);
+            }
+            return;
+        }
+        if let Some(pp) = before.filter(|&pp| pp != NO_PARENT) {
+            if let Some(kids) = self.children.get_mut(&pp) {
+                kids.remove(&pid);
+                if kids.is_empty() {
+                    self.children.remove(&pp);
+                }
+            }
+        }
+        match found {
+            Some((parent, start, exit)) => {
+                let node = Node {
+                    parent,
+                    start,
+                    exit,
+                    shown: false,
+                    seen: false,
+                };
+                self.nodes.insert(pid, node);
+                if parent != NO_PARENT {
+                    self.children.entry(parent).or_default().insert(pid);
+                }
+            }
+            None => {
+                self.nodes.remove(&pid);
+            }
+        }
+    }
+
+    fn shown(&self, pid: u32) -> bool {
+        self.nodes.get(&pid).is_some_and(|n| n.shown)
+    }
+
+    /// The shown children of `pid`, by pid.
+    fn shown_kids(&self, pid: u32) -> Vec<u32> {
+        let kids = self.children.get(&pid).into_iter().flatten();
+        kids.copied().filter(|&k| self.shown(k)).collect()
+    }
+
+    /// Mark `pid` walked; false when it already was.
+    fn see(&mut self, pid: u32) -> bool {
+        match self.nodes.get_mut(&pid) {
+            Some(n) if !n.seen => {
+                n.seen = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The tree as of `now` (CLOCK_MONOTONIC ns, the records' clock), depth first, children
+    /// by pid, without guides and the processes' names (see [`name_rows`]); the rows that
+    /// stand for exited children are named. The index must be in step with `model`
+    /// ([`TreeIndex::sync`]).
+    pub fn rows_unnamed(
+        &mut self,
+        model: &ProcessModel,
+        now: u64,
+        alive: &dyn Fn(u32) -> bool,
+    ) -> Vec<TreeRow> {
+        let mut count = 0;
+        for (pid, n) in self.nodes.iter_mut() {
+            n.shown = shown_at(*pid, n.start, n.exit, now, alive);
+            n.seen = false;
+            count += n.shown as usize;
+        }
+        // A root: shown, under no shown parent.
+        let mut roots: Vec<u32> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.shown && !self.shown(n.parent))
+            .map(|(pid, _)| *pid)
+            .collect();
+        roots.sort_unstable();
+        let mut out = Vec::with_capacity(count);
+        // (pid, the row it is shown under, last under it, or the pids of folded exited
+        // children).
+        let mut stack: Vec<(u32, u32, bool, Option<Vec<u32>>)> = roots
+            .iter()
+            .rev()
+            .map(|&r| (r, NO_ROW, false, None))
+            .collect();
+        // What no root leads to (a parent cycle in bad data) is walked from its lowest pid.
+        let mut rest: Option<Vec<u32>> = None;
+        loop {
+            let item = match stack.pop() {
+                Some(item) => item,
+                None => {
+                    let rest = rest.get_or_insert_with(|| {
+                        let mut v: Vec<u32> = (self.nodes.iter())
+                            .filter(|(_, n)| n.shown && !n.seen)
+                            .map(|(pid, _)| *pid)
+                            .collect();
+                        v.sort_unstable_by(|a, b| b.cmp(a));
+                        v
+                    });
+                    match rest.pop() {
+                        Some(p) if self.nodes.get(&p).is_some_and(|n| !n.seen) => {
+                            (p, NO_ROW, false, None)
+                        }
+                        Some(_) => continue,
+                        None => break,
+                    }
+                }
+            };
+            let (pid, up, last, gone) = item;
+            if let Some(gone) = gone {
                 let name = exited_summary(model, &gone);
                 out.push(TreeRow {
-                    pid: parent,
-                    prefix: guides_prefix(&guides),
+                    pid,
+                    prefix: String::new(),
+                    up,
+                    last,
                     short: name.clone(),
                     name,
                     threads: 0,
@@ -264,69 +461,63 @@ pub fn rows_unnamed(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool)
                 });
                 continue;
             }
-        };
-        if !seen.insert(pid) {
-            continue; // a cycle in corrupt data: never loop
-        }
-        let Some(p) = procs.get(&pid) else { continue };
-        let kids = children.get(&pid).map(Vec::as_slice).unwrap_or_default();
-        let fold = pid == KTHREADD;
-        let mark = if exited(p, now) {
-            Mark::Exited
-        } else if p
-            .start()
-            .is_some_and(|s| now.saturating_sub(s) <= RECENT_NS)
-        {
-            Mark::New
-        } else {
-            Mark::None
-        };
-        out.push(TreeRow {
-            pid,
-            prefix: guides_prefix(&guides),
-            name: String::new(),
-            short: String::new(),
-            threads: p.threads.saturating_sub(1),
-            mark,
-            folded: if fold { kids.len() } else { 0 },
-            exited: 0,
-        });
-        if fold {
-            // Folded: neither they nor what is below them are walked again.
-            let mut todo = kids.to_vec();
-            while let Some(k) = todo.pop() {
-                if seen.insert(k) {
-                    todo.extend(children.get(&k).into_iter().flatten().copied());
-                }
+            if !self.see(pid) {
+                continue; // a cycle in corrupt data: never loop
             }
-            continue;
+            let Some(&node) = self.nodes.get(&pid) else {
+                continue;
+            };
+            let kids = self.shown_kids(pid);
+            let fold = pid == KTHREADD;
+            let mark = mark_at(node.start, node.exit, now);
+            let row = out.len() as u32;
+            out.push(TreeRow {
+                pid,
+                prefix: String::new(),
+                up,
+                last,
+                name: String::new(),
+                short: String::new(),
+                threads: 0, // with the name
+                mark,
+                folded: if fold { kids.len() } else { 0 },
+                exited: 0,
+            });
+            if fold {
+                // Folded: neither they nor what is below them are walked again.
+                let mut todo = kids;
+                while let Some(k) = todo.pop() {
+                    if self.see(k) {
+                        todo.extend(self.shown_kids(k));
+                    }
+                }
+                continue;
+            }
+            // Exited children with nothing shown below them: one row, after the others,
+            // when they are many.
+            let (gone, shown): (Vec<u32>, Vec<u32>) = kids.iter().partition(|&&k| {
+                let exited = self.nodes.get(&k).and_then(|n| n.exit);
+                exited.is_some_and(|e| e <= now)
+                    && (self.children.get(&k).into_iter().flatten()).all(|&c| !self.shown(c))
+            });
+            let (gone, kids) = if gone.len() > FOLD_EXITED {
+                (gone, shown)
+            } else {
+                (Vec::new(), kids)
+            };
+            let folded_row = !gone.is_empty();
+            if folded_row {
+                for &g in &gone {
+                    self.see(g);
+                }
+                stack.push((pid, row, true, Some(gone)));
+            }
+            for (i, &k) in kids.iter().enumerate().rev() {
+                stack.push((k, row, i + 1 == kids.len() && !folded_row, None));
+            }
         }
-        // Exited children with nothing shown below them: one row, after the others, when
-        // they are many.
-        let (gone, shown): (Vec<u32>, Vec<u32>) = kids.iter().partition(|k| {
-            procs.get(k).is_some_and(|c| exited(c, now)) && !children.contains_key(k)
-        });
-        let (gone, kids) = if gone.len() > FOLD_EXITED {
-            (gone, shown)
-        } else {
-            (Vec::new(), kids.to_vec())
-        };
-        if !gone.is_empty() {
-            seen.extend(gone.iter().copied());
-            let mut g = guides.clone();
-            g.push(true);
-            stack.push(Item::Exited(pid, g, gone));
-        }
-        let last_is_a_kid = stack
-            .last()
-            .is_none_or(|i| !matches!(i, Item::Exited(p, ..) if *p == pid));
-        for (i, &k) in kids.iter().enumerate().rev() {
-            let mut g = guides.clone();
-            g.push(i + 1 == kids.len() && last_is_a_kid);
-            stack.push(Item::Process(k, g));
-        }
+        out
     }
-    out
 }
 
 /// `pid` and every process below it that the model knows (live or kept).
@@ -346,6 +537,10 @@ pub fn descendants(model: &ProcessModel, pid: u32) -> FxHashSet<u32> {
     }
     set
 }
+
+#[cfg(test)]
+#[path = "tree_scratch.rs"]
+mod scratch;
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -91,7 +91,7 @@ impl App {
         let handled = match self.focus {
             Pane::Log => self.log.on_key(a, data.log_len(), page),
             Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
+                let rows = self.tree_rows_unnamed();
                 self.tree_view.on_key(a, &rows, page)
             }
             Pane::Tasks => self.stream.on_key(a, data.task_rows(), page),
@@ -225,7 +225,7 @@ impl App {
         let visible = r.height.saturating_sub(3).max(1) as usize;
         match pane {
             Pane::Tasks if self.tree => {
-                let rows = self.tree_rows();
+                let rows = self.tree_rows_unnamed();
                 self.tree_view.click(&rows, row, visible);
             }
             Pane::Top => {
