@@ -76,14 +76,31 @@ impl Screen {
         let deadline = Instant::now() + timeout;
         loop {
             self.pump(Duration::from_millis(50));
-            if cond(&self.text()) {
+            // Held on a whole frame: a frame comes in several reads, and a test that saw
+            // one part of it (a pane's title) would read another (its header) half drawn.
+            if cond(&self.text()) && {
+                self.settle();
+                cond(&self.text())
+            } {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; screen:\n{}",
-                self.text()
-            );
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; screen:\n{}", self.text());
+            }
+        }
+    }
+
+    /// Read until nothing more has come for 60 ms (at most 1 s): the frame being drawn is
+    /// then whole.
+    fn settle(&mut self) {
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            match self.rx.recv_timeout(Duration::from_millis(60)) {
+                Ok(b) => {
+                    self.parser.process(&b);
+                }
+                Err(_) => return,
+            }
         }
     }
 
