@@ -10,8 +10,8 @@ use std::io::{Read, Seek, SeekFrom};
 use crate::event::BuildId;
 
 pub use super::format::{
-    FEAT_ARCH, FEAT_BUILD_ID, FEAT_CLOCKID, FEAT_CMDLINE, FEAT_EVENT_DESC, FEAT_HOSTNAME,
-    FEAT_NRCPUS, FEAT_OSRELEASE, FEAT_SAMPLE_TIME, FEAT_TRACING_DATA, FEAT_VERSION,
+    FEAT_ARCH, FEAT_BUILD_ID, FEAT_CLOCKID, FEAT_CMDLINE, FEAT_COMPRESSED, FEAT_EVENT_DESC,
+    FEAT_HOSTNAME, FEAT_NRCPUS, FEAT_OSRELEASE, FEAT_SAMPLE_TIME, FEAT_TRACING_DATA, FEAT_VERSION,
     FILE_HEADER_SIZE, MAGIC, MAGIC_BIG, PIPE_HEADER_SIZE,
 };
 
@@ -147,6 +147,9 @@ pub struct Facts {
     /// File name -> build id (BUILD_ID), and the kernel's (`[kernel.kallsyms]`).
     pub build_ids: HashMap<Box<[u8]>, BuildId>,
     pub clockid: Option<i32>,
+    /// HEADER_COMPRESSED's ring size (`perf record -z`): what one compressed record may
+    /// decompress to.
+    pub compressed_mmap_len: Option<u32>,
     /// The times of the first and the last sample (SAMPLE_TIME, written by `perf record`
     /// when it reads the samples for their build ids): the span a replay shows.
     pub sample_time: Option<(u64, u64)>,
@@ -338,6 +341,8 @@ impl Facts {
                     at += size;
                 }
             }
+            // u32 version, type (1: zstd), level, ratio, mmap_len.
+            FEAT_COMPRESSED => self.compressed_mmap_len = u32_at(b, 16),
             FEAT_CLOCKID => self.clockid = u64_at(b, 0).map(|c| c as i32),
             FEAT_SAMPLE_TIME => {
                 self.sample_time = u64_at(b, 0)

@@ -10,6 +10,7 @@
 //! Nothing holds more than a bounded channel of batches and the ordering window, whatever the
 //! file's size. Records perfwatch does not use are counted by type and said in the summary.
 
+mod compressed;
 pub mod format;
 pub mod header;
 mod stream;

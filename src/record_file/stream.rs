@@ -211,6 +211,8 @@ pub struct Stream {
     buf: Vec<u8>,
     /// A record read ahead (pipe mode: the first one after the header records).
     pending: bool,
+    /// `perf record -z`: the records decompressed from COMPRESSED records, handed out first.
+    inflater: Option<Box<super::compressed::Inflater>>,
 }
 
 /// Events sent in one batch at most, rounds or not (a file without FINISHED_ROUND records).
@@ -245,6 +247,7 @@ impl Stream {
             stale: false,
             buf: Vec::with_capacity(1 << 16),
             pending: false,
+            inflater: None,
         }
     }
 
@@ -287,11 +290,16 @@ impl Stream {
             self.pending = false;
             return Ok(());
         }
+        if let Some(z) = &mut self.inflater
+            && let Some(r) = z.next_record(&mut self.buf)
+        {
+            return r.map_err(Frame::Fail);
+        }
         self.buf.clear();
         self.buf.resize(HEADER_SIZE, 0);
         let at = self.offset;
         match read_full(&mut self.r, &mut self.buf[..]) {
-            Ok(0) => return Err(Frame::End),
+            Ok(0) => return Err(self.end()),
             Ok(n) if n < HEADER_SIZE => {
                 return Err(Frame::Fail(format!(
                     "the recording ends in the middle of a record's header, at byte {at}"
@@ -412,7 +420,7 @@ impl Stream {
                 Err(Frame::Fail(why)) => anyhow::bail!(why),
             }
             let ty = u32_at(&self.buf, 0).unwrap_or(0);
-            if ty < HEADER_ATTR || ty == FINISHED_ROUND {
+            if ty < HEADER_ATTR || matches!(ty, FINISHED_ROUND | COMPRESSED | COMPRESSED2) {
                 self.pending = true;
                 break;
             }
@@ -431,6 +439,30 @@ impl Stream {
         self.stale = true;
         self.refresh();
         Ok(())
+    }
+
+    /// The input ended: the end, unless a decompressed record was cut short.
+    fn end(&self) -> Frame {
+        match self.inflater.as_ref().map_or(0, |z| z.pending()) {
+            0 => Frame::End,
+            n => Frame::Fail(format!(
+                "the recording ends inside a record of its compressed data ({n} bytes of it)"
+            )),
+        }
+    }
+
+    /// A COMPRESSED record in `self.buf`: decompress it (its records come next).
+    fn inflate(&mut self, ty: u32) -> Result<(), String> {
+        let at = self.offset - self.buf.len() as u64;
+        let z = match &mut self.inflater {
+            Some(z) => z,
+            None => self
+                .inflater
+                .insert(Box::new(super::compressed::Inflater::new(
+                    self.header.facts.compressed_mmap_len,
+                )?)),
+        };
+        z.feed(&self.buf, ty, at)
     }
 
     fn count_unused(&self, ty: u32) {
@@ -479,7 +511,9 @@ impl Stream {
             if ty >= HEADER_ATTR {
                 match ty {
                     COMPRESSED | COMPRESSED2 => {
-                        self.count_unused(ty);
+                        if let Err(why) = self.inflate(ty) {
+                            break Err(why);
+                        }
                         continue;
                     }
                     AUXTRACE => {

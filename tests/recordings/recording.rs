@@ -956,6 +956,142 @@ fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
     assert!(hot > 0, "hot_a named in a dwarf recording");
 }
 
+/// The shares of `hot_a` and `hot_b` among a `--json`'s samples.
+fn hot_shares(records: &[serde_json::Value]) -> (f64, f64) {
+    let samples: Vec<_> = records.iter().filter(|r| r["type"] == "sample").collect();
+    let share = |name: &str| {
+        samples.iter().filter(|r| r["sym"] == name).count() as f64 / samples.len().max(1) as f64
+    };
+    (share("hot_a"), share("hot_b"))
+}
+
+#[test]
+fn compressed_recordings_read_as_perf_script_reads_them() {
+    require_perf!();
+    // perf record -z: the kernel's records inside COMPRESSED records, one zstd stream.
+    let (dir, prog, data) = record_prog(
+        "z.data",
+        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
+        &["1000", "20"],
+    );
+    let stats = perf_stats(&data);
+    assert!(stats.get("COMPRESSED").is_some_and(|&n| n > 0), "{stats:?}");
+    let (records, stderr) = perfwatch_json(&data);
+    assert!(!stderr.contains("COMPRESSED"), "{stderr}");
+    same_counts(&stats, &types(&records));
+    let ours = json_samples(&records);
+    assert!(ours.len() > 200, "{} samples", ours.len());
+    assert_eq!(ours, perf_samples(&data), "the samples (tid, time, ip)");
+    // The same workload recorded without -z reads alike.
+    let plain = dir.path().join("plain.data");
+    perf_record(
+        &plain,
+        &[
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "-g",
+            "--",
+            prog.to_str().unwrap(),
+            "1000",
+            "20",
+        ],
+    );
+    let (plain_records, _) = perfwatch_json(&plain);
+    let (za, zb) = hot_shares(&records);
+    let (pa, pb) = hot_shares(&plain_records);
+    assert!(za > zb && zb > 0.0, "-z: hot_a {za}, hot_b {zb}");
+    assert!(
+        (za - pa).abs() < 0.1 && (zb - pb).abs() < 0.1,
+        "hot_a/hot_b shares: -z {za}/{zb}, without -z {pa}/{pb}"
+    );
+
+    // Pipe mode: perf record -z -o - | perfwatch -i -, and perf script on the same bytes.
+    let mut perf = Command::new("perf")
+        .args([
+            "record",
+            "-z",
+            "-o",
+            "-",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "--",
+        ])
+        .arg(&prog)
+        .args(["500", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf record");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut perf.stdout.take().unwrap(), &mut bytes).unwrap();
+    assert!(common::wait_in_time(&mut perf).success());
+    let piped = dir.path().join("z.pipe");
+    std::fs::write(&piped, &bytes).unwrap();
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = pw.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+    let out = pw.output_in_time().unwrap();
+    writer.join().unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("COMPRESSED"), "{stderr}");
+    let ours = json_samples(&common::json_lines(&String::from_utf8_lossy(&out.stdout)));
+    let perf = Command::new("perf")
+        .args(["script", "-i", "-", "-F", "tid,time,ip", "--ns"])
+        .stdin(std::fs::File::open(&piped).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+        .output_in_time()
+        .unwrap();
+    let mut theirs: Vec<(i64, u64, u64)> = String::from_utf8_lossy(&perf.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let tid = w.next()?.parse().ok()?;
+            let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
+            let ip = u64::from_str_radix(w.next()?, 16).ok()?;
+            Some((
+                tid,
+                s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
+                ip,
+            ))
+        })
+        .collect();
+    theirs.sort_unstable();
+    assert!(ours.len() > 100, "{} samples from the pipe", ours.len());
+    assert_eq!(ours, theirs, "the piped samples (tid, time, ip)");
+
+    // A compressed record whose zstd bytes are broken: a clear error, exit 1, no panic.
+    let mut broken = std::fs::read(&data).unwrap();
+    let start = u64::from_le_bytes(broken[40..48].try_into().unwrap()) as usize;
+    let mut at = start;
+    let first = loop {
+        let ty = u32::from_le_bytes(broken[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes([broken[at + 6], broken[at + 7]]) as usize;
+        if ty == 81 {
+            break at;
+        }
+        at += size;
+    };
+    broken[first + 8..first + 12].copy_from_slice(b"nope");
+    read_bytes(dir.path(), "broken-z.data", &broken)
+        .exited(1)
+        .said(&["compressed record at byte", "does not decompress"])
+        .never_said(&["panicked"]);
+}
+
 /// `perfwatch -i FILE --format perf`: its stdout (and it must have decoded every sample).
 /// Records out of time order are not refused here: on a loaded machine perf's rounds can
 /// overlap more than perf promises, and the lines compared say whether the order is perf's.
