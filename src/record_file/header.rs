@@ -68,6 +68,8 @@ pub struct FileAttr {
     pub sample_type: u64,
     pub flags: u64,
     pub clockid: Option<i32>,
+    /// `sample_regs_user`: the registers REGS_USER holds (`--call-graph dwarf`).
+    pub regs_user: u64,
     pub ids: Vec<u64>,
     /// From EVENT_DESC (or an EVENT_UPDATE record in pipe mode).
     pub name: Option<String>,
@@ -92,6 +94,7 @@ impl FileAttr {
             } else {
                 None
             },
+            regs_user: u64_at(b, 80).unwrap_or(0),
             ids: Vec::new(),
             name: None,
         })

@@ -29,7 +29,7 @@ use crate::event::{Batch, BufferPool, EventDesc};
 use crate::stats::Stats;
 use header::{Facts, FileAttr};
 
-pub use stream::record_type_name;
+pub use stream::{DWARF, record_type_name};
 
 /// Where the recording comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

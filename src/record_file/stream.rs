@@ -14,7 +14,8 @@ use super::{Input, ReadCounts, RecordingInfo};
 use crate::event::tracepoint::Format;
 use crate::event::{Batch, BufferPool, Event, EventDesc, EventKind, Mmap2Extra, RecordType};
 use crate::perf::record::{
-    self, DecodeError, HEADER_SIZE, RECORD_SAMPLE, SAMPLE_IDENTIFIER, SAMPLE_PERIOD, SampleLayout,
+    self, DecodeError, HEADER_SIZE, RECORD_SAMPLE, SAMPLE_IDENTIFIER, SAMPLE_PERIOD,
+    SAMPLE_REGS_USER, SAMPLE_STACK_USER, SampleLayout,
 };
 use crate::stats::Stats;
 
@@ -78,6 +79,9 @@ const SAMPLE_READ: u64 = 0x10;
 /// The sample_type bits of fields that come after RAW in a sample: perfwatch reads nothing
 /// there, so they do not change where what it reads is.
 const AFTER_RAW: u64 = !(0x7ff | SAMPLE_IDENTIFIER);
+/// REGS_USER and STACK_USER: what `--call-graph dwarf` adds to a sample.
+pub const DWARF: u64 = SAMPLE_REGS_USER | SAMPLE_STACK_USER;
+const SAMPLE_BRANCH_STACK: u64 = 0x800;
 /// The bits of the sample_id trailer of non-sample records.
 const TRAILER_BITS: u64 = 0x2 | 0x4 | 0x40 | 0x200 | 0x80 | SAMPLE_IDENTIFIER;
 
@@ -122,11 +126,17 @@ impl Decoding {
                 }
                 .intern(),
             );
-            let st = a.sample_type & !AFTER_RAW;
+            let mut st = a.sample_type & !AFTER_RAW;
+            // `--call-graph dwarf`: the registers and stack copy follow RAW (unless a branch
+            // stack comes between), for the pipeline's unwind step.
+            if a.sample_type & DWARF == DWARF && a.sample_type & SAMPLE_BRANCH_STACK == 0 {
+                st |= DWARF;
+            }
             let sample = if st & SAMPLE_READ != 0 {
                 None
             } else {
                 SampleLayout::new(st, a.sample_id_all()).ok().map(|l| {
+                    let l = l.with_regs_mask(a.regs_user);
                     if !a.freq() && st & SAMPLE_PERIOD == 0 {
                         l.with_fixed_period(a.sample_period)
                     } else {

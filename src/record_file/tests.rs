@@ -22,6 +22,7 @@ fn attr(sample_type: u64, ids: &[u64]) -> FileAttr {
         sample_type,
         flags: (1 << 18) | (1 << 10),
         clockid: None,
+        regs_user: 0,
         ids: ids.to_vec(),
         name: Some("cpu-clock".into()),
     }

@@ -12,7 +12,7 @@ use super::{LinesEnd, UsageError, catch_panic, end_lines, line_options, with_los
 use crate::cli::Cli;
 use crate::frontend::plain;
 use crate::pipeline::{Pipeline, PipelineOptions};
-use crate::record_file::{Input, Recording};
+use crate::record_file::{DWARF, Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
 
@@ -267,6 +267,14 @@ fn pipeline(
             // The batches' `now` (the file's rounds) alone decides what goes out, whatever
             // the threads' timing.
             exact_order: true,
+            // `--call-graph dwarf` recordings: their stack copies unwound as live (perf
+            // script's default depth, 127 frames).
+            unwind: rec
+                .info
+                .attrs
+                .iter()
+                .any(|a| a.sample_type & DWARF == DWARF)
+                .then(|| (cli.max_stack.unwrap_or(127), std::sync::Arc::default())),
             ..PipelineOptions::default()
         },
     )

@@ -382,7 +382,18 @@ impl Unwinder {
                  answers: not read (--read-user-fs reads such files)"
             )),
             _ => match crate::symbols::open_mapped(&m.file, pid, m.start, m.end) {
-                Ok(f) => tables::read_file(f),
+                // A recording's mapping names its build: another one is never used.
+                Ok(f) => tables::read_file(f).and_then(|t| match m.file.identity() {
+                    crate::symbols::FileIdentity::BuildId(want) if t.build_id != Some(*want) => {
+                        replaced = true;
+                        Err(format!(
+                            "build id {}, the recording's is {}",
+                            t.build_id.map_or("none".into(), |b| b.to_hex()),
+                            want.to_hex()
+                        ))
+                    }
+                    _ => Ok(t),
+                }),
                 Err(e) => {
                     replaced = matches!(e, crate::symbols::OpenMappedError::Replaced(_));
                     Err(e.to_string())

@@ -938,22 +938,137 @@ fn a_recording_that_cannot_be_opened_is_said_before_the_full_screen_view_starts(
     assert!(!r.stdout.contains("\x1b[?1049h"), "{:?}", r.stdout);
 }
 
+/// Each sample's program frames (those in `/prog`), outermost first, joined by `;`, as
+/// shares of the samples; and the share whose chain reaches `main`.
+fn prog_stacks(
+    samples: impl Iterator<Item = Vec<(String, String)>>,
+) -> (HashMap<String, u64>, f64) {
+    let mut folded: HashMap<String, u64> = HashMap::new();
+    let (mut n, mut main) = (0, 0);
+    for frames in samples {
+        n += 1;
+        main += frames.iter().any(|(f, _)| f == "main") as usize;
+        let key: Vec<&str> = frames
+            .iter()
+            .rev()
+            .filter(|(_, d)| d.ends_with("/prog"))
+            .map(|(f, _)| f.as_str())
+            .collect();
+        *folded.entry(key.join(";")).or_default() += 1;
+    }
+    (folded, main as f64 / n.max(1) as f64)
+}
+
 #[test]
-fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
+fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
     require_perf!();
-    // Stack copies and registers come after the fields perfwatch reads: they do not move them.
-    let (_dir, _prog, data) = record_prog(
-        "dwarf.data",
-        &["-e", "cpu-clock", "--call-graph", "dwarf"],
-        &["300", "0"],
+    // A program without frame pointers: only its stack copies and .eh_frame say who called.
+    // Each build of its own (a build id no earlier run put in perf's cache), at one path.
+    let dir = tempfile::tempdir().unwrap();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let build = |variant: &str| {
+        let src = format!(
+            "{}\nconst char *pw_build = \"{nonce}-{variant}\";\n",
+            common::CALL_PATH_C
+        );
+        common::cc(dir.path(), "prog", &src, &["-O2", "-fomit-frame-pointer"])
+    };
+    let prog = build("a");
+    let data = dir.path().join("dwarf.data");
+    perf_record(
+        &data,
+        &[
+            // Not into perf's build-id cache: only the file at the path has the tables.
+            "-N",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "1000",
+            "--call-graph",
+            "dwarf",
+            "--",
+            prog.to_str().unwrap(),
+            "800",
+        ],
     );
-    let (records, _) = perfwatch_json(&data);
+    let (records, stderr) = perfwatch_json(&data);
     same_counts(&perf_stats(&data), &types(&records));
-    let hot = records
+    let ours = records.iter().filter(|r| r["type"] == "sample").map(|r| {
+        r["callchain"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .map(|f| {
+                        let s = |k: &str| f[k].as_str().unwrap_or("").to_string();
+                        (s("sym"), s("dso"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    // perf's inlined frames left out: perfwatch names the function holding the address.
+    let theirs = common::perf_script_samples(&data, "pid,ip,sym,dso")
+        .into_iter()
+        .map(|s| {
+            s.frames
+                .into_iter()
+                .filter(|(_, _, d)| d != "inlined")
+                .map(|(_, sym, dso)| (sym.split("+0x").next().unwrap_or(&sym).to_string(), dso))
+                .collect()
+        });
+    let (ours, our_main) = prog_stacks(ours);
+    let (theirs, their_main) = prog_stacks(theirs);
+    let n: u64 = ours.values().sum();
+    assert!(n >= 200, "{n} samples\n{stderr}");
+    println!("perfwatch {ours:?}, {our_main}\nperf {theirs:?}, {their_main}");
+    let path = common::CALL_PATH
         .iter()
-        .filter(|r| r["type"] == "sample" && r["sym"] == "hot_a")
+        .rev()
+        .copied()
+        .collect::<Vec<_>>()
+        .join(";");
+    let on_path: u64 = ours
+        .iter()
+        .filter(|(k, _)| k.ends_with(&path))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        on_path * 2 > n,
+        "most samples are in {path}: {ours:?}\n{stderr}"
+    );
+    assert!(our_main >= 0.9, "{our_main} reach main\n{stderr}");
+    assert!(
+        (our_main - their_main).abs() <= 0.05,
+        "main: perfwatch {our_main}, perf {their_main}"
+    );
+    let tv = total_variation(&ours, &theirs);
+    assert!(
+        tv <= 0.05,
+        "folded stacks {tv} apart: perfwatch {ours:?}, perf {theirs:?}"
+    );
+    // Another build at the same path: its tables are never used (a build id of its own).
+    build("b");
+    let r = common::run(perfwatch_cmd().arg("-i").arg(&data).arg("--json"));
+    r.exited(0);
+    let reach = r
+        .json()
+        .iter()
+        .filter(|r| r["type"] == "sample")
+        .filter(|r| {
+            r["callchain"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|f| f["sym"] == "main"))
+        })
         .count();
-    assert!(hot > 0, "hot_a named in a dwarf recording");
+    assert_eq!(reach, 0, "another build's unwind tables were used");
+    assert!(
+        r.stderr.contains("unwind tables not read: build id"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// The shares of `hot_a` and `hot_b` among a `--json`'s samples.
