@@ -398,8 +398,9 @@ impl Stream {
                 self.header.facts.build_id_record(&rec);
             }
             EVENT_UPDATE => {
-                // {u64 type, u64 id, data}; type 1 (NAME): a NUL-terminated name.
-                if let (Some(1), Some(id)) = (u64_at(body, 0), u64_at(body, 8)) {
+                // {u64 type, u64 id, data}; type 2 (PERF_EVENT_UPDATE__NAME; 0 is the unit,
+                // 1 the scale, 3 the CPUs): a NUL-terminated name.
+                if let (Some(2), Some(id)) = (u64_at(body, 0), u64_at(body, 8)) {
                     let name = crate::text::until_nul(&body[16..]);
                     let name = String::from_utf8_lossy(name).into_owned();
                     if self.header.facts.names.len() < 1 << 20 {

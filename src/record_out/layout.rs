@@ -414,6 +414,21 @@ pub fn attr_records(attr: &[u8], ids: &[u64]) -> Vec<u8> {
     out
 }
 
+/// Pipe mode: an event's name as perf record writes it there (no EVENT_DESC feature in a
+/// pipe), a PERF_RECORD_EVENT_UPDATE of type NAME: `{ u64 type = 2; u64 id; char name[]; }`,
+/// naming the event one of whose `id`s it gives; none for an event without ids.
+pub fn event_name_record(id: Option<u64>, name: &str) -> Option<Vec<u8>> {
+    let id = id?;
+    let mut body = Vec::new();
+    body.extend_from_slice(&2u64.to_le_bytes());
+    body.extend_from_slice(&id.to_le_bytes());
+    put_name(&mut body, name.as_bytes(), 4096);
+    let mut out = Vec::with_capacity(8 + body.len());
+    header(&mut out, f::EVENT_UPDATE, 0, 8 + body.len());
+    out.extend_from_slice(&body);
+    Some(out)
+}
+
 /// Pipe mode: a feature as a PERF_RECORD_HEADER_FEATURE record (none when too large for
 /// one record).
 pub fn feature_record(bit: u32, body: &[u8]) -> Option<Vec<u8>> {

@@ -354,6 +354,11 @@ fn write_recording(mut sink: Sink, queue: RawQueue, shared: &Shared, mut plan: P
         for (a, ids) in plan.attrs.iter().zip(&plan.ids) {
             out.put(&layout::attr_records(a, ids));
         }
+        for (_, name, ids) in &plan.features.events {
+            if let Some(r) = layout::event_name_record(ids.first().copied(), name) {
+                out.put(&r);
+            }
+        }
         for (bit, body) in plan.features.sections() {
             if bit != f::FEAT_BUILD_ID && bit != f::FEAT_EVENT_DESC && bit != f::FEAT_TRACING_DATA {
                 if let Some(r) = layout::feature_record(bit, &body) {

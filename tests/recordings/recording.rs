@@ -621,6 +621,8 @@ fn perfs_pipe_is_read_while_perf_records() {
         stderr.contains(&format!("by type: sample {samples}")),
         "{stderr}"
     );
+    // The event named as perf names it (EVENT_UPDATE records carry its unit, scale, name).
+    assert!(stderr.contains("events cpu-clock; "), "{stderr}");
 }
 
 /// A small real recording's bytes, for the bad-input tests to cut and break.
@@ -1637,6 +1639,57 @@ fn o_dash_writes_perfs_pipe_format_for_perf_script() {
         samples as u64, said,
         "perf script's samples vs perfwatch's summary: {stderr}"
     );
+    // The event names perf shows for the pipe are those it shows for a file (the pipe names
+    // them in EVENT_UPDATE records, as perf record's pipe does).
+    let events = |data: &[u8]| -> std::collections::BTreeSet<String> {
+        let f = dir.path().join("names.data");
+        std::fs::write(&f, data).unwrap();
+        let out = Command::new("perf")
+            .args(["script", "-F", "event", "-i", "-"])
+            .stdin(std::fs::File::open(&f).unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+            .output_in_time()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let two = ["-e", "cpu-clock,page-faults", "-F", "2000", "--"];
+    let piped = perfwatch_cmd()
+        .args(["-o", "-"])
+        .args(two)
+        .arg(&prog)
+        .args(["200", "0"])
+        .output_in_time()
+        .unwrap();
+    assert!(piped.status.success());
+    let file = dir.path().join("two.data");
+    let r = common::run(
+        perfwatch_cmd()
+            .arg("-o")
+            .arg(&file)
+            .arg("--plain")
+            .args(two)
+            .arg(&prog)
+            .args(["200", "0"]),
+    );
+    r.exited(0);
+    let in_file = perf_out(&["script", "-F", "event"], &file)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(
+        in_file,
+        ["cpu-clock:", "page-faults:"].map(String::from).into(),
+        "a file's names"
+    );
+    assert_eq!(events(&piped.stdout), in_file, "the pipe's names");
     // Nothing else may write stdout.
     let r = common::run(perfwatch_cmd().args(["-o", "-", "--plain", "-d", "1"]));
     r.exited(2).said(&["-o - writes the recording to stdout"]);
