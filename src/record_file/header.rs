@@ -73,6 +73,8 @@ pub struct FileAttr {
     pub ids: Vec<u64>,
     /// From EVENT_DESC (or an EVENT_UPDATE record in pipe mode).
     pub name: Option<String>,
+    /// The attribute's bytes as the file has them (`-o` beside `-i` writes them again).
+    pub raw: Vec<u8>,
 }
 
 impl FileAttr {
@@ -97,6 +99,7 @@ impl FileAttr {
             regs_user: u64_at(b, 80).unwrap_or(0),
             ids: Vec::new(),
             name: None,
+            raw: b.to_vec(),
         })
     }
 
@@ -153,6 +156,8 @@ pub struct Facts {
     /// HEADER_COMPRESSED's ring size (`perf record -z`): what one compressed record may
     /// decompress to.
     pub compressed_mmap_len: Option<u32>,
+    /// The tracing data as the file has it (`-o` beside `-i` writes it again).
+    pub tracing_raw: Option<Vec<u8>>,
     /// The times of the first and the last sample (SAMPLE_TIME, written by `perf record`
     /// when it reads the samples for their build ids): the span a replay shows.
     pub sample_time: Option<(u64, u64)>,
@@ -420,6 +425,7 @@ impl Facts {
 
     /// TRACING_DATA (`tools/perf/util/trace-event-read.c`): the tracepoints' format files.
     fn tracing_data(&mut self, b: &[u8]) {
+        self.tracing_raw = Some(b.to_vec());
         if let Some(formats) = parse_tracing_data(b) {
             for f in formats {
                 if let Some(id) = f.text.lines().find_map(|l| l.trim().strip_prefix("ID:")) {

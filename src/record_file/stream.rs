@@ -223,6 +223,8 @@ pub struct Stream {
     pending: bool,
     /// `perf record -z`: the records decompressed from COMPRESSED records, handed out first.
     inflater: Option<Box<super::compressed::Inflater>>,
+    /// `-o` beside `-i`: where each record read also goes.
+    copy: Option<Box<dyn super::RecordCopy>>,
 }
 
 /// Events sent in one batch at most, rounds or not (a file without FINISHED_ROUND records).
@@ -258,6 +260,7 @@ impl Stream {
             buf: Vec::with_capacity(1 << 16),
             pending: false,
             inflater: None,
+            copy: None,
         }
     }
 
@@ -452,6 +455,11 @@ impl Stream {
         Ok(())
     }
 
+    /// `-o` beside `-i`: hand every record read from here on to `copy` too.
+    pub(super) fn copy_to(&mut self, copy: Box<dyn super::RecordCopy>) {
+        self.copy = Some(copy);
+    }
+
     /// The input ended: the end, unless a decompressed record was cut short.
     fn end(&self) -> Frame {
         match self.inflater.as_ref().map_or(0, |z| z.pending()) {
@@ -501,6 +509,12 @@ impl Stream {
                 Err(Frame::Fail(why)) => break Err(why),
             }
             let ty = u32_at(&self.buf, 0).unwrap_or(0);
+            if let Some(c) = &mut self.copy
+                && (ty < HEADER_ATTR
+                    || matches!(ty, FINISHED_ROUND | 69 | 73 | 74 | 79 | FINISHED_INIT))
+            {
+                c.record(&self.buf);
+            }
             round_bytes += self.buf.len() as u64;
             if ty == FINISHED_ROUND || round_bytes > ROUND_BYTES_MAX {
                 let before = round.safe;
@@ -578,6 +592,9 @@ impl Stream {
         }
         if let Err(why) = result {
             let _ = self.counts.failure.set(why);
+        }
+        if let Some(c) = self.copy.take() {
+            let _ = self.counts.copied.set(c.finish());
         }
         count(stats, &events);
         let _ = tx.send(Batch {

@@ -25,6 +25,7 @@ fn attr(sample_type: u64, ids: &[u64]) -> FileAttr {
         regs_user: 0,
         ids: ids.to_vec(),
         name: Some("cpu-clock".into()),
+        raw: Vec::new(),
     }
 }
 

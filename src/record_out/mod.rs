@@ -13,6 +13,7 @@
 //! symbolizer read them), and the tracepoints' formats; in file mode the header last. A write
 //! error is said once; the monitor goes on and the exit status says it.
 
+pub mod copy;
 mod layout;
 
 use std::collections::HashSet;

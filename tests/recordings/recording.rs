@@ -1073,6 +1073,124 @@ fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
     );
 }
 
+/// `perf script -F FIELDS -i -` on `bytes` (perf's pipe format): its stdout.
+fn perf_script_of_pipe(dir: &Path, fields: &str, bytes: &[u8]) -> String {
+    let f = dir.join("piped.bytes");
+    std::fs::write(&f, bytes).unwrap();
+    let out = Command::new("perf")
+        .args(["script", "-F", fields, "-i", "-"])
+        .stdin(std::fs::File::open(&f).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+        .output_in_time()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn o_beside_i_copies_the_recording_for_perf_script() {
+    require_perf!();
+    // A compressed file with call chains, copied: perf script reads the copy (its records
+    // decompressed) as it reads the input.
+    let (dir, prog, data) = record_prog(
+        "z.data",
+        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
+        &["500", "5"],
+    );
+    let fields = "comm,tid,time,event,ip,sym";
+    let want = perf_out(&["script", "-F", fields], &data);
+    assert!(want.lines().count() > 100, "{want}");
+    let copy = dir.path().join("copy.data");
+    common::run(
+        perfwatch_cmd()
+            .arg("-i")
+            .arg(&data)
+            .arg("-o")
+            .arg(&copy)
+            .arg("--quiet"),
+    )
+    .exited(0)
+    .said(&["copied from the input"]);
+    assert_eq!(
+        perf_out(&["script", "-F", fields], &copy),
+        want,
+        "perf script of the copy"
+    );
+    let stats = perf_stats(&copy);
+    assert_eq!(stats.get("COMPRESSED"), None, "{stats:?}");
+    let input = perf_stats(&data);
+    for k in [
+        "SAMPLE",
+        "FORK",
+        "EXIT",
+        "COMM",
+        "MMAP",
+        "MMAP2",
+        "FINISHED_ROUND",
+    ] {
+        assert_eq!(
+            stats.get(k),
+            input.get(k),
+            "{k}: copy {stats:?}, input {input:?}"
+        );
+    }
+    // The copy in perf's pipe format (-o -), and perfwatch reads the copy back.
+    let piped = perfwatch_cmd()
+        .arg("-i")
+        .arg(&data)
+        .args(["-o", "-"])
+        .output_in_time()
+        .unwrap();
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(perf_script_of_pipe(dir.path(), fields, &piped.stdout), want);
+    let (records, _) = perfwatch_json(&copy);
+    let (theirs, _) = perfwatch_json(&data);
+    assert_eq!(json_samples(&records), json_samples(&theirs));
+
+    // perf's pipe to a file: perf record -o - | perfwatch -i - -o FILE.
+    let bytes = Command::new("perf")
+        .args(["record", "-o", "-", "-e", "cpu-clock", "-F", "2000", "--"])
+        .arg(&prog)
+        .args(["300", "0"])
+        .output_in_time()
+        .unwrap()
+        .stdout;
+    let kept = dir.path().join("kept.data");
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--plain", "-o"])
+        .arg(&kept)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = pw.stdin.take().unwrap();
+    let b = bytes.clone();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &b));
+    let out = pw.output_in_time().unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields = "tid,time,event,ip,sym";
+    let want = perf_script_of_pipe(dir.path(), fields, &bytes);
+    assert!(want.lines().count() > 50, "{want}");
+    assert_eq!(
+        perf_out(&["script", "-F", fields], &kept),
+        want,
+        "perf script of the kept pipe"
+    );
+}
+
 /// The shares of `hot_a` and `hot_b` among a `--json`'s samples.
 fn hot_shares(records: &[serde_json::Value]) -> (f64, f64) {
     let samples: Vec<_> = records.iter().filter(|r| r["type"] == "sample").collect();
