@@ -127,6 +127,8 @@ pub struct ReadCounts {
     pub failure: OnceLock<String>,
     /// `-o` beside `-i`: what the copy says, or why it failed.
     pub copied: OnceLock<Result<String, String>>,
+    /// `--call-graph dwarf` recordings: the pipeline's unwind step counts here.
+    pub unwound: Arc<Mutex<crate::unwind::Stats>>,
 }
 
 impl ReadCounts {
@@ -151,6 +153,11 @@ impl ReadCounts {
                 "  not decoded: {n} samples of '{}' (their sample layout has fields perfwatch does not read, such as PERF_SAMPLE_READ)",
                 crate::text::escape(name.as_bytes())
             ));
+        }
+        if let Ok(u) = self.unwound.lock()
+            && u.chains() > 0
+        {
+            out.push(u.summary_line());
         }
         match self.copied.get() {
             Some(Ok(said)) => out.push(format!("perfwatch: {said}")),

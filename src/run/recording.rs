@@ -298,7 +298,7 @@ fn pipeline(
                 .attrs
                 .iter()
                 .any(|a| a.sample_type & DWARF == DWARF)
-                .then(|| (cli.max_stack.unwrap_or(127), std::sync::Arc::default())),
+                .then(|| (cli.max_stack.unwrap_or(127), rec.counts.unwound.clone())),
             ..PipelineOptions::default()
         },
     )

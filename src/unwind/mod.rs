@@ -112,6 +112,28 @@ impl Stats {
     pub fn chains(&self) -> u64 {
         self.ends.iter().sum()
     }
+
+    /// The summary's line (a recording's; a live run's says the same in run.rs).
+    pub fn summary_line(&self) -> String {
+        let mut s = format!(
+            "  dwarf unwinding: {} chains, {} user frames; ended by",
+            self.chains(),
+            self.frames
+        );
+        let mut sep = " ";
+        for end in End::ALL {
+            let n = self.count(end);
+            if n > 0 {
+                s += &format!("{sep}{}: {n}", end.name());
+                sep = ", ";
+            }
+        }
+        s + &format!(
+            " ({} binaries' unwind tables, {} KiB)",
+            self.binaries,
+            self.bytes / 1024
+        )
+    }
 }
 
 /// Bounds of the unwinder's caches.

@@ -1042,6 +1042,7 @@ fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
         "most samples are in {path}: {ours:?}\n{stderr}"
     );
     assert!(our_main >= 0.9, "{our_main} reach main\n{stderr}");
+    assert!(stderr.contains("dwarf unwinding: "), "{stderr}");
     assert!(
         (our_main - their_main).abs() <= 0.05,
         "main: perfwatch {our_main}, perf {their_main}"
