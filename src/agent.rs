@@ -95,7 +95,8 @@ impl Agent {
             None
         };
         let record = match &cli.output {
-            Some(path) => {
+            // With -i, -o is the recording's copy (src/record_out/copy.rs), not the rings'.
+            Some(path) if cli.input.is_none() => {
                 let system_wide = cli.all_cpus || cli.cpu.is_some();
                 let only = match (&cli.pid, &cli.tid) {
                     (Some(p), _) => Some(p.0.clone()),
@@ -109,7 +110,7 @@ impl Agent {
                     only,
                 )?)
             }
-            None => None,
+            _ => None,
         };
         Ok(Agent {
             bound,

@@ -256,13 +256,9 @@ pub struct Cli {
 
     /// Also write what is recorded to FILE as perf.data (perf report -i, perf script -i,
     /// perfwatch -i read it), beside any view; `-o -` writes perf's pipe format to stdout
-    /// (not a terminal) in place of the lines (-o - | perf script -i -).
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_name = "FILE",
-        conflicts_with = "input"
-    )]
+    /// (not a terminal) in place of the lines (-o - | perf script -i -). With -i, a copy of
+    /// the recording as it is read (perf's pipe to a file, a -z file decompressed).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
 
     /// No screen and no lines: run headless (with --metrics, --pprof-every, --folded FILE)

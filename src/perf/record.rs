@@ -86,6 +86,8 @@ pub struct SampleLayout {
     tr_cpu: Option<usize>,
     /// The period samples report when the layout has no PERIOD (a fixed `sample_period`).
     fixed_period: u64,
+    /// `sample_regs_user`: which registers REGS_USER holds (perfwatch's own: BP, SP, IP).
+    regs_mask: u64,
 }
 
 impl SampleLayout {
@@ -119,7 +121,17 @@ impl SampleLayout {
             tr_id: ident.or(id),
             tr_cpu,
             fixed_period: 0,
+            regs_mask: DWARF_REGS_MASK,
         })
+    }
+
+    /// The layout of samples whose REGS_USER holds the registers of `sample_regs_user` (a
+    /// recording's: `perf record --call-graph dwarf` asks for all of them).
+    pub fn with_regs_mask(self, mask: u64) -> SampleLayout {
+        SampleLayout {
+            regs_mask: mask,
+            ..self
+        }
     }
 
     /// The period to report for samples of an event with a fixed `sample_period`, which
@@ -459,11 +471,19 @@ fn user_stack(rec: &[u8], mut at: usize, l: &SampleLayout) -> UserStack {
         let abi = u64_at(rec, at);
         at += 8;
         if abi.is_some_and(|abi| abi != sys::PERF_SAMPLE_REGS_ABI_NONE as u64) {
-            // In bit order: BP, SP, IP.
-            let bp = u64_at(rec, at);
-            let sp = u64_at(rec, at + 8);
-            let ip = u64_at(rec, at + 16);
-            at += 8 * DWARF_REGS_MASK.count_ones() as usize;
+            // In bit order: a register's place is the number of lower bits the mask has.
+            let reg = |bit: u32| {
+                (l.regs_mask & (1 << bit) != 0)
+                    .then(|| {
+                        u64_at(
+                            rec,
+                            at + 8 * (l.regs_mask & ((1 << bit) - 1)).count_ones() as usize,
+                        )
+                    })
+                    .flatten()
+            };
+            let (bp, sp, ip) = (reg(6), reg(7), reg(8));
+            at += 8 * l.regs_mask.count_ones() as usize;
             if let (Some(bp), Some(sp), Some(ip)) = (bp, sp, ip) {
                 regs = Some(UserRegs { ip, sp, bp });
             }

@@ -23,6 +23,7 @@ pub const FEAT_CMDLINE: u32 = 11;
 pub const FEAT_EVENT_DESC: u32 = 12;
 pub const FEAT_SAMPLE_TIME: u32 = 21;
 pub const FEAT_CLOCKID: u32 = 23;
+pub const FEAT_COMPRESSED: u32 = 27;
 
 /// perf's own record types (`PERF_RECORD_HEADER_*` and the others `perf record` writes).
 pub const HEADER_ATTR: u32 = 64;

@@ -10,8 +10,8 @@ use std::io::{Read, Seek, SeekFrom};
 use crate::event::BuildId;
 
 pub use super::format::{
-    FEAT_ARCH, FEAT_BUILD_ID, FEAT_CLOCKID, FEAT_CMDLINE, FEAT_EVENT_DESC, FEAT_HOSTNAME,
-    FEAT_NRCPUS, FEAT_OSRELEASE, FEAT_SAMPLE_TIME, FEAT_TRACING_DATA, FEAT_VERSION,
+    FEAT_ARCH, FEAT_BUILD_ID, FEAT_CLOCKID, FEAT_CMDLINE, FEAT_COMPRESSED, FEAT_EVENT_DESC,
+    FEAT_HOSTNAME, FEAT_NRCPUS, FEAT_OSRELEASE, FEAT_SAMPLE_TIME, FEAT_TRACING_DATA, FEAT_VERSION,
     FILE_HEADER_SIZE, MAGIC, MAGIC_BIG, PIPE_HEADER_SIZE,
 };
 
@@ -68,9 +68,13 @@ pub struct FileAttr {
     pub sample_type: u64,
     pub flags: u64,
     pub clockid: Option<i32>,
+    /// `sample_regs_user`: the registers REGS_USER holds (`--call-graph dwarf`).
+    pub regs_user: u64,
     pub ids: Vec<u64>,
     /// From EVENT_DESC (or an EVENT_UPDATE record in pipe mode).
     pub name: Option<String>,
+    /// The attribute's bytes as the file has them (`-o` beside `-i` writes them again).
+    pub raw: Vec<u8>,
 }
 
 impl FileAttr {
@@ -92,8 +96,10 @@ impl FileAttr {
             } else {
                 None
             },
+            regs_user: u64_at(b, 80).unwrap_or(0),
             ids: Vec::new(),
             name: None,
+            raw: b.to_vec(),
         })
     }
 
@@ -147,6 +153,11 @@ pub struct Facts {
     /// File name -> build id (BUILD_ID), and the kernel's (`[kernel.kallsyms]`).
     pub build_ids: HashMap<Box<[u8]>, BuildId>,
     pub clockid: Option<i32>,
+    /// HEADER_COMPRESSED's ring size (`perf record -z`): what one compressed record may
+    /// decompress to.
+    pub compressed_mmap_len: Option<u32>,
+    /// The tracing data as the file has it (`-o` beside `-i` writes it again).
+    pub tracing_raw: Option<Vec<u8>>,
     /// The times of the first and the last sample (SAMPLE_TIME, written by `perf record`
     /// when it reads the samples for their build ids): the span a replay shows.
     pub sample_time: Option<(u64, u64)>,
@@ -338,6 +349,8 @@ impl Facts {
                     at += size;
                 }
             }
+            // u32 version, type (1: zstd), level, ratio, mmap_len.
+            FEAT_COMPRESSED => self.compressed_mmap_len = u32_at(b, 16),
             FEAT_CLOCKID => self.clockid = u64_at(b, 0).map(|c| c as i32),
             FEAT_SAMPLE_TIME => {
                 self.sample_time = u64_at(b, 0)
@@ -412,6 +425,7 @@ impl Facts {
 
     /// TRACING_DATA (`tools/perf/util/trace-event-read.c`): the tracepoints' format files.
     fn tracing_data(&mut self, b: &[u8]) {
+        self.tracing_raw = Some(b.to_vec());
         if let Some(formats) = parse_tracing_data(b) {
             for f in formats {
                 if let Some(id) = f.text.lines().find_map(|l| l.trim().strip_prefix("ID:")) {

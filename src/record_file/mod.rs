@@ -10,6 +10,7 @@
 //! Nothing holds more than a bounded channel of batches and the ordering window, whatever the
 //! file's size. Records perfwatch does not use are counted by type and said in the summary.
 
+mod compressed;
 pub mod format;
 pub mod header;
 mod stream;
@@ -28,7 +29,7 @@ use crate::event::{Batch, BufferPool, EventDesc};
 use crate::stats::Stats;
 use header::{Facts, FileAttr};
 
-pub use stream::record_type_name;
+pub use stream::{DWARF, record_type_name};
 
 /// Where the recording comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +104,18 @@ impl RecordingInfo {
     }
 }
 
+/// Where `-o` beside `-i` puts the records the reader reads: each record (a compressed
+/// one's records, not it; not the header records, which the copy writes from the
+/// recording's attributes and features), then `finish` on the reading thread once the
+/// reading ends: what to say of the copy, or why it failed.
+pub trait RecordCopy: Send {
+    fn record(&mut self, rec: &[u8]);
+    fn finish(self: Box<Self>) -> Result<String, String>;
+}
+
+/// Makes the copy of a recording from what its header says (`-o` beside `-i`).
+pub type MakeCopy<'a> = dyn Fn(&RecordingInfo) -> Result<Box<dyn RecordCopy>> + 'a;
+
 /// What the reading thread found that the summary says.
 #[derive(Debug, Default)]
 pub struct ReadCounts {
@@ -112,6 +125,10 @@ pub struct ReadCounts {
     pub undecoded: Mutex<BTreeMap<String, u64>>,
     /// Why reading stopped before the end (a truncated or inconsistent file).
     pub failure: OnceLock<String>,
+    /// `-o` beside `-i`: what the copy says, or why it failed.
+    pub copied: OnceLock<Result<String, String>>,
+    /// `--call-graph dwarf` recordings: the pipeline's unwind step counts here.
+    pub unwound: Arc<Mutex<crate::unwind::Stats>>,
 }
 
 impl ReadCounts {
@@ -136,6 +153,16 @@ impl ReadCounts {
                 "  not decoded: {n} samples of '{}' (their sample layout has fields perfwatch does not read, such as PERF_SAMPLE_READ)",
                 crate::text::escape(name.as_bytes())
             ));
+        }
+        if let Ok(u) = self.unwound.lock()
+            && u.chains() > 0
+        {
+            out.push(u.summary_line());
+        }
+        match self.copied.get() {
+            Some(Ok(said)) => out.push(format!("perfwatch: {said}")),
+            Some(Err(why)) => out.push(format!("perfwatch: error: {why}")),
+            None => {}
         }
         out
     }
@@ -302,6 +329,17 @@ impl Recording {
     /// yet must not keep a Ctrl-C from stopping perfwatch): true gives up with
     /// [`Cancelled`].
     pub fn open(input: Input, common_fields: bool, cancel: &dyn Fn() -> bool) -> Result<Recording> {
+        Recording::open_copying(input, common_fields, cancel, None)
+    }
+
+    /// [`Recording::open`], with each record also handed to the copy `copy` makes of the
+    /// recording's header (`-o` beside `-i`).
+    pub fn open_copying(
+        input: Input,
+        common_fields: bool,
+        cancel: &dyn Fn() -> bool,
+        copy: Option<&MakeCopy<'_>>,
+    ) -> Result<Recording> {
         let counts = Arc::new(ReadCounts::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut s = match &input {
@@ -339,6 +377,9 @@ impl Recording {
             }
         };
         let info = s.info(input);
+        if let Some(copy) = copy {
+            s.copy_to(copy(&info)?);
+        }
         let stats = Arc::new(Stats::new(&info.cpus));
         let (tx, rx) = bounded(CHANNEL_BATCHES);
         let pool = BufferPool::new(CHANNEL_BATCHES);

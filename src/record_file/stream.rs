@@ -14,7 +14,8 @@ use super::{Input, ReadCounts, RecordingInfo};
 use crate::event::tracepoint::Format;
 use crate::event::{Batch, BufferPool, Event, EventDesc, EventKind, Mmap2Extra, RecordType};
 use crate::perf::record::{
-    self, DecodeError, HEADER_SIZE, RECORD_SAMPLE, SAMPLE_IDENTIFIER, SAMPLE_PERIOD, SampleLayout,
+    self, DecodeError, HEADER_SIZE, RECORD_SAMPLE, SAMPLE_IDENTIFIER, SAMPLE_PERIOD,
+    SAMPLE_REGS_USER, SAMPLE_STACK_USER, SampleLayout,
 };
 use crate::stats::Stats;
 
@@ -78,6 +79,9 @@ const SAMPLE_READ: u64 = 0x10;
 /// The sample_type bits of fields that come after RAW in a sample: perfwatch reads nothing
 /// there, so they do not change where what it reads is.
 const AFTER_RAW: u64 = !(0x7ff | SAMPLE_IDENTIFIER);
+/// REGS_USER and STACK_USER: what `--call-graph dwarf` adds to a sample.
+pub const DWARF: u64 = SAMPLE_REGS_USER | SAMPLE_STACK_USER;
+const SAMPLE_BRANCH_STACK: u64 = 0x800;
 /// The bits of the sample_id trailer of non-sample records.
 const TRAILER_BITS: u64 = 0x2 | 0x4 | 0x40 | 0x200 | 0x80 | SAMPLE_IDENTIFIER;
 
@@ -122,11 +126,17 @@ impl Decoding {
                 }
                 .intern(),
             );
-            let st = a.sample_type & !AFTER_RAW;
+            let mut st = a.sample_type & !AFTER_RAW;
+            // `--call-graph dwarf`: the registers and stack copy follow RAW (unless a branch
+            // stack comes between), for the pipeline's unwind step.
+            if a.sample_type & DWARF == DWARF && a.sample_type & SAMPLE_BRANCH_STACK == 0 {
+                st |= DWARF;
+            }
             let sample = if st & SAMPLE_READ != 0 {
                 None
             } else {
                 SampleLayout::new(st, a.sample_id_all()).ok().map(|l| {
+                    let l = l.with_regs_mask(a.regs_user);
                     if !a.freq() && st & SAMPLE_PERIOD == 0 {
                         l.with_fixed_period(a.sample_period)
                     } else {
@@ -211,6 +221,10 @@ pub struct Stream {
     buf: Vec<u8>,
     /// A record read ahead (pipe mode: the first one after the header records).
     pending: bool,
+    /// `perf record -z`: the records decompressed from COMPRESSED records, handed out first.
+    inflater: Option<Box<super::compressed::Inflater>>,
+    /// `-o` beside `-i`: where each record read also goes.
+    copy: Option<Box<dyn super::RecordCopy>>,
 }
 
 /// Events sent in one batch at most, rounds or not (a file without FINISHED_ROUND records).
@@ -245,6 +259,8 @@ impl Stream {
             stale: false,
             buf: Vec::with_capacity(1 << 16),
             pending: false,
+            inflater: None,
+            copy: None,
         }
     }
 
@@ -287,11 +303,16 @@ impl Stream {
             self.pending = false;
             return Ok(());
         }
+        if let Some(z) = &mut self.inflater
+            && let Some(r) = z.next_record(&mut self.buf)
+        {
+            return r.map_err(Frame::Fail);
+        }
         self.buf.clear();
         self.buf.resize(HEADER_SIZE, 0);
         let at = self.offset;
         match read_full(&mut self.r, &mut self.buf[..]) {
-            Ok(0) => return Err(Frame::End),
+            Ok(0) => return Err(self.end()),
             Ok(n) if n < HEADER_SIZE => {
                 return Err(Frame::Fail(format!(
                     "the recording ends in the middle of a record's header, at byte {at}"
@@ -380,8 +401,9 @@ impl Stream {
                 self.header.facts.build_id_record(&rec);
             }
             EVENT_UPDATE => {
-                // {u64 type, u64 id, data}; type 1 (NAME): a NUL-terminated name.
-                if let (Some(1), Some(id)) = (u64_at(body, 0), u64_at(body, 8)) {
+                // {u64 type, u64 id, data}; type 2 (PERF_EVENT_UPDATE__NAME; 0 is the unit,
+                // 1 the scale, 3 the CPUs): a NUL-terminated name.
+                if let (Some(2), Some(id)) = (u64_at(body, 0), u64_at(body, 8)) {
                     let name = crate::text::until_nul(&body[16..]);
                     let name = String::from_utf8_lossy(name).into_owned();
                     if self.header.facts.names.len() < 1 << 20 {
@@ -412,7 +434,7 @@ impl Stream {
                 Err(Frame::Fail(why)) => anyhow::bail!(why),
             }
             let ty = u32_at(&self.buf, 0).unwrap_or(0);
-            if ty < HEADER_ATTR || ty == FINISHED_ROUND {
+            if ty < HEADER_ATTR || matches!(ty, FINISHED_ROUND | COMPRESSED | COMPRESSED2) {
                 self.pending = true;
                 break;
             }
@@ -431,6 +453,35 @@ impl Stream {
         self.stale = true;
         self.refresh();
         Ok(())
+    }
+
+    /// `-o` beside `-i`: hand every record read from here on to `copy` too.
+    pub(super) fn copy_to(&mut self, copy: Box<dyn super::RecordCopy>) {
+        self.copy = Some(copy);
+    }
+
+    /// The input ended: the end, unless a decompressed record was cut short.
+    fn end(&self) -> Frame {
+        match self.inflater.as_ref().map_or(0, |z| z.pending()) {
+            0 => Frame::End,
+            n => Frame::Fail(format!(
+                "the recording ends inside a record of its compressed data ({n} bytes of it)"
+            )),
+        }
+    }
+
+    /// A COMPRESSED record in `self.buf`: decompress it (its records come next).
+    fn inflate(&mut self, ty: u32) -> Result<(), String> {
+        let at = self.offset - self.buf.len() as u64;
+        let z = match &mut self.inflater {
+            Some(z) => z,
+            None => self
+                .inflater
+                .insert(Box::new(super::compressed::Inflater::new(
+                    self.header.facts.compressed_mmap_len,
+                )?)),
+        };
+        z.feed(&self.buf, ty, at)
     }
 
     fn count_unused(&self, ty: u32) {
@@ -458,6 +509,12 @@ impl Stream {
                 Err(Frame::Fail(why)) => break Err(why),
             }
             let ty = u32_at(&self.buf, 0).unwrap_or(0);
+            if let Some(c) = &mut self.copy
+                && (ty < HEADER_ATTR
+                    || matches!(ty, FINISHED_ROUND | 69 | 73 | 74 | 79 | FINISHED_INIT))
+            {
+                c.record(&self.buf);
+            }
             round_bytes += self.buf.len() as u64;
             if ty == FINISHED_ROUND || round_bytes > ROUND_BYTES_MAX {
                 let before = round.safe;
@@ -479,7 +536,9 @@ impl Stream {
             if ty >= HEADER_ATTR {
                 match ty {
                     COMPRESSED | COMPRESSED2 => {
-                        self.count_unused(ty);
+                        if let Err(why) = self.inflate(ty) {
+                            break Err(why);
+                        }
                         continue;
                     }
                     AUXTRACE => {
@@ -533,6 +592,9 @@ impl Stream {
         }
         if let Err(why) = result {
             let _ = self.counts.failure.set(why);
+        }
+        if let Some(c) = self.copy.take() {
+            let _ = self.counts.copied.set(c.finish());
         }
         count(stats, &events);
         let _ = tx.send(Batch {

@@ -22,8 +22,10 @@ fn attr(sample_type: u64, ids: &[u64]) -> FileAttr {
         sample_type,
         flags: (1 << 18) | (1 << 10),
         clockid: None,
+        regs_user: 0,
         ids: ids.to_vec(),
         name: Some("cpu-clock".into()),
+        raw: Vec::new(),
     }
 }
 
@@ -242,8 +244,106 @@ fn decoding_of_no_events_is_an_error_not_a_panic() {
     );
 }
 
+/// Records with a fork and a round between, as perf writes them, with `max`-byte compressed
+/// records (`-z`) in place of the kernel's records.
+fn compressed_data(n: u64, max: usize) -> (Vec<u8>, Vec<u8>) {
+    let l = SampleLayout::default();
+    let ids = |time| Ids {
+        time,
+        ..Ids::EXAMPLE
+    };
+    let mut plain = Vec::new();
+    let mut packed = Vec::new();
+    let mut z = zstd_safe::CCtx::create();
+    for part in 0..2 {
+        let mut kernel = Vec::new();
+        for i in 0..n {
+            kernel.extend(sample(&l, ids(part * 1000 + i), 0x1000 + i, 1));
+        }
+        kernel.extend(fork(&l, ids(part * 1000 + n), 200, 100, 30));
+        plain.extend(&kernel);
+        plain.extend(round());
+        for r in super::compressed::tests::compress(&mut z, &kernel, max) {
+            packed.extend(r);
+        }
+        packed.extend(round());
+    }
+    (plain, packed)
+}
+
+#[test]
+fn compressed_records_read_as_the_records_they_hold() {
+    let (plain, packed) = compressed_data(300, 211);
+    let attrs = || vec![attr(DEFAULT_SAMPLE_TYPE, &[])];
+    let (want, _) = read(attrs(), &plain);
+    let (got, counts) = read(attrs(), &packed);
+    assert_eq!(got.len(), 602, "{:?}", counts.failure.get());
+    let key = |e: &crate::event::Event| (e.time, e.pid, e.record_type().index());
+    assert_eq!(
+        got.iter().map(key).collect::<Vec<_>>(),
+        want.iter().map(key).collect::<Vec<_>>()
+    );
+    assert!(counts.summary().is_empty(), "{:?}", counts.summary());
+    assert!(counts.failure.get().is_none());
+}
+
+#[test]
+fn a_compressed_stream_cut_or_broken_stops_with_a_reason() {
+    let attrs = || vec![attr(DEFAULT_SAMPLE_TYPE, &[])];
+    // The compressed data ends inside its last record.
+    let l = SampleLayout::default();
+    let mut kernel = Vec::new();
+    for i in 0..50 {
+        kernel.extend(sample(&l, Ids::EXAMPLE, 0x1000 + i, 1));
+    }
+    let mut cut = Vec::new();
+    for r in super::compressed::tests::compress(
+        &mut zstd_safe::CCtx::create(),
+        &kernel[..kernel.len() - 10],
+        97,
+    ) {
+        cut.extend(r);
+    }
+    let (events, counts) = read(attrs(), &cut);
+    assert_eq!(events.len(), 49);
+    let why = counts.failure.get().cloned().unwrap_or_default();
+    assert!(
+        why.contains("inside a record of its compressed data"),
+        "{why}"
+    );
+    // A zstd stream that is not one.
+    let (_, mut broken) = compressed_data(300, 211);
+    broken[8..12].copy_from_slice(b"nope");
+    let (events, counts) = read(attrs(), &broken);
+    assert!(events.is_empty());
+    let why = counts.failure.get().cloned().unwrap_or_default();
+    assert!(
+        why.contains("compressed record at byte 0 does not decompress"),
+        "{why}"
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn any_compressed_bytes_end_the_stream(at in 0usize..4000, flips in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..32), garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        let (_, mut packed) = compressed_data(60, 97);
+        let at = at % packed.len();
+        for (i, f) in flips.iter().enumerate() {
+            if let Some(b) = packed.get_mut(at + i) {
+                *b ^= f;
+            }
+        }
+        // Arbitrary bytes in a COMPRESSED record of their own too.
+        let mut rec = super::format::COMPRESSED.to_le_bytes().to_vec();
+        rec.extend_from_slice(&0u16.to_le_bytes());
+        rec.extend_from_slice(&((garbage.len() + 8) as u16).to_le_bytes());
+        rec.extend(&garbage);
+        packed.extend(rec);
+        let (events, _) = read(vec![attr(DEFAULT_SAMPLE_TYPE, &[])], &packed);
+        proptest::prop_assert!(events.len() <= 122);
+    }
 
     #[test]
     fn any_file_header_is_read_or_refused(mut bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), magic in proptest::prelude::any::<bool>()) {

@@ -218,11 +218,16 @@ pub fn synthesize(snapshot: &[SeedProcess], trailer: usize) -> (Vec<u8>, u64) {
 /// The kernel's own mapping, as `perf record` synthesises it first (PERF_RECORD_MMAP of
 /// `[kernel.kallsyms]_text`, pid -1, from `_text` to `_etext`), so that perf's readers place
 /// kernel samples in the kernel. `None` when `/proc/kallsyms` hides the addresses.
+#[cfg(test)]
 pub fn kernel_mmap(kallsyms: &str, trailer: usize) -> Option<Vec<u8>> {
-    const MMAP: u32 = 1;
-    const MISC_KERNEL: u16 = 1;
+    let (text, etext) = kallsyms_text(kallsyms.lines())?;
+    kernel_text_mmap(text, etext, trailer)
+}
+
+/// `_text` and `_etext` from kallsyms' lines (`None` when hidden or missing).
+pub fn kallsyms_text<'a>(lines: impl Iterator<Item = &'a str>) -> Option<(u64, u64)> {
     let (mut text, mut etext) = (None, None);
-    for l in kallsyms.lines() {
+    for l in lines {
         let mut w = l.split_ascii_whitespace();
         let (Some(addr), Some(_), Some(name)) = (w.next(), w.next(), w.next()) else {
             continue;
@@ -237,7 +242,29 @@ pub fn kernel_mmap(kallsyms: &str, trailer: usize) -> Option<Vec<u8>> {
             break;
         }
     }
-    let (text, etext) = (text?, etext?);
+    Some((text?, etext?))
+}
+
+/// The size of the kernel's text, `_etext - _text`, from `/proc/iomem`'s "Kernel code"
+/// resource (x86: `__pa_symbol(_text)` to `__pa_symbol(_etext) - 1`); `None` when it is
+/// hidden (zeros, not root) or missing.
+pub fn iomem_kernel_code(iomem: &str) -> Option<u64> {
+    let line = iomem
+        .lines()
+        .find(|l| l.trim_end().ends_with(": Kernel code"))?;
+    let (range, _) = line.trim().split_once(' ')?;
+    let (start, end) = range.split_once('-')?;
+    let (start, end) = (
+        u64::from_str_radix(start, 16).ok()?,
+        u64::from_str_radix(end, 16).ok()?,
+    );
+    (end > start).then(|| end - start + 1)
+}
+
+/// [`kernel_mmap`] of a kernel whose text is `text..etext`.
+pub fn kernel_text_mmap(text: u64, etext: u64, trailer: usize) -> Option<Vec<u8>> {
+    const MMAP: u32 = 1;
+    const MISC_KERNEL: u16 = 1;
     let mut out = Vec::new();
     header(&mut out, MMAP, MISC_KERNEL, 0);
     out.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -412,6 +439,21 @@ pub fn attr_records(attr: &[u8], ids: &[u64]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Pipe mode: an event's name as perf record writes it there (no EVENT_DESC feature in a
+/// pipe), a PERF_RECORD_EVENT_UPDATE of type NAME: `{ u64 type = 2; u64 id; char name[]; }`,
+/// naming the event one of whose `id`s it gives; none for an event without ids.
+pub fn event_name_record(id: Option<u64>, name: &str) -> Option<Vec<u8>> {
+    let id = id?;
+    let mut body = Vec::new();
+    body.extend_from_slice(&2u64.to_le_bytes());
+    body.extend_from_slice(&id.to_le_bytes());
+    put_name(&mut body, name.as_bytes(), 4096);
+    let mut out = Vec::with_capacity(8 + body.len());
+    header(&mut out, f::EVENT_UPDATE, 0, 8 + body.len());
+    out.extend_from_slice(&body);
+    Some(out)
 }
 
 /// Pipe mode: a feature as a PERF_RECORD_HEADER_FEATURE record (none when too large for
@@ -610,6 +652,18 @@ mod tests {
         assert_eq!(&b[8..12], &u32::MAX.to_le_bytes());
         assert_eq!(&b[24..32], &0x100_0000u64.to_le_bytes());
         assert!(kernel_mmap("0000000000000000 T _text\n0000000000000000 T _etext\n", 8).is_none());
+    }
+
+    #[test]
+    fn iomem_gives_the_kernel_texts_size() {
+        let m = "00000000-00000fff : Reserved\n  01000000-02259aff : Kernel code\n  02400000-02dfdfff : Kernel rodata\n";
+        assert_eq!(iomem_kernel_code(m), Some(0x1259b00));
+        // Not root: the addresses read as zeros.
+        assert_eq!(
+            iomem_kernel_code("  00000000-00000000 : Kernel code\n"),
+            None
+        );
+        assert_eq!(iomem_kernel_code("garbage : Kernel code\n"), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::{LinesEnd, UsageError, catch_panic, end_lines, line_options, with_los
 use crate::cli::Cli;
 use crate::frontend::plain;
 use crate::pipeline::{Pipeline, PipelineOptions};
-use crate::record_file::{Input, Recording};
+use crate::record_file::{DWARF, Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule};
 
@@ -60,13 +60,26 @@ pub fn run(
         let signals = signals.clone();
         move || signals.pending().is_some()
     };
-    let mut rec = match Recording::open(Input::from_arg(path), cli.common_fields, &pending) {
-        Ok(rec) => rec,
-        Err(e) if e.is::<crate::record_file::Cancelled>() => {
-            return Ok(signals.pending().map_or(1, exit_code_for));
-        }
-        Err(e) => return Err(e),
+    if cli.output.is_some() && interactive {
+        return Err(UsageError(
+            "-o with -i copies the recording once, as it is read; the full-screen replay may read it again: give --plain, --json or --quiet".into(),
+        )
+        .into());
+    }
+    let copy = |info: &crate::record_file::RecordingInfo| {
+        let to = cli.output.as_deref().unwrap_or(std::path::Path::new("-"));
+        let c = crate::record_out::copy::CopyOut::create(to, info)?;
+        Ok(Box::new(c) as Box<dyn crate::record_file::RecordCopy>)
     };
+    let copy = cli.output.is_some().then_some(&copy as _);
+    let mut rec =
+        match Recording::open_copying(Input::from_arg(path), cli.common_fields, &pending, copy) {
+            Ok(rec) => rec,
+            Err(e) if e.is::<crate::record_file::Cancelled>() => {
+                return Ok(signals.pending().map_or(1, exit_code_for));
+            }
+            Err(e) => return Err(e),
+        };
     let mut notes = vec![rec.info.describe()];
     notes.extend(rec.info.notes.iter().cloned());
     // Kernel addresses mean something only on the kernel that wrote them.
@@ -157,8 +170,12 @@ pub fn run(
         other_lost,
         ..
     } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
-    // The frontend already waited its grace for the last batch.
-    rec.join(std::time::Duration::from_millis(200));
+    // The frontend already waited its grace for the last batch (the copy of `-o`, if any,
+    // is finished on the reading thread: waited for longer).
+    rec.join(std::time::Duration::from_millis(match cli.output {
+        Some(_) => 10_000,
+        None => 200,
+    }));
     let reason = reason?;
     if reason == StopReason::BrokenPipe || broken {
         return Ok(0);
@@ -171,7 +188,14 @@ pub fn run(
             flushed.unwritten
         );
     }
-    let failed = summary(&rec, &late, &mut err);
+    let mut failed = summary(&rec, &late, &mut err);
+    if cli.output.is_some() && rec.counts.copied.get().is_none() {
+        let _ = writeln!(
+            err,
+            "perfwatch: error: the recording's copy (-o) was not finished"
+        );
+    }
+    failed |= cli.output.is_some() && !matches!(rec.counts.copied.get(), Some(Ok(_)));
     crate::output::stderr_bounded(&err);
     let code = exit_code(&reason, failed);
     Ok(with_lost_output(code, stdout_lost || other_lost))
@@ -267,6 +291,14 @@ fn pipeline(
             // The batches' `now` (the file's rounds) alone decides what goes out, whatever
             // the threads' timing.
             exact_order: true,
+            // `--call-graph dwarf` recordings: their stack copies unwound as live (perf
+            // script's default depth, 127 frames).
+            unwind: rec
+                .info
+                .attrs
+                .iter()
+                .any(|a| a.sample_type & DWARF == DWARF)
+                .then(|| (cli.max_stack.unwrap_or(127), rec.counts.unwound.clone())),
             ..PipelineOptions::default()
         },
     )
@@ -390,7 +422,14 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
     rec.join(std::time::Duration::from_millis(200));
     let reason = reason?;
     let mut err = Vec::new();
-    let failed = summary(&rec, &late, &mut err);
+    let mut failed = summary(&rec, &late, &mut err);
+    if cli.output.is_some() && rec.counts.copied.get().is_none() {
+        let _ = writeln!(
+            err,
+            "perfwatch: error: the recording's copy (-o) was not finished"
+        );
+    }
+    failed |= cli.output.is_some() && !matches!(rec.counts.copied.get(), Some(Ok(_)));
     crate::output::stderr_bounded(&err);
     let code = exit_code(&reason, failed);
     Ok(with_lost_output(

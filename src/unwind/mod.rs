@@ -112,6 +112,28 @@ impl Stats {
     pub fn chains(&self) -> u64 {
         self.ends.iter().sum()
     }
+
+    /// The summary's line (a recording's; a live run's says the same in run.rs).
+    pub fn summary_line(&self) -> String {
+        let mut s = format!(
+            "  dwarf unwinding: {} chains, {} user frames; ended by",
+            self.chains(),
+            self.frames
+        );
+        let mut sep = " ";
+        for end in End::ALL {
+            let n = self.count(end);
+            if n > 0 {
+                s += &format!("{sep}{}: {n}", end.name());
+                sep = ", ";
+            }
+        }
+        s + &format!(
+            " ({} binaries' unwind tables, {} KiB)",
+            self.binaries,
+            self.bytes / 1024
+        )
+    }
 }
 
 /// Bounds of the unwinder's caches.
@@ -382,7 +404,18 @@ impl Unwinder {
                  answers: not read (--read-user-fs reads such files)"
             )),
             _ => match crate::symbols::open_mapped(&m.file, pid, m.start, m.end) {
-                Ok(f) => tables::read_file(f),
+                // A recording's mapping names its build: another one is never used.
+                Ok(f) => tables::read_file(f).and_then(|t| match m.file.identity() {
+                    crate::symbols::FileIdentity::BuildId(want) if t.build_id != Some(*want) => {
+                        replaced = true;
+                        Err(format!(
+                            "build id {}, the recording's is {}",
+                            t.build_id.map_or("none".into(), |b| b.to_hex()),
+                            want.to_hex()
+                        ))
+                    }
+                    _ => Ok(t),
+                }),
                 Err(e) => {
                     replaced = matches!(e, crate::symbols::OpenMappedError::Replaced(_));
                     Err(e.to_string())

@@ -34,6 +34,8 @@ pub struct UnwindTables {
     pub eh_frame_hdr_svma: Option<Range<u64>>,
     pub eh_frame_hdr: Option<Arc<[u8]>>,
     pub debug_frame: Option<Arc<[u8]>>,
+    /// The binary's build id (a recording's mapping names the build it means).
+    pub build_id: Option<crate::symbols::BuildId>,
 }
 
 impl UnwindTables {
@@ -141,6 +143,11 @@ pub fn read<'d, R: object::ReadRef<'d>>(data: R) -> Result<UnwindTables, String>
     t.eh_frame_hdr_svma = range(".eh_frame_hdr");
     t.eh_frame_hdr = bytes(".eh_frame_hdr");
     t.debug_frame = bytes(".debug_frame");
+    t.build_id = elf
+        .build_id()
+        .ok()
+        .flatten()
+        .and_then(crate::symbols::BuildId::new);
     if t.eh_frame.is_none() {
         t.eh_frame_hdr = None;
     }

@@ -621,6 +621,8 @@ fn perfs_pipe_is_read_while_perf_records() {
         stderr.contains(&format!("by type: sample {samples}")),
         "{stderr}"
     );
+    // The event named as perf names it (EVENT_UPDATE records carry its unit, scale, name).
+    assert!(stderr.contains("events cpu-clock; "), "{stderr}");
 }
 
 /// A small real recording's bytes, for the bad-input tests to cut and break.
@@ -938,22 +940,392 @@ fn a_recording_that_cannot_be_opened_is_said_before_the_full_screen_view_starts(
     assert!(!r.stdout.contains("\x1b[?1049h"), "{:?}", r.stdout);
 }
 
+/// Each sample's program frames (those in `/prog`), outermost first, joined by `;`, as
+/// shares of the samples; and the share whose chain reaches `main`.
+fn prog_stacks(
+    samples: impl Iterator<Item = Vec<(String, String)>>,
+) -> (HashMap<String, u64>, f64) {
+    let mut folded: HashMap<String, u64> = HashMap::new();
+    let (mut n, mut main) = (0, 0);
+    for frames in samples {
+        n += 1;
+        main += frames.iter().any(|(f, _)| f == "main") as usize;
+        let key: Vec<&str> = frames
+            .iter()
+            .rev()
+            .filter(|(_, d)| d.ends_with("/prog"))
+            .map(|(f, _)| f.as_str())
+            .collect();
+        *folded.entry(key.join(";")).or_default() += 1;
+    }
+    (folded, main as f64 / n.max(1) as f64)
+}
+
 #[test]
-fn dwarf_call_graph_recordings_are_read_without_their_stacks() {
+fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
     require_perf!();
-    // Stack copies and registers come after the fields perfwatch reads: they do not move them.
-    let (_dir, _prog, data) = record_prog(
-        "dwarf.data",
-        &["-e", "cpu-clock", "--call-graph", "dwarf"],
-        &["300", "0"],
+    // A program without frame pointers: only its stack copies and .eh_frame say who called.
+    // Each build of its own (a build id no earlier run put in perf's cache), at one path.
+    let dir = tempfile::tempdir().unwrap();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let build = |variant: &str| {
+        let src = format!(
+            "{}\nconst char *pw_build = \"{nonce}-{variant}\";\n",
+            common::CALL_PATH_C
+        );
+        common::cc(dir.path(), "prog", &src, &["-O2", "-fomit-frame-pointer"])
+    };
+    let prog = build("a");
+    let data = dir.path().join("dwarf.data");
+    perf_record(
+        &data,
+        &[
+            // Not into perf's build-id cache: only the file at the path has the tables.
+            "-N",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "1000",
+            "--call-graph",
+            "dwarf",
+            "--",
+            prog.to_str().unwrap(),
+            "800",
+        ],
     );
-    let (records, _) = perfwatch_json(&data);
+    let (records, stderr) = perfwatch_json(&data);
     same_counts(&perf_stats(&data), &types(&records));
-    let hot = records
+    let ours = records.iter().filter(|r| r["type"] == "sample").map(|r| {
+        r["callchain"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .map(|f| {
+                        let s = |k: &str| f[k].as_str().unwrap_or("").to_string();
+                        (s("sym"), s("dso"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    // perf's inlined frames left out: perfwatch names the function holding the address.
+    let theirs = common::perf_script_samples(&data, "pid,ip,sym,dso")
+        .into_iter()
+        .map(|s| {
+            s.frames
+                .into_iter()
+                .filter(|(_, _, d)| d != "inlined")
+                .map(|(_, sym, dso)| (sym.split("+0x").next().unwrap_or(&sym).to_string(), dso))
+                .collect()
+        });
+    let (ours, our_main) = prog_stacks(ours);
+    let (theirs, their_main) = prog_stacks(theirs);
+    let n: u64 = ours.values().sum();
+    assert!(n >= 200, "{n} samples\n{stderr}");
+    println!("perfwatch {ours:?}, {our_main}\nperf {theirs:?}, {their_main}");
+    let path = common::CALL_PATH
         .iter()
-        .filter(|r| r["type"] == "sample" && r["sym"] == "hot_a")
+        .rev()
+        .copied()
+        .collect::<Vec<_>>()
+        .join(";");
+    let on_path: u64 = ours
+        .iter()
+        .filter(|(k, _)| k.ends_with(&path))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        on_path * 2 > n,
+        "most samples are in {path}: {ours:?}\n{stderr}"
+    );
+    assert!(our_main >= 0.9, "{our_main} reach main\n{stderr}");
+    assert!(stderr.contains("dwarf unwinding: "), "{stderr}");
+    assert!(
+        (our_main - their_main).abs() <= 0.05,
+        "main: perfwatch {our_main}, perf {their_main}"
+    );
+    let tv = total_variation(&ours, &theirs);
+    assert!(
+        tv <= 0.05,
+        "folded stacks {tv} apart: perfwatch {ours:?}, perf {theirs:?}"
+    );
+    // Another build at the same path: its tables are never used (a build id of its own).
+    build("b");
+    let r = common::run(perfwatch_cmd().arg("-i").arg(&data).arg("--json"));
+    r.exited(0);
+    let reach = r
+        .json()
+        .iter()
+        .filter(|r| r["type"] == "sample")
+        .filter(|r| {
+            r["callchain"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|f| f["sym"] == "main"))
+        })
         .count();
-    assert!(hot > 0, "hot_a named in a dwarf recording");
+    assert_eq!(reach, 0, "another build's unwind tables were used");
+    assert!(
+        r.stderr.contains("unwind tables not read: build id"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// `perf script -F FIELDS -i -` on `bytes` (perf's pipe format): its stdout.
+fn perf_script_of_pipe(dir: &Path, fields: &str, bytes: &[u8]) -> String {
+    let f = dir.join("piped.bytes");
+    std::fs::write(&f, bytes).unwrap();
+    let out = Command::new("perf")
+        .args(["script", "-F", fields, "-i", "-"])
+        .stdin(std::fs::File::open(&f).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+        .output_in_time()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn o_beside_i_copies_the_recording_for_perf_script() {
+    require_perf!();
+    // A compressed file with call chains, copied: perf script reads the copy (its records
+    // decompressed) as it reads the input.
+    let (dir, prog, data) = record_prog(
+        "z.data",
+        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
+        &["500", "5"],
+    );
+    let fields = "comm,tid,time,event,ip,sym";
+    let want = perf_out(&["script", "-F", fields], &data);
+    assert!(want.lines().count() > 100, "{want}");
+    let copy = dir.path().join("copy.data");
+    common::run(
+        perfwatch_cmd()
+            .arg("-i")
+            .arg(&data)
+            .arg("-o")
+            .arg(&copy)
+            .arg("--quiet"),
+    )
+    .exited(0)
+    .said(&["copied from the input"]);
+    assert_eq!(
+        perf_out(&["script", "-F", fields], &copy),
+        want,
+        "perf script of the copy"
+    );
+    let stats = perf_stats(&copy);
+    assert_eq!(stats.get("COMPRESSED"), None, "{stats:?}");
+    let input = perf_stats(&data);
+    for k in [
+        "SAMPLE",
+        "FORK",
+        "EXIT",
+        "COMM",
+        "MMAP",
+        "MMAP2",
+        "FINISHED_ROUND",
+    ] {
+        assert_eq!(
+            stats.get(k),
+            input.get(k),
+            "{k}: copy {stats:?}, input {input:?}"
+        );
+    }
+    // The copy in perf's pipe format (-o -), and perfwatch reads the copy back.
+    let piped = perfwatch_cmd()
+        .arg("-i")
+        .arg(&data)
+        .args(["-o", "-"])
+        .output_in_time()
+        .unwrap();
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(perf_script_of_pipe(dir.path(), fields, &piped.stdout), want);
+    let (records, _) = perfwatch_json(&copy);
+    let (theirs, _) = perfwatch_json(&data);
+    assert_eq!(json_samples(&records), json_samples(&theirs));
+
+    // perf's pipe to a file: perf record -o - | perfwatch -i - -o FILE.
+    let bytes = Command::new("perf")
+        .args(["record", "-o", "-", "-e", "cpu-clock", "-F", "2000", "--"])
+        .arg(&prog)
+        .args(["300", "0"])
+        .output_in_time()
+        .unwrap()
+        .stdout;
+    let kept = dir.path().join("kept.data");
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--plain", "-o"])
+        .arg(&kept)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = pw.stdin.take().unwrap();
+    let b = bytes.clone();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &b));
+    let out = pw.output_in_time().unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields = "tid,time,event,ip,sym";
+    let want = perf_script_of_pipe(dir.path(), fields, &bytes);
+    assert!(want.lines().count() > 50, "{want}");
+    assert_eq!(
+        perf_out(&["script", "-F", fields], &kept),
+        want,
+        "perf script of the kept pipe"
+    );
+}
+
+/// The shares of `hot_a` and `hot_b` among a `--json`'s samples.
+fn hot_shares(records: &[serde_json::Value]) -> (f64, f64) {
+    let samples: Vec<_> = records.iter().filter(|r| r["type"] == "sample").collect();
+    let share = |name: &str| {
+        samples.iter().filter(|r| r["sym"] == name).count() as f64 / samples.len().max(1) as f64
+    };
+    (share("hot_a"), share("hot_b"))
+}
+
+#[test]
+fn compressed_recordings_read_as_perf_script_reads_them() {
+    require_perf!();
+    // perf record -z: the kernel's records inside COMPRESSED records, one zstd stream.
+    let (dir, prog, data) = record_prog(
+        "z.data",
+        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
+        &["1000", "20"],
+    );
+    let stats = perf_stats(&data);
+    assert!(stats.get("COMPRESSED").is_some_and(|&n| n > 0), "{stats:?}");
+    let (records, stderr) = perfwatch_json(&data);
+    assert!(!stderr.contains("COMPRESSED"), "{stderr}");
+    same_counts(&stats, &types(&records));
+    let ours = json_samples(&records);
+    assert!(ours.len() > 200, "{} samples", ours.len());
+    assert_eq!(ours, perf_samples(&data), "the samples (tid, time, ip)");
+    // The same workload recorded without -z reads alike.
+    let plain = dir.path().join("plain.data");
+    perf_record(
+        &plain,
+        &[
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "-g",
+            "--",
+            prog.to_str().unwrap(),
+            "1000",
+            "20",
+        ],
+    );
+    let (plain_records, _) = perfwatch_json(&plain);
+    let (za, zb) = hot_shares(&records);
+    let (pa, pb) = hot_shares(&plain_records);
+    assert!(za > zb && zb > 0.0, "-z: hot_a {za}, hot_b {zb}");
+    assert!(
+        (za - pa).abs() < 0.1 && (zb - pb).abs() < 0.1,
+        "hot_a/hot_b shares: -z {za}/{zb}, without -z {pa}/{pb}"
+    );
+
+    // Pipe mode: perf record -z -o - | perfwatch -i -, and perf script on the same bytes.
+    let mut perf = Command::new("perf")
+        .args([
+            "record",
+            "-z",
+            "-o",
+            "-",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "--",
+        ])
+        .arg(&prog)
+        .args(["500", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf record");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut perf.stdout.take().unwrap(), &mut bytes).unwrap();
+    assert!(common::wait_in_time(&mut perf).success());
+    let piped = dir.path().join("z.pipe");
+    std::fs::write(&piped, &bytes).unwrap();
+    let mut pw = perfwatch_cmd()
+        .args(["-i", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = pw.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+    let out = pw.output_in_time().unwrap();
+    writer.join().unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("COMPRESSED"), "{stderr}");
+    let ours = json_samples(&common::json_lines(&String::from_utf8_lossy(&out.stdout)));
+    let perf = Command::new("perf")
+        .args(["script", "-i", "-", "-F", "tid,time,ip", "--ns"])
+        .stdin(std::fs::File::open(&piped).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+        .output_in_time()
+        .unwrap();
+    let mut theirs: Vec<(i64, u64, u64)> = String::from_utf8_lossy(&perf.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let tid = w.next()?.parse().ok()?;
+            let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
+            let ip = u64::from_str_radix(w.next()?, 16).ok()?;
+            Some((
+                tid,
+                s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
+                ip,
+            ))
+        })
+        .collect();
+    theirs.sort_unstable();
+    assert!(ours.len() > 100, "{} samples from the pipe", ours.len());
+    assert_eq!(ours, theirs, "the piped samples (tid, time, ip)");
+
+    // A compressed record whose zstd bytes are broken: a clear error, exit 1, no panic.
+    let mut broken = std::fs::read(&data).unwrap();
+    let start = u64::from_le_bytes(broken[40..48].try_into().unwrap()) as usize;
+    let mut at = start;
+    let first = loop {
+        let ty = u32::from_le_bytes(broken[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes([broken[at + 6], broken[at + 7]]) as usize;
+        if ty == 81 {
+            break at;
+        }
+        at += size;
+    };
+    broken[first + 8..first + 12].copy_from_slice(b"nope");
+    read_bytes(dir.path(), "broken-z.data", &broken)
+        .exited(1)
+        .said(&["compressed record at byte", "does not decompress"])
+        .never_said(&["panicked"]);
 }
 
 /// `perfwatch -i FILE --format perf`: its stdout (and it must have decoded every sample).
@@ -1386,6 +1758,57 @@ fn o_dash_writes_perfs_pipe_format_for_perf_script() {
         samples as u64, said,
         "perf script's samples vs perfwatch's summary: {stderr}"
     );
+    // The event names perf shows for the pipe are those it shows for a file (the pipe names
+    // them in EVENT_UPDATE records, as perf record's pipe does).
+    let events = |data: &[u8]| -> std::collections::BTreeSet<String> {
+        let f = dir.path().join("names.data");
+        std::fs::write(&f, data).unwrap();
+        let out = Command::new("perf")
+            .args(["script", "-F", "event", "-i", "-"])
+            .stdin(std::fs::File::open(&f).unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+            .output_in_time()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let two = ["-e", "cpu-clock,page-faults", "-F", "2000", "--"];
+    let piped = perfwatch_cmd()
+        .args(["-o", "-"])
+        .args(two)
+        .arg(&prog)
+        .args(["200", "0"])
+        .output_in_time()
+        .unwrap();
+    assert!(piped.status.success());
+    let file = dir.path().join("two.data");
+    let r = common::run(
+        perfwatch_cmd()
+            .arg("-o")
+            .arg(&file)
+            .arg("--plain")
+            .args(two)
+            .arg(&prog)
+            .args(["200", "0"]),
+    );
+    r.exited(0);
+    let in_file = perf_out(&["script", "-F", "event"], &file)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(
+        in_file,
+        ["cpu-clock:", "page-faults:"].map(String::from).into(),
+        "a file's names"
+    );
+    assert_eq!(events(&piped.stdout), in_file, "the pipe's names");
     // Nothing else may write stdout.
     let r = common::run(perfwatch_cmd().args(["-o", "-", "--plain", "-d", "1"]));
     r.exited(2).said(&["-o - writes the recording to stdout"]);
