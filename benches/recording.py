@@ -159,6 +159,8 @@ def main():
     n = samples_in(data)
     size = os.path.getsize(data)
     print(f"file: {data}, {size / 1e6:.1f} MB, {n} samples", flush=True)
+    # CPU times on a shared machine move with its load: said beside the figures.
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
     if not a.no_plain:
         rows = [("--plain", 5), ("--format perf", 2)]
         runs = []
@@ -176,6 +178,7 @@ def main():
         for (flags, goal), (pw_cpu, *_) in zip(rows, runs):
             print(f"ratio {flags} (perf script CPU / perfwatch CPU): "
                   f"{perf_cpu / max(pw_cpu, 1e-9):.1f}x (goal >= {goal}x)")
+        print("load average after: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
         if a.compare:
             compare(a.perfwatch, data)
     for script in a.script:

@@ -834,7 +834,7 @@ mod tests {
             let mut k = EventKind::sample(ip, 1, 2);
             if let EventKind::Sample { callchain, sym, .. } = &mut k {
                 *callchain = Some(chain(entries));
-                *sym = Some(Box::new(SampleNames {
+                *sym = Some(std::sync::Arc::new(SampleNames {
                     ip: frames[0].clone(),
                     args: Box::new([]),
                     frames: frames.into(),

@@ -20,7 +20,10 @@
 //! its names), so a slow or hung file, or thirty new binaries at once, hold the lines of
 //! everyone up that long at most, never a hang.
 
-use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::callchain::Context;
 use crate::event::{Event, EventKind, SampleNames};
@@ -80,10 +83,37 @@ pub struct Symbolize {
     /// repeat their frames, so most are asked once. Cleared at every record that is not a
     /// sample (a mapping, an exec, an exit may change what an address is) and at each chunk.
     asked: FxHashMap<(u32, u64, u8), u32>,
+    /// The first sample of this chunk with a stack (by a hash of its pid, cpumode, address
+    /// and call chain): a later sample with the same stack shares its names, asking
+    /// nothing. Cleared when `asked` is (the same addresses could then mean other code).
+    stacks: FxHashMap<u64, usize>,
+    /// Samples that share an earlier one's names: (index, index of the earlier one).
+    same: Vec<(usize, usize)>,
+}
+
+/// The stack of a sample without tracepoint arguments to name: what decides its names
+/// between two records that are not samples.
+fn stack_of(ev: &Event) -> Option<(u16, u64, Option<&[u64]>)> {
+    match &ev.kind {
+        EventKind::Sample {
+            ip,
+            misc,
+            callchain,
+            raw: None,
+            user_stack: None,
+            ..
+        } => Some((*misc, *ip, callchain.as_ref().map(|c| c.entries()))),
+        _ => None,
+    }
+}
+
+fn stack_hash(pid: u32, stack: &(u16, u64, Option<&[u64]>)) -> u64 {
+    let mut h = FxHasher::default();
+    (pid, stack).hash(&mut h);
+    h.finish()
 }
 
 const NONE: u32 = u32::MAX;
-
 /// The index of the request for `addr` of the sample `ev` (a new one unless asked already
 /// since the last record that was not a sample), or [`NONE`].
 fn ask(
@@ -116,6 +146,8 @@ impl Symbolize {
             args: Vec::new(),
             notes: Vec::new(),
             asked: FxHashMap::default(),
+            stacks: FxHashMap::default(),
+            same: Vec::new(),
         }
     }
 
@@ -162,9 +194,25 @@ impl Symbolize {
         self.requests.clear();
         self.args.clear();
         self.asked.clear();
+        self.stacks.clear();
+        self.same.clear();
         self.slots.clear();
         self.asks.clear();
         for (i, ev) in events.iter().enumerate() {
+            if let Some(stack) = stack_of(ev) {
+                let k = stack_hash(ev.pid, &stack);
+                match self.stacks.get(&k) {
+                    // The same stack as an earlier sample (not merely the same hash).
+                    Some(&j) if events[j].pid == ev.pid && stack_of(&events[j]) == Some(stack) => {
+                        self.same.push((i, j));
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.stacks.insert(k, i);
+                    }
+                }
+            }
             let EventKind::Sample {
                 ip,
                 misc,
@@ -174,8 +222,9 @@ impl Symbolize {
                 ..
             } = &ev.kind
             else {
-                if !self.asked.is_empty() {
+                if !self.asked.is_empty() || !self.stacks.is_empty() {
                     self.asked.clear();
+                    self.stacks.clear();
                 }
                 continue;
             };
@@ -220,10 +269,11 @@ impl Symbolize {
             // A return address was looked up by the byte before it (inside the call); its
             // offset is shown from the address itself, as perf shows it.
             let frames: Box<[Option<Symbolized>]> = match callchain {
-                Some(chain) => chain
-                    .frames()
-                    .zip(&slot[1..])
-                    .map(|(f, &n)| {
+                Some(chain) => {
+                    // Allocated once at its size: the frames' iterator does not know its
+                    // length (markers are skipped), and a collect grew and then shrank it.
+                    let mut v = Vec::with_capacity(slot.len().saturating_sub(1));
+                    v.extend(chain.frames().zip(&slot[1..]).map(|(f, &n)| {
                         let s = answers.get(n as usize)?;
                         Some(match s.offset() {
                             Some(off) if !f.exact => {
@@ -231,8 +281,9 @@ impl Symbolize {
                             }
                             _ => s.clone(),
                         })
-                    })
-                    .collect(),
+                    }));
+                    v.into_boxed_slice()
+                }
                 None => Box::new([]),
             };
             // Samples with arguments come in the same order as the slots.
@@ -243,11 +294,21 @@ impl Symbolize {
                 }
                 _ => Box::new([]) as Box<[_]>,
             };
-            *sym = Some(Box::new(SampleNames {
+            *sym = Some(Arc::new(SampleNames {
                 ip: answer(slot[0]),
                 frames,
                 args,
             }));
+        }
+        // The earlier sample is always named before: it is in the slots.
+        for &(i, j) in &self.same {
+            let names = match &events[j].kind {
+                EventKind::Sample { sym, .. } => sym.clone(),
+                _ => None,
+            };
+            if let EventKind::Sample { sym, .. } = &mut events[i].kind {
+                *sym = names;
+            }
         }
         self.notes.extend(self.sym.take_notes());
     }
@@ -365,6 +426,91 @@ mod tests {
         );
         assert_eq!(dso(&events[2]), (Some(first.clone()), vec![first; 2]));
         assert_eq!(dso(&events[5]), (Some(second.clone()), vec![second; 2]));
+    }
+
+    #[test]
+    fn samples_with_the_same_stack_share_their_names_and_no_other_does() {
+        use crate::testkit::events::mmap2;
+        let dir = tempfile::tempdir().unwrap();
+        let mut step = Symbolize::new(crate::testkit::symbols::kernel(
+            dir.path(),
+            "ffffffff81000000 T one\nffffffff81001000 T two\nffffffff81002000 T three\nffffffff81003000 T four\n",
+        ));
+        let chain = |e: &[u64]| Some([&[CONTEXT_KERNEL][..], e].concat());
+        let (a, b) = (0xffffffff81000010, 0xffffffff81001020);
+        let mut events = vec![
+            kernel_sample(1, a, chain(&[a, b])),
+            kernel_sample(2, a, chain(&[a, b])),
+            // Another process, the same addresses: its own answer.
+            {
+                let mut ev = kernel_sample(3, a, chain(&[a, b]));
+                ev.pid = 8;
+                ev
+            },
+            // The same ip, another chain; then the same chain, another ip.
+            kernel_sample(4, a, chain(&[a, 0xffffffff81002004])),
+            kernel_sample(5, b, chain(&[a, b])),
+            // The same stack again after a record that is not a sample: asked again.
+            mmap2(0, 6, 7, 0x400000, 0x1000, 0, b"/nonexistent/pw-x", 3),
+            kernel_sample(7, a, chain(&[a, b])),
+            kernel_sample(8, a, chain(&[a, b])),
+            // The same addresses in user context: nothing of the kernel chain's answers.
+            {
+                let mut ev = kernel_sample(9, a, Some(vec![CONTEXT_USER, a, b]));
+                if let EventKind::Sample { misc, .. } = &mut ev.kind {
+                    *misc = perf_event_open_sys::bindings::PERF_RECORD_MISC_USER as u16;
+                }
+                ev
+            },
+            // Another innermost frame under the same caller: the caller's answer, its own.
+            kernel_sample(10, 0xffffffff81002008, chain(&[0xffffffff81002008, b])),
+            // The same stack again, after a record about another process: asked again too.
+            mmap2(0, 11, 8, 0x400000, 0x1000, 0, b"/nonexistent/pw-y", 4),
+            kernel_sample(12, 0xffffffff81002008, chain(&[0xffffffff81002008, b])),
+        ];
+        let mut model = ProcessModel::new();
+        model.apply(&events);
+        step.name(&mut events, &model);
+        let arc = |i: usize| match &events[i].kind {
+            EventKind::Sample { sym, .. } => sym.clone().expect("named"),
+            _ => unreachable!(),
+        };
+        let shared = |i: usize, j: usize| Arc::ptr_eq(&arc(i), &arc(j));
+        assert!(shared(0, 1));
+        for (i, j) in [(0, 2), (0, 3), (0, 4), (3, 4), (0, 6), (1, 6)] {
+            assert!(!shared(i, j), "{i} and {j} share names");
+        }
+        assert!(shared(6, 7));
+        assert!(!shared(7, 8) && !shared(7, 9) && !shared(8, 9));
+        assert!(!shared(9, 11));
+        assert_eq!(names(&events[11]), names(&events[9]));
+        // Shared or not, each sample is named as it would be alone.
+        assert_eq!(names(&events[1]), names(&events[0]));
+        assert_eq!(names(&events[2]), names(&events[0]));
+        assert_eq!(
+            names(&events[0]),
+            (
+                "one+0x10".into(),
+                vec!["one+0x10".into(), "two+0x20".into()]
+            )
+        );
+        assert_eq!(names(&events[3]).1[1], "three+0x4");
+        assert_eq!(names(&events[4]).0, "two+0x20");
+        assert_eq!(names(&events[7]), names(&events[0]));
+        assert_eq!(
+            names(&events[8]),
+            (
+                "[unknown]".into(),
+                vec!["[unknown]".into(), "[unknown]".into()]
+            )
+        );
+        assert_eq!(
+            names(&events[9]),
+            (
+                "three+0x8".into(),
+                vec!["three+0x8".into(), "two+0x20".into()]
+            )
+        );
     }
 
     #[test]

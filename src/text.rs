@@ -75,9 +75,12 @@ pub fn escape_len(escaped: &[u8]) -> usize {
 /// holds a separator of the line (`,`, `{`, `}`, a call chain's `<-`) or a quote outside
 /// an escape (the braces of `\u{202e}` are part of it), or it begins or ends with a space.
 pub fn needs_quotes(escaped: &[u8]) -> bool {
-    if escaped.first() == Some(&b' ') || escaped.last() == Some(&b' ') {
-        return true;
-    }
+    escaped.first() == Some(&b' ') || escaped.last() == Some(&b' ') || holds_separator(escaped)
+}
+
+/// True when already escaped text holds a separator of a `--plain` line or a quote outside
+/// an escape ([`needs_quotes`] without its look at the ends).
+pub fn holds_separator(escaped: &[u8]) -> bool {
     let mut i = 0;
     while i < escaped.len() {
         match escaped[i] {
@@ -231,9 +234,12 @@ pub fn until_nul(bytes: &[u8]) -> &[u8] {
 #[inline]
 pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
     let digits = (16 - v.leading_zeros() as usize / 4).max(1);
-    for i in (0..digits).rev() {
-        out.push(b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize]);
+    // Built on the stack and appended once (a push per digit checks the capacity each time).
+    let mut b = [0u8; 16];
+    for (i, d) in b[..digits].iter_mut().rev().enumerate() {
+        *d = b"0123456789abcdef"[((v >> (i * 4)) & 0xf) as usize];
     }
+    out.extend_from_slice(&b[..digits]);
 }
 
 /// Append `v` as C's `%#x` prints it: `0` for zero, `0x...` otherwise.

@@ -140,8 +140,9 @@ pub enum EventKind {
         /// made them the user part of `callchain` (then `None`).
         user_stack: Option<Box<UserStack>>,
         /// The names of the sample's address and frames, once the symbolize step has
-        /// named them (`None` before, or without symbols).
-        sym: Option<Box<SampleNames>>,
+        /// named them (`None` before, or without symbols). Shared: the samples of one chunk
+        /// with the same stack share one.
+        sym: Option<std::sync::Arc<SampleNames>>,
     },
     /// PERF_RECORD_FORK: a new task (process or thread).
     Fork(TaskRecord),

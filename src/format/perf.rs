@@ -446,7 +446,7 @@ mod tests {
         let n = Names::new();
         let mut ev = clock_sample(1, 1_000_000, 0x401136);
         if let EventKind::Sample { sym, .. } = &mut ev.kind {
-            *sym = Some(Box::new(SampleNames {
+            *sym = Some(std::sync::Arc::new(SampleNames {
                 ip: Some(n.sym("hot_b")),
                 frames: Box::new([]),
                 args: Box::new([]),
@@ -482,7 +482,7 @@ mod tests {
                 0x5555_0000_0136,
                 0x7f00_0000_0001,
             ]));
-            *sym = Some(Box::new(SampleNames {
+            *sym = Some(std::sync::Arc::new(SampleNames {
                 ip: Some(n.sym("k_tick")),
                 frames: Box::new([Some(n.sym("k_tick")), Some(n.sym("hot_b")), None]),
                 args: Box::new([]),

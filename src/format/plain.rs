@@ -80,7 +80,7 @@ impl EventKind {
                     w.s(", sym: ");
                     push_plain_symbol(s, w.0);
                     w.s(", dso: ");
-                    crate::text::push_plain_escaped(s.dso().name().as_bytes(), w.0);
+                    push_plain_dso(s.dso(), w.0);
                 }
                 w.s(", period: ").u(*period);
                 if event.format.is_some() && raw.is_some() {
@@ -390,6 +390,10 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
         out.extend_from_slice(if i == 0 { b" " } else { b" <- " });
         match names.symbol(i, f) {
             Some(s) if s.is_known() => push_plain_symbol(s, out),
+            // Unknown: the binary's label ([`crate::symbols::Symbol::frame_name`]).
+            Some(s) if !s.dso().plain_quoted().1 => {
+                out.extend_from_slice(s.dso().unnamed().as_bytes())
+            }
             Some(s) => push_plain_text(s.symbol().frame_name().as_bytes(), out),
             None => push_c_hex(out, f.ip),
         }
@@ -399,6 +403,21 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
 /// A symbol as `--plain` writes it, `name+0xOFFSET` (escaped by the symbolizer), in double
 /// quotes when the name holds a separator of the line ([`crate::text::push_plain_escaped`]).
 pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
+    // The common case without `core::fmt` nor a scan of the name: the symbol knows whether
+    // it is quoted.
+    if let (Some(name), Some(off)) = (s.name(), s.offset())
+        && !s.symbol().plain_quoted()
+    {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"+0x");
+        crate::text::push_hex_digits(out, off);
+        return;
+    }
+    push_plain_symbol_slow(s, out)
+}
+
+/// [`push_plain_symbol`] as it always was: formatted, then scanned for separators.
+fn push_plain_symbol_slow(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
     let start = out.len();
     {
         use std::io::Write;
@@ -407,6 +426,15 @@ pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
     if crate::text::needs_quotes(&out[start..]) {
         let shown = out.split_off(start);
         crate::text::push_plain_escaped(&shown, out);
+    }
+}
+
+/// A binary's (escaped) name as a `--plain` value: quoted when the binary says so.
+fn push_plain_dso(dso: &crate::symbols::Dso, out: &mut Vec<u8>) {
+    if dso.plain_quoted().0 {
+        crate::text::push_plain_escaped(dso.name().as_bytes(), out);
+    } else {
+        out.extend_from_slice(dso.name().as_bytes());
     }
 }
 
@@ -616,6 +644,67 @@ mod tests {
             sw.to_string(),
             "cpu: 1, pid: 5, tid: 5 { type: context_switch, next_prev_pid: 9, next_prev_tid: 9, switch_out: 1 }"
         );
+    }
+
+    #[test]
+    fn a_symbols_cached_quoting_writes_what_scanning_each_frame_wrote() {
+        use crate::symbols::{Dso, DsoKind, Symbol, SymbolKey, Symbolized};
+        // Each name as the symbolizer keeps it (escaped), with offsets of every width.
+        let names = [
+            "main",
+            "std::vector<int, std::allocator<int> >::push_back",
+            "f<-g",
+            "a{b}",
+            "say \"hi\"",
+            " lead",
+            "trail ",
+            "<",
+            "-",
+            r"x\\",
+            r"\x2c",
+            r"bad\u{202e}",
+            r"opened\u{",
+            r"\",
+            "",
+        ];
+        let paths = [
+            "/usr/lib/libc.so.6",
+            "/tmp/a, b",
+            "/tmp/x{y}",
+            " /sp",
+            "[vdso]",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            for path in paths {
+                let dso = Dso::new(path, DsoKind::File);
+                let key = SymbolKey { dso: 1, start: 0 };
+                let sym = Symbol::new(Some((*name).into()), dso.clone(), key);
+                let unknown = Symbolized::unknown(&Symbol::unknown(dso.clone(), 1));
+                for off in [0u64, 1, 0x10, 0xdead_beef, u64::MAX, i as u64] {
+                    let s = Symbolized::new(sym.clone(), off);
+                    let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                    push_plain_symbol(&s, &mut fast);
+                    push_plain_symbol_slow(&s, &mut slow);
+                    assert_eq!(fast, slow, "{name:?}+{off:#x}");
+                }
+                // A binary's name and an unknown frame's label: as the scan quoted them.
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                push_plain_dso(&dso, &mut fast);
+                crate::text::push_plain_escaped(path.as_bytes(), &mut slow);
+                assert_eq!(fast, slow, "{path:?}");
+                let chain = Callchain::new(vec![crate::callchain::CONTEXT_USER, 0x10]);
+                struct One(Symbolized);
+                impl FrameNames for One {
+                    fn symbol(&self, _: usize, _: crate::callchain::Frame) -> Option<&Symbolized> {
+                        Some(&self.0)
+                    }
+                }
+                let (mut line, mut want) = (Vec::new(), b"callchain: ".to_vec());
+                write_plain(&chain, &One(unknown.clone()), &mut line);
+                push_plain_text(unknown.symbol().frame_name().as_bytes(), &mut want);
+                assert_eq!(line, want, "{path:?}");
+            }
+        }
     }
 
     #[test]

@@ -253,6 +253,9 @@ struct Binary {
     last_used: u64,
     attempts: u8,
     last_attempt: Option<Instant>,
+    /// Its unknown answer went into the result cache once it was [`Binary::settled`]: from
+    /// then on every address of it is answered from its state, with no entry of its own.
+    unknown_cached: bool,
 }
 
 impl Binary {
@@ -266,6 +269,18 @@ impl Binary {
             last_used: 0,
             attempts: 0,
             last_attempt: None,
+            unknown_cached: false,
+        }
+    }
+
+    /// It will never be read: no symbols, or a read that failed for good (not worth
+    /// retrying, or out of attempts). Every address in it is its unknown symbol.
+    #[inline]
+    fn settled(&self) -> bool {
+        match &self.state {
+            State::NoSymbols => true,
+            State::Failed(e) => !e.retryable() || self.attempts >= MAX_ATTEMPTS,
+            _ => false,
         }
     }
 }
@@ -411,6 +426,17 @@ impl Symbolizer {
 
     #[inline]
     fn lookup(&mut self, id: BinaryId, key: u64, r: &Request) -> Symbolized {
+        // A binary that will never be read (no symbols, or failed for good) answers its
+        // unknown for every address once that is cached: no entry per address in the result
+        // cache, where a large unreadable binary (a compiler's) would push out every answer
+        // worth keeping.
+        if let Some(b) = self.binaries.get(id as usize)
+            && b.unknown_cached
+            && b.settled()
+        {
+            self.stats.cache_hits += 1;
+            return Symbolized::unknown(&b.unknown);
+        }
         if let Some(hit) = self.results.get(id, key) {
             self.stats.cache_hits += 1;
             return hit;
@@ -523,12 +549,8 @@ impl Symbolizer {
             // A binary without symbols, or whose read failed for good, stays so: its answer
             // is kept, so the next sample there is a hash probe. One that failed may load
             // later: not kept.
-            let for_good = match &b.state {
-                State::NoSymbols => true,
-                State::Failed(e) => !e.retryable() || b.attempts >= MAX_ATTEMPTS,
-                _ => false,
-            };
-            if for_good {
+            if b.settled() {
+                b.unknown_cached = true;
                 self.results.insert(id, key, answer.clone());
             }
             return answer;

@@ -35,9 +35,11 @@ impl ResultCache {
         }
     }
 
+    /// A hit in the old generation is copied into the current one (left in the old, which
+    /// is dropped whole at the next turn: a removal costs more than the entry).
     #[cold]
     pub(super) fn promote(&mut self, id: BinaryId, key: u64) -> Option<Symbolized> {
-        let s = self.old.remove(&(id, key))?;
+        let s = self.old.get(&(id, key))?.clone();
         self.insert(id, key, s.clone());
         Some(s)
     }

@@ -35,6 +35,9 @@ pub struct Dso {
     label: Box<str>,
     /// The build id of the file its symbols were read from, once read (pprof's mappings).
     build_id: std::sync::OnceLock<super::request::BuildId>,
+    /// `--plain` quotes the name, the label (see [`crate::text::needs_quotes`]): decided
+    /// once, as both never change.
+    plain_quoted: (bool, bool),
 }
 
 /// How stack collapsers name a frame whose function is not known (FlameGraph's
@@ -59,13 +62,23 @@ pub fn unnamed_label(dso: &str, kind: DsoKind) -> String {
 impl Dso {
     pub(crate) fn new(name: impl Into<Box<str>>, kind: DsoKind) -> Arc<Dso> {
         let name = name.into();
-        let label = unnamed_label(&name, kind).into();
+        let label: Box<str> = unnamed_label(&name, kind).into();
+        let plain_quoted = (
+            crate::text::needs_quotes(name.as_bytes()),
+            crate::text::needs_quotes(label.as_bytes()),
+        );
         Arc::new(Dso {
             name,
             kind,
             label,
             build_id: std::sync::OnceLock::new(),
+            plain_quoted,
         })
+    }
+
+    /// `--plain` writes the name, the [`Dso::unnamed`] label in double quotes.
+    pub fn plain_quoted(&self) -> (bool, bool) {
+        self.plain_quoted
     }
 
     /// What an unnamed frame in this binary is called, `[liblzma.so.5.4.1]` (see
@@ -115,11 +128,29 @@ pub struct Symbol {
     name: Option<Box<str>>,
     dso: Arc<Dso>,
     key: SymbolKey,
+    /// `--plain` quotes `name+0xOFF` (see [`crate::text::needs_quotes`]): decided once, when
+    /// the symbol is made (it never changes), not for every frame written.
+    plain_quoted: bool,
 }
 
 impl Symbol {
     pub(crate) fn new(name: Option<Box<str>>, dso: Arc<Dso>, key: SymbolKey) -> Arc<Symbol> {
-        Arc::new(Symbol { name, dso, key })
+        // `name+0xOFF` ends in a hex digit and its suffix holds no separator: only the name's
+        // first byte and its separators decide.
+        let plain_quoted = name
+            .as_deref()
+            .is_some_and(|n| n.starts_with(' ') || crate::text::holds_separator(n.as_bytes()));
+        Arc::new(Symbol {
+            name,
+            dso,
+            key,
+            plain_quoted,
+        })
+    }
+
+    /// `--plain` writes this symbol's `name+0xOFF` in double quotes.
+    pub fn plain_quoted(&self) -> bool {
+        self.plain_quoted
     }
 
     pub(crate) fn unknown(dso: Arc<Dso>, dso_key: u64) -> Arc<Symbol> {

@@ -115,6 +115,33 @@ fn a_miss_where_no_symbols_will_ever_be_is_answered_from_the_cache() {
 }
 
 #[test]
+fn a_binary_that_will_never_be_read_answers_every_address_without_caching_each() {
+    let dir = tempfile::tempdir().unwrap();
+    // kptr_restrict's kallsyms: no kernel symbols, for good.
+    let mut s = Symbolizer::new(crate::testkit::symbols::kernel(
+        dir.path(),
+        "0000000000000000 T _stext\n0000000000000000 T do_one\n",
+    ));
+    let first = s.resolve_one(&Request::kernel(0xffffffff81000010));
+    assert!(!first.is_known());
+    let cached = s.stats().cached_results;
+    let requests: Vec<Request> = (0..5000u64)
+        .map(|i| Request::kernel(0xffffffff81000000 + i * 16))
+        .collect();
+    let mut out = Vec::new();
+    s.resolve(&requests, &mut out);
+    assert_eq!(out.len(), requests.len());
+    assert!(out.iter().all(|a| a.to_string() == first.to_string()));
+    assert!(
+        out.iter()
+            .all(|a| std::sync::Arc::ptr_eq(a.symbol(), first.symbol()))
+    );
+    // Answered from the binary's state: no entry per address.
+    assert_eq!(s.stats().cached_results, cached, "{:?}", s.stats());
+    assert_eq!(s.stats().loads, 1);
+}
+
+#[test]
 fn a_miss_where_a_read_may_still_succeed_is_never_served_stale() {
     let dir = tempfile::tempdir().unwrap();
     let k = dir.path().join("kallsyms");

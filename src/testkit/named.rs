@@ -51,7 +51,7 @@ impl Names {
     pub fn sample(&self, pid: u32, time: u64, chain: &[&str], g: bool) -> Event {
         let mut ev = sample_at(0, pid, time, 0x401000, 1);
         if let EventKind::Sample { sym, .. } = &mut ev.kind {
-            *sym = Some(Box::new(SampleNames {
+            *sym = Some(std::sync::Arc::new(SampleNames {
                 ip: Some(self.sym(chain[0])),
                 args: Box::new([]),
                 frames: if g {
