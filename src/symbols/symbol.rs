@@ -115,11 +115,40 @@ pub struct Symbol {
     name: Option<Box<str>>,
     dso: Arc<Dso>,
     key: SymbolKey,
+    /// Where it ends in the binary (exclusive; `key.start` when not known).
+    end: u64,
 }
 
 impl Symbol {
     pub(crate) fn new(name: Option<Box<str>>, dso: Arc<Dso>, key: SymbolKey) -> Arc<Symbol> {
-        Arc::new(Symbol { name, dso, key })
+        let end = key.start;
+        Arc::new(Symbol {
+            name,
+            dso,
+            key,
+            end,
+        })
+    }
+
+    /// A symbol whose extent in the binary is known: `[key.start, end)`.
+    pub(crate) fn sized(
+        name: Option<Box<str>>,
+        dso: Arc<Dso>,
+        key: SymbolKey,
+        end: u64,
+    ) -> Arc<Symbol> {
+        Arc::new(Symbol {
+            name,
+            dso,
+            key,
+            end,
+        })
+    }
+
+    /// Its start and end in the binary (the symbol table's addresses, perf's `sym.start` and
+    /// `sym.end`); the end is the start when the extent is not known.
+    pub fn extent(&self) -> (u64, u64) {
+        (self.key.start, self.end)
     }
 
     pub(crate) fn unknown(dso: Arc<Dso>, dso_key: u64) -> Arc<Symbol> {
