@@ -12,6 +12,7 @@
 
 pub mod format;
 pub mod header;
+pub mod side;
 mod stream;
 
 use std::collections::BTreeMap;
