@@ -124,7 +124,8 @@ fn rate(body: &str, make: fn(u64) -> Chunk, secs: u64) -> f64 {
         let b = out
             .recv_timeout(Duration::from_secs(10))
             .expect("stage stalled");
-        received += 1;
+        // The stage may hand back several batches as one chunk (it merges queued ones).
+        received += (b.events.len() / BATCH) as u64;
         // The first second warms up.
         if until.is_none() && t0.elapsed() >= Duration::from_secs(1) {
             until = Some((Instant::now(), Instant::now() + Duration::from_secs(secs)));
@@ -135,9 +136,10 @@ fn rate(body: &str, make: fn(u64) -> Chunk, secs: u64) -> f64 {
                 let r = events as f64 / from.elapsed().as_secs_f64();
                 // Take back what is still in flight before stopping: nothing goes around.
                 while received < sent {
-                    out.recv_timeout(Duration::from_secs(10))
+                    let b = out
+                        .recv_timeout(Duration::from_secs(10))
                         .expect("stage stalled");
-                    received += 1;
+                    received += (b.events.len() / BATCH) as u64;
                 }
                 drop(tx);
                 let report = handle.stop(Duration::from_secs(2));

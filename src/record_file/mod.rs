@@ -13,6 +13,7 @@
 mod compressed;
 pub mod format;
 pub mod header;
+pub mod side;
 mod stream;
 
 use std::collections::BTreeMap;

@@ -114,18 +114,20 @@ impl Decoding {
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("event-{}:{:#x}", a.type_, a.config));
-            d.descs.push(
-                EventDesc {
-                    index: i.min(u16::MAX as usize) as u16,
-                    name: EventDesc::leak_name(&name),
-                    type_: a.type_,
-                    config: a.config,
-                    show_name: shown > 1 || format.is_some(),
-                    format,
-                    show_common: common_fields,
-                }
-                .intern(),
-            );
+            let desc = EventDesc {
+                index: i.min(u16::MAX as usize) as u16,
+                name: EventDesc::leak_name(&name),
+                type_: a.type_,
+                config: a.config,
+                show_name: shown > 1 || format.is_some(),
+                format,
+                show_common: common_fields,
+            }
+            .intern();
+            if a.sample_type & record::SAMPLE_CPU == 0 {
+                super::side::mark_no_cpu(desc);
+            }
+            d.descs.push(desc);
             let mut st = a.sample_type & !AFTER_RAW;
             // `--call-graph dwarf`: the registers and stack copy follow RAW (unless a branch
             // stack comes between), for the pipeline's unwind step.
@@ -154,6 +156,11 @@ impl Decoding {
             }
         }
         d
+    }
+
+    /// The attribute (its index) whose ids include `id`.
+    pub(super) fn index_of(&self, id: u64) -> Option<usize> {
+        self.ids.get(&id).copied()
     }
 
     /// The attribute a record belongs to.
@@ -497,6 +504,7 @@ impl Stream {
         let mut undecoded: HashMap<usize, u64> = HashMap::new();
         let build_ids = !self.header.facts.build_ids.is_empty();
         let mut round_bytes = 0u64;
+        let mut side_seen = false;
         let result = loop {
             if stop.load(Ordering::Relaxed) {
                 break Ok(());
@@ -538,6 +546,18 @@ impl Stream {
                     COMPRESSED | COMPRESSED2 => {
                         if let Err(why) = self.inflate(ty) {
                             break Err(why);
+                        }
+                        continue;
+                    }
+                    // perf stat's counts and AUX trace errors: beside the stream, for a
+                    // perf script's hooks (see `side`).
+                    ty if super::side::is_side(ty) => {
+                        let d = &self.decoding;
+                        let first = !side_seen;
+                        if super::side::offer(ty, &self.buf, first, &d.descs, |id| d.index_of(id)) {
+                            side_seen = true;
+                        } else {
+                            self.count_unused(ty);
                         }
                         continue;
                     }

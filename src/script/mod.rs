@@ -23,8 +23,14 @@ mod lookup;
 pub mod module;
 #[cfg(feature = "python")]
 mod perfcall;
+/// The dicts a perf script's handlers get, made cheaply.
+#[cfg(feature = "python")]
+mod perfdict;
 #[cfg(feature = "python")]
 pub mod perfenv;
+/// perf stat's hooks and `auxtrace_error`, from a recording's side records.
+#[cfg(feature = "python")]
+mod perfstat;
 #[cfg(feature = "python")]
 pub mod perfstyle;
 #[cfg(any(feature = "python", feature = "pyevent"))]

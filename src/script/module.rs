@@ -11,6 +11,10 @@ use super::pyevent::PyEvent;
 use crate::event::RecordType;
 use crate::pane::PaneMsg;
 
+/// How long a script's print waits for room in the pane messages' queue before its text
+/// is dropped (counted).
+pub const PRINT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Where print() output goes: the pane of the script that is running.
 pub struct PaneSink {
     pub tx: Sender<PaneMsg>,
@@ -29,10 +33,22 @@ impl PaneSink {
             .unwrap_or_else(|| "script".to_string())
     }
 
-    /// Queue a message without waiting: a frontend that falls behind loses pane text (counted),
-    /// never stalls the stage.
+    /// Queue a message, waiting at most [`PRINT_WAIT`] for room: the thread that takes
+    /// them (the pane router) never waits for the TUI, only for stdout or a file, so a
+    /// script that prints faster than those take it (`trace_end()` printing thousands of
+    /// lines at once, as stackcollapse.py does) waits as it would under perf script,
+    /// while a reader that has stopped reading loses pane text (counted) rather than
+    /// stalling the stage for good.
     pub fn send(&self, msg: PaneMsg) {
-        if self.tx.try_send(msg).is_err() {
+        let msg = match self.tx.try_send(msg) {
+            Ok(()) => return,
+            Err(crossbeam_channel::TrySendError::Full(m)) => m,
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        if self.tx.send_timeout(msg, PRINT_WAIT).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -28,7 +28,9 @@
 use std::collections::{HashMap, HashSet};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyModule, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyDict, PyList, PyModule, PyString, PyTuple};
+
+use super::perfdict::Dicts;
 
 use crate::event::tracepoint::{Field, FieldType, Format, Value};
 use crate::event::{Event, EventDesc, EventKind};
@@ -37,7 +39,47 @@ use crate::event::{Event, EventDesc, EventKind};
 struct Callable {
     f: Py<PyAny>,
     with_sample: bool,
+    /// It reads its `common_callchain` argument (or may: see [`reads_argument`]); when it
+    /// surely does not, and takes no sample dict (which holds the chain too), it gets an
+    /// empty list instead of a list of a dict per frame that nothing would read.
+    chain: bool,
 }
+
+/// Whether handler `f` may read its positional argument `index`: false only for a plain
+/// Python function whose code never loads the parameter (no `LOAD_FAST`-like instruction
+/// names it, no inner function captures it) and that calls nothing that could read its
+/// frame's locals (`locals`, `vars`, `eval`, `exec`, `sys._getframe`,
+/// `inspect.currentframe`, a tracer). Anything else, or any doubt, is true.
+fn reads_argument(f: &Bound<'_, PyAny>, index: usize) -> bool {
+    const CODE: &std::ffi::CStr = cr#"
+def reads(f, index):
+    import dis, types
+    if type(f) is not types.FunctionType:
+        return True
+    c = f.__code__
+    if index >= c.co_argcount:
+        return True
+    name = c.co_varnames[index]
+    if name in c.co_cellvars:
+        return True
+    if set(c.co_names) & {"locals", "vars", "eval", "exec", "_getframe", "currentframe",
+                          "settrace", "setprofile", "f_locals"}:
+        return True
+    for ins in dis.get_instructions(c):
+        if "FAST" in ins.opname and ins.opname != "STORE_FAST":
+            v = ins.argval
+            if v == name or (isinstance(v, tuple) and name in v):
+                return True
+    return False
+"#;
+    let py = f.py();
+    PyModule::from_code(py, CODE, c"perfwatch_reads.py", c"perfwatch_reads")
+        .and_then(|m| m.getattr("reads")?.call1((f, index))?.is_truthy())
+        .unwrap_or(true)
+}
+
+/// The place of `common_callchain` among a tracepoint handler's arguments.
+const CALLCHAIN_ARG: usize = 7;
 
 /// What the first record of a tracepoint found.
 struct Tracepoint {
@@ -66,6 +108,10 @@ pub struct PerfCalls {
     /// event, looked up once per thread and batch instead of once per event (each lookup
     /// takes the model's lock, which the pipeline's thread holds to write).
     comms: HashMap<u64, Py<PyString>>,
+    /// The sample dicts and frame dicts, made cheaply (forgotten with `comms`).
+    dicts: Dicts,
+    /// perf stat's hooks and `auxtrace_error`, fed from a recording's side records.
+    pub(super) stat: super::perfstat::StatCalls,
 }
 
 /// What failed: the handler's name, and its exception.
@@ -98,7 +144,11 @@ impl PerfCalls {
         }
         let unhandled = callable(m, "trace_unhandled").map(|f| {
             let with_sample = arg_count(f.bind(py)) == 4;
-            Callable { f, with_sample }
+            Callable {
+                f,
+                with_sample,
+                chain: true,
+            }
         });
         Ok(PerfCalls {
             module: m.clone().unbind(),
@@ -111,14 +161,17 @@ impl PerfCalls {
             seen: HashMap::new(),
             defined: HashSet::new(),
             comms: HashMap::new(),
+            dicts: Dicts::default(),
+            stat: super::perfstat::StatCalls::new(m),
         })
     }
 
-    /// Forget the thread names made so far (see `comms`).
+    /// Forget the thread names and the per-address dicts made so far (see `comms`).
     pub fn forget_comms(&mut self) {
         if !self.comms.is_empty() {
             self.comms.clear();
         }
+        self.dicts.forget();
     }
 
     /// The name perf gives `ev`'s thread, as a Python string (see `comms`).
@@ -216,8 +269,12 @@ impl PerfCalls {
                 let comm = self.comm(py, ev);
                 match &self.process_event {
                     Some(f) => {
-                        let d = sample_dict(py, ev, event, &[], callchain(py, ev), comm)
-                            .map_err(|e| ("process_event".to_string(), e))?;
+                        let fail = |e| ("process_event".to_string(), e);
+                        let chain = self.dicts.callchain(py, ev).map_err(fail)?;
+                        let d = self
+                            .dicts
+                            .sample_dict(py, ev, event, &[], chain, comm)
+                            .map_err(fail)?;
                         f.call1(py, (d,))
                             .map(drop)
                             .map_err(|e| ("process_event".to_string(), e))
@@ -237,7 +294,12 @@ impl PerfCalls {
         let n = 8 + format.fields.iter().filter(|f| !f.common).count();
         let handler = callable(m, &name).map(|f| {
             let with_sample = arg_count(f.bind(py)) == n + 1;
-            Callable { f, with_sample }
+            let chain = with_sample || reads_argument(f.bind(py), CALLCHAIN_ARG);
+            Callable {
+                f,
+                with_sample,
+                chain,
+            }
         });
         Ok(Tracepoint {
             name: PyString::new(py, &name).unbind(),
@@ -292,7 +354,15 @@ impl PerfCalls {
         };
         let secs = ev.time / 1_000_000_000;
         let nsecs = ev.time % 1_000_000_000;
-        let chain = callchain(py, ev);
+        let chain = match handler.chain {
+            true => self.dicts.callchain(py, ev).map_err(fail)?,
+            false => PyList::empty(py),
+        };
+        // perf's sample->cpu: -1 for a recording whose samples carry no CPU.
+        let cpu = match self.dicts.no_cpu(py, event) {
+            true => -1,
+            false => ev.cpu as i64,
+        };
         let mut args: Vec<Bound<'_, PyAny>> = vec![
             tp.name.bind(py).clone().into_any(),
             self.context.bind(py).clone(),
@@ -301,7 +371,7 @@ impl PerfCalls {
         if unhandled {
             let d = PyDict::new(py);
             (|| -> PyResult<()> {
-                d.set_item("common_cpu", ev.cpu)?;
+                d.set_item("common_cpu", cpu)?;
                 d.set_item("common_s", secs)?;
                 d.set_item("common_ns", nsecs)?;
                 d.set_item("common_pid", pid)?;
@@ -317,7 +387,7 @@ impl PerfCalls {
         } else {
             let common = (|| -> PyResult<[Bound<'_, PyAny>; 5]> {
                 Ok([
-                    ev.cpu.into_pyobject(py)?.into_any(),
+                    cpu.into_pyobject(py)?.into_any(),
                     secs.into_pyobject(py)?.into_any(),
                     nsecs.into_pyobject(py)?.into_any(),
                     pid.into_pyobject(py)?.into_any(),
@@ -331,7 +401,8 @@ impl PerfCalls {
         }
         if handler.with_sample {
             args.push(
-                sample_dict(py, ev, event, raw, chain, comm)
+                self.dicts
+                    .sample_dict(py, ev, event, raw, chain, comm)
                     .map_err(fail)?
                     .into_any(),
             );
@@ -421,119 +492,6 @@ fn field_value<'py>(py: Python<'py>, f: &Field, raw: &[u8]) -> Bound<'py, PyAny>
     }
 }
 
-/// The sample's call chain as perf gives it: one dict per frame, innermost first, with
-/// `ip`, and where named `sym` (`name`, and `start`/`end`/`binding` as far as perfwatch
-/// knows them), `sym_off` and `dso`; empty without `-g`.
-fn callchain<'py>(py: Python<'py>, ev: &Event) -> Bound<'py, PyList> {
-    let list = PyList::empty(py);
-    let Some(chain) = ev.callchain() else {
-        return list;
-    };
-    let names = ev.names();
-    for (i, f) in chain.frames().enumerate() {
-        let d = PyDict::new(py);
-        let name = names.and_then(|n| n.frames.get(i)).and_then(Option::as_ref);
-        let _ = (|| -> PyResult<()> {
-            d.set_item("ip", f.ip)?;
-            if let Some(s) = name {
-                if let Some(n) = s.name() {
-                    let sym = PyDict::new(py);
-                    let off = s.offset().unwrap_or(0);
-                    let start = f.ip.wrapping_sub(off);
-                    sym.set_item("start", start)?;
-                    sym.set_item("end", start)?;
-                    sym.set_item("binding", 1)?;
-                    sym.set_item("name", n)?;
-                    d.set_item("sym", sym)?;
-                    d.set_item("sym_off", off)?;
-                }
-                d.set_item("dso", s.dso().name())?;
-            }
-            list.append(d)
-        })();
-    }
-    list
-}
-
-/// `perf_event_attr` bytes as far as perfwatch keeps them: type, size and config (the rest
-/// zero).
-fn attr_bytes(event: &EventDesc) -> Vec<u8> {
-    const SIZE: u32 = 136;
-    let mut b = vec![0u8; SIZE as usize];
-    b[0..4].copy_from_slice(&event.type_.to_ne_bytes());
-    b[4..8].copy_from_slice(&SIZE.to_ne_bytes());
-    b[8..16].copy_from_slice(&event.config.to_ne_bytes());
-    b
-}
-
-/// perf's `perf_sample_dict` / `param_dict`.
-fn sample_dict<'py>(
-    py: Python<'py>,
-    ev: &Event,
-    event: &EventDesc,
-    raw: &[u8],
-    callchain: Bound<'py, PyList>,
-    comm: Bound<'py, PyString>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("ev_name", event.name)?;
-    d.set_item("attr", PyBytes::new(py, &attr_bytes(event)))?;
-    let s = PyDict::new(py);
-    let (ip, period) = ev.ip_period().unwrap_or((0, 0));
-    s.set_item("pid", ev.pid as i32)?;
-    s.set_item("tid", ev.tid as i32)?;
-    s.set_item("cpu", ev.cpu)?;
-    s.set_item("ip", ip)?;
-    s.set_item("time", ev.time)?;
-    s.set_item("period", period)?;
-    s.set_item("phys_addr", 0)?;
-    s.set_item("addr", 0)?;
-    s.set_item("weight", 0)?;
-    s.set_item("transaction", 0)?;
-    // What perf gives a sample that did not sample these (perf 6.1, checked with a script
-    // printing the dict): no data source (PERF_MEM_DATA_SRC_NONE, decoded), and one read
-    // value of zeros.
-    s.set_item("datasrc", DATA_SRC_NONE)?;
-    s.set_item("datasrc_decode", DATA_SRC_NONE_DECODED)?;
-    s.set_item("values", vec![(0u64, 0u64, 0u64)])?;
-    // PERF_RECORD_MISC_CPUMODE_MASK of the sample's misc (kernel 1, user 2, ...).
-    if let EventKind::Sample { misc, .. } = &ev.kind {
-        s.set_item("cpumode", misc & 7)?;
-    }
-    d.set_item("sample", s)?;
-    d.set_item("raw_buf", PyBytes::new(py, raw))?;
-    d.set_item("comm", comm)?;
-    if let Some(sym) = ev.sym() {
-        d.set_item("dso", sym.dso().name())?;
-        // perf: the build id it read for the binary, else empty.
-        let bid = sym.dso().build_id().map(|b| b.to_hex()).unwrap_or_default();
-        d.set_item("dso_bid", bid)?;
-        // The mapping's bounds where perfwatch's process model has it (user space).
-        if !sym.is_kernel() {
-            if let Some((start, end)) = super::lookup::mapping(ev.pid, ev.time, ip) {
-                d.set_item("dso_map_start", start)?;
-                d.set_item("dso_map_end", end)?;
-            }
-        }
-        if let Some(n) = sym.name() {
-            d.set_item("symbol", n)?;
-            d.set_item("symoff", sym.offset().unwrap_or(0))?;
-        }
-    }
-    d.set_item("callchain", callchain)?;
-    // perfwatch records no branch stacks nor registers: perf's empty forms.
-    d.set_item("brstack", PyList::empty(py))?;
-    d.set_item("brstacksym", PyList::empty(py))?;
-    d.set_item("iregs", "")?;
-    d.set_item("uregs", "")?;
-    Ok(d)
-}
-
-/// PERF_MEM_DATA_SRC_NONE: the data source perf gives a sample that did not sample one.
-const DATA_SRC_NONE: u64 = 0x0508_0021;
-/// How perf script decodes it (`perf_script__meminfo_scnprintf`).
-const DATA_SRC_NONE_DECODED: &str = "|OP N/A|LVL N/A|SNP N/A|TLB N/A|LCK N/A|BLK  N/A";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -574,6 +532,31 @@ mod tests {
     }
 
     #[test]
+    fn a_handler_that_never_reads_its_chain_is_told_apart() {
+        super::super::interp::init().unwrap();
+        Python::attach(|py| {
+            let code = c"def a(n, c, cpu, s, ns, pid, comm, chain, id, args):\n    return id\n\
+def b(n, c, cpu, s, ns, pid, comm, chain, id, args):\n    return len(chain)\n\
+def c(n, c, cpu, s, ns, pid, comm, chain, id, args):\n    return lambda: chain\n\
+def d(n, c, cpu, s, ns, pid, comm, chain, id, args):\n    return locals()\n\
+def e(*a):\n    pass\n\
+def f(n, c, cpu, s, ns, pid, comm, chain, id, args):\n    chain = []\n    return chain\n\
+def g(n, c, cpu, s, ns, pid, comm, chain, id, args):\n    del chain\n";
+            let m = PyModule::from_code(py, code, c"reads_test.py", c"reads_test").unwrap();
+            let reads = |name: &str| reads_argument(&m.getattr(name).unwrap(), CALLCHAIN_ARG);
+            // Only `a` surely never reads it; `f` reads its own new list, but stays on the
+            // safe side (its store and load are of the same name).
+            assert!(!reads("a"));
+            for name in ["b", "c", "d", "e", "f", "g"] {
+                assert!(reads(name), "{name}");
+            }
+            // Not a plain function (a bound method-wrapper): any doubt reads.
+            let wrapper = m.getattr("a").unwrap().getattr("__call__").unwrap();
+            assert!(reads_argument(&wrapper, CALLCHAIN_ARG));
+        });
+    }
+
+    #[test]
     fn printable_as_perf_judges_it() {
         assert!(printable(b"bash\0\0\0\0"));
         assert!(printable(b"/tmp/a b\0"));
@@ -587,7 +570,7 @@ mod tests {
     fn attr_bytes_carry_type_size_config() {
         let d =
             crate::testkit::tracepoints::desc(0, "t:t", crate::testkit::tracepoints::SCHED_SWITCH);
-        let b = attr_bytes(d);
+        let b = super::super::perfdict::attr_bytes(d);
         assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), d.type_);
         assert_eq!(u32::from_ne_bytes(b[4..8].try_into().unwrap()), 136);
         assert_eq!(u64::from_ne_bytes(b[8..16].try_into().unwrap()), d.config);

@@ -178,7 +178,9 @@ pub fn unserved(p: &PerfScript) -> Vec<&str> {
 /// `stat__interval` and `stat__EVENT` look like tracepoint handlers but are perf stat's
 /// hooks (`perf stat record` + `perf script -s`).
 fn is_served(h: &str) -> bool {
-    SERVED.contains(&h) || (tracepoint_handler(h).is_some() && !is_stat_hook(h))
+    SERVED.contains(&h)
+        || h.starts_with("stat__")
+        || (tracepoint_handler(h).is_some() && !is_stat_hook(h))
 }
 
 fn is_stat_hook(h: &str) -> bool {
@@ -192,6 +194,9 @@ const SERVED: &[&str] = &[
     "context_switch",
     "throttle",
     "unthrottle",
+    // On a recording (`-i`) of `perf stat record` and of AUX tracing (see `perfstat`).
+    "stat__interval",
+    "auxtrace_error",
 ];
 
 fn listed(names: &[&str]) -> String {
@@ -488,11 +493,19 @@ mod tests {
         );
         let p = judge(&stat).unwrap();
         assert!(p.tracepoints.is_empty(), "{p:?}");
-        let msg = refusal("stat.py", &p, &stat).unwrap();
+        // Served on a recording of `perf stat record` (see `perfstat`); `process_stat`, no
+        // hook perf calls by that name, is still named.
+        assert_eq!(refusal("stat.py", &p, &stat), None);
+        let note = unserved_note("stat.py", &p).unwrap();
         assert!(
-            msg.contains("stat__cycles_k(), process_stat(), stat__interval()"),
-            "{msg}"
+            note.contains("process_stat()") && !note.contains("stat__"),
+            "{note}"
         );
+        // A perf script with nothing perfwatch calls is refused, by name.
+        let alone = found(&["process_stat", "trace_end"], &["perf_trace_context"]);
+        let p = judge(&alone).unwrap();
+        let msg = refusal("alone.py", &p, &alone).unwrap();
+        assert!(msg.contains("process_stat()"), "{msg}");
         assert!(msg.contains("nothing for perfwatch to call"), "{msg}");
         assert!(!msg.contains("  "), "{msg}");
     }

@@ -53,6 +53,9 @@ const STUCK_AT_STOP: Duration = Duration::from_millis(500);
 /// handler that keeps moving is waited for however long it takes.
 const NATURAL_STUCK: Duration = Duration::from_secs(10);
 
+/// Events of chunks queued together that the pump hands the worker as one, at most.
+const MERGE_EVENTS: usize = 16 * 1024;
+
 /// At a stop, how long the pump waits for the worker to hand back the batch it is in.
 const HANDBACK_AT_STOP: Duration = Duration::from_millis(300);
 
@@ -492,10 +495,19 @@ impl Pump {
             select! {
                 recv(input) -> m => match m {
                     Ok(c) => {
-                        self.admit(c);
-                        for c in self.input.try_iter().take(64).collect::<Vec<_>>() {
-                            self.admit(c);
+                        // Chunks queued behind it go to the worker with it, as one (in
+                        // order): a recording's rounds are small, and each chunk costs a
+                        // hand-off to the worker and back.
+                        let mut cur = c;
+                        for next in self.input.try_iter().take(64).collect::<Vec<_>>() {
+                            if cur.events.len() + next.events.len() <= MERGE_EVENTS {
+                                cur.events.extend(next.events);
+                                cur.watermark = cur.watermark.max(next.watermark);
+                            } else {
+                                self.admit(std::mem::replace(&mut cur, next));
+                            }
                         }
+                        self.admit(cur);
                     }
                     Err(_) => {
                         input_open = false;

@@ -228,6 +228,7 @@ pub fn run(args: WorkerArgs) {
                 std::ptr::null_mut(),
             );
         }
+        w.side_records(py);
         w.call_all(py, Handler::TraceEnd);
         flush_std(py);
     });
@@ -469,7 +470,10 @@ impl Worker {
                     let mut unseen = Vec::new();
                     if self.per_event && !events.is_empty() {
                         self.shared.mark_busy();
-                        unseen = Python::attach(|py| self.process(py, &mut events));
+                        unseen = Python::attach(|py| {
+                            self.side_records(py);
+                            self.process(py, &mut events)
+                        });
                         self.shared.mark_idle();
                         self.shared.done(unseen.iter().map(|&(_, n)| n).sum());
                     } else {
@@ -484,7 +488,10 @@ impl Worker {
             }
             if Instant::now() >= next_tick {
                 self.shared.mark_busy();
-                Python::attach(|py| self.on_tick(py));
+                Python::attach(|py| {
+                    self.side_records(py);
+                    self.on_tick(py)
+                });
                 self.shared.mark_idle();
                 next_tick = Instant::now() + self.tick;
             }
@@ -583,6 +590,38 @@ impl Worker {
         }
         *batch = kept;
         unseen
+    }
+
+    /// A recording's records beside the stream (perf stat's counts, AUX trace errors) to the
+    /// perf scripts' hooks for them, in the file's order (see `perfstat`).
+    fn side_records(&mut self, py: Python<'_>) {
+        if !crate::record_file::side::wanted() {
+            return;
+        }
+        let (records, over) = crate::record_file::side::take();
+        if over > 0 {
+            eprintln!(
+                "perfwatch: {over} perf stat or AUX trace error records were not kept for the \
+                 scripts (more than {} at once)",
+                crate::record_file::side::MAX_KEPT
+            );
+        }
+        if records.is_empty() {
+            return;
+        }
+        for i in 0..self.scripts.len() {
+            self.sink.current.store(i, Ordering::Relaxed);
+            let Some(p) = self.scripts[i].perf.as_mut() else {
+                continue;
+            };
+            if !p.stat.wanted() {
+                continue;
+            }
+            if let Err((name, e)) = p.stat.feed(py, &records) {
+                self.fail_perf(py, i, &name, &e);
+            }
+        }
+        flush_std(py);
     }
 
     /// The perf scripts' thread names are made anew from here on (see `PerfCalls::comms`).

@@ -562,13 +562,14 @@ impl Symbolizer {
                     let start = table.start(i);
                     let (dso, dso_key) = (&b.dso, b.dso_key);
                     let sym = l.interned.entry(i as u64).or_insert_with(|| {
-                        Symbol::new(
+                        Symbol::sized(
                             Some(demangle::display_name(table.name(i))),
                             Arc::clone(dso),
                             SymbolKey {
                                 dso: dso_key,
                                 start,
                             },
+                            table.end(i),
                         )
                     });
                     (Arc::clone(sym), off)
@@ -577,13 +578,14 @@ impl Symbolizer {
                 let t = &symbols.table;
                 let (dso, dso_key) = &owners[t.tag(i) as usize];
                 let sym = l.interned.entry(i as u64).or_insert_with(|| {
-                    Symbol::new(
+                    Symbol::sized(
                         Some(demangle::display_name(t.name(i))),
                         Arc::clone(dso),
                         SymbolKey {
                             dso: *dso_key,
                             start: t.start(i),
                         },
+                        t.end(i),
                     )
                 });
                 (Arc::clone(sym), off)

@@ -131,10 +131,23 @@ pub struct Symbol {
     /// `--plain` quotes `name+0xOFF` (see [`crate::text::needs_quotes`]): decided once, when
     /// the symbol is made (it never changes), not for every frame written.
     plain_quoted: bool,
+    /// Where it ends in the binary (exclusive; `key.start` when not known).
+    end: u64,
 }
 
 impl Symbol {
     pub(crate) fn new(name: Option<Box<str>>, dso: Arc<Dso>, key: SymbolKey) -> Arc<Symbol> {
+        let end = key.start;
+        Symbol::sized(name, dso, key, end)
+    }
+
+    /// A symbol whose extent in the binary is known: `[key.start, end)`.
+    pub(crate) fn sized(
+        name: Option<Box<str>>,
+        dso: Arc<Dso>,
+        key: SymbolKey,
+        end: u64,
+    ) -> Arc<Symbol> {
         // `name+0xOFF` ends in a hex digit and its suffix holds no separator: only the name's
         // first byte and its separators decide.
         let plain_quoted = name
@@ -145,12 +158,19 @@ impl Symbol {
             dso,
             key,
             plain_quoted,
+            end,
         })
     }
 
     /// `--plain` writes this symbol's `name+0xOFF` in double quotes.
     pub fn plain_quoted(&self) -> bool {
         self.plain_quoted
+    }
+
+    /// Its start and end in the binary (the symbol table's addresses, perf's `sym.start` and
+    /// `sym.end`); the end is the start when the extent is not known.
+    pub fn extent(&self) -> (u64, u64) {
+        (self.key.start, self.end)
     }
 
     pub(crate) fn unknown(dso: Arc<Dso>, dso_key: u64) -> Arc<Symbol> {

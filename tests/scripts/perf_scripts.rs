@@ -267,7 +267,27 @@ def trace_end():
 "#,
     )
     .unwrap();
+    // The frames of the program's own functions as perf gives them: the symbol's start
+    // and end in the binary, the offset, the binary; and the sample's CPU, which perf gives
+    // as -1 (read as an unsigned 32-bit number) when the samples carry none, as a per-task
+    // recording's do.
+    let frames = dir.path().join("frames.py");
+    std::fs::write(
+        &frames,
+        r#"seen = set()
+def process_event(d):
+    seen.add("cpu %d" % d["sample"]["cpu"])
+    for f in d.get("callchain", []):
+        if f.get("dso", "").endswith("/pwspin") and "sym" in f:
+            s = f["sym"]
+            seen.add("%s %#x %#x +%#x" % (s["name"], s["start"], s["end"], f["sym_off"]))
+def trace_end():
+    for l in sorted(seen): print(l)
+"#,
+    )
+    .unwrap();
     for (script, data) in [
+        ("frames.py", &stacks),
         ("sample-dict.py", &stacks),
         ("syscall-counts.py", &syscalls),
         ("syscall-counts-by-pid.py", &syscalls),
@@ -279,6 +299,7 @@ def trace_end():
             Some(p) => p,
             None if script == "slow-count.py" => slow.clone(),
             None if script == "sample-dict.py" => dict.clone(),
+            None if script == "frames.py" => frames.clone(),
             None => skip!("{script} is not in {PERF_SCRIPTS} (Debian: linux-perf)"),
         };
         let perf = Command::new("perf")
@@ -666,9 +687,9 @@ fn mixed_and_unservable_scripts_are_refused_before_they_run() {
         ),
         (
             "stat.py",
-            "import os\nx = os.environ['PERF_EXEC_PATH']\ndef process_stat(*a):\n    pass\ndef stat__interval(t):\n    pass\ndef trace_end():\n    pass\n",
+            "import os\nx = os.environ['PERF_EXEC_PATH']\ndef process_stat(*a):\n    pass\ndef trace_end():\n    pass\n",
             &[
-                "perfwatch does not call process_stat(), stat__interval()",
+                "perfwatch does not call process_stat()",
                 "nothing for perfwatch to call",
             ][..],
         ),
@@ -718,4 +739,82 @@ fn perfs_shipped_scripts_find_their_environment() {
     // syscall-counts, -by-pid, failed-syscalls-by-pid, futex-contention, check-perf-trace,
     // stackcollapse, sctop, net_dropmonitor, ... at least.
     assert!(ran >= 8, "only {ran} of {scripts:?} ran");
+}
+
+/// perf stat's hooks on a `perf stat record` file: perf's own stat-cpi.py on a per-CPU
+/// interval recording (`-A`), and a script printing every argument of `stat__EVENT` and
+/// `stat__interval` on a system-wide one (perf stat's default, global aggregation: one call
+/// per counter and round, the CPUs summed; software events, which count without a hardware
+/// PMU), both as `perf script -s` prints them on the same file.
+#[test]
+fn perf_stat_hooks_print_on_a_stat_recording_what_perf_script_prints() {
+    require_perf_tool!();
+    let cpi = shipped!("stat-cpi.py");
+    let dir = tempfile::tempdir().unwrap();
+    let failopen = cc(dir.path(), "pwstatfail", FAIL_OPEN);
+    let record = |name: &str, args: &[&str]| -> PathBuf {
+        let data = dir.path().join(name);
+        let rec = Command::new("perf")
+            .args(["stat", "record", "--quiet", "-o"])
+            .arg(&data)
+            .args(args)
+            .arg("--")
+            .arg(&failopen)
+            .arg("20000")
+            .output_in_time()
+            .unwrap();
+        assert!(rec.status.success(), "perf stat record: {rec:?}");
+        data
+    };
+    let per_cpu = record(
+        "cpi.data",
+        &["-e", "cycles,instructions", "-I", "10", "-a", "-A"],
+    );
+    let global = record(
+        "global.data",
+        &[
+            "-e",
+            "page-faults,task-clock,context-switches",
+            "-I",
+            "10",
+            "-a",
+        ],
+    );
+    // Every argument, as the file's values give them (perf's hook names for events with a
+    // `-` in them are no Python names: a script makes them through globals()).
+    let all_args = dir.path().join("stat-args.py");
+    std::fs::write(
+        &all_args,
+        "def _hook(name):\n    def h(*a):\n        print(name, a)\n    return h\n\
+         for n in ('page-faults', 'task-clock', 'context-switches'):\n    \
+         globals()['stat__' + n] = _hook(n)\n\
+         def stat__interval(t):\n    print('interval', t)\n\
+         def trace_end():\n    print('end')\n",
+    )
+    .unwrap();
+    for (script, data) in [(&cpi, &per_cpu), (&all_args, &global)] {
+        let perf = Command::new("perf")
+            .args(["script", "-i"])
+            .arg(data)
+            .arg("-s")
+            .arg(script)
+            .output_in_time()
+            .unwrap();
+        assert!(perf.status.success(), "perf script: {perf:?}");
+        let ours = run(common::perfwatch()
+            .arg("-i")
+            .arg(data)
+            .arg("--script")
+            .arg(script));
+        ours.exited(0);
+        let want = lines(&String::from_utf8_lossy(&perf.stdout));
+        assert!(want.len() >= 2, "{script:?}: perf printed {want:?}");
+        assert_eq!(
+            lines(&ours.stdout),
+            want,
+            "{script:?}: perfwatch -i, then perf script -i; perfwatch said:\n{}",
+            ours.stderr
+        );
+        ours.never_said(&["does not call stat__"]);
+    }
 }
