@@ -4,6 +4,7 @@
 //! the pipeline and starts the endpoint; [`Agent::finish`] writes the last profiles.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use anyhow::Result;
 
@@ -83,8 +84,15 @@ impl Agent {
         })
     }
 
-    /// Put the taps on `pipe` and start serving.
-    pub fn attach(&mut self, mut pipe: Pipeline, mon: &Monitor) -> Result<Pipeline> {
+    /// Put the taps on `pipe` and start serving (`late` and `hidden`: the run's counters the
+    /// pipeline writes).
+    pub fn attach(
+        &mut self,
+        mut pipe: Pipeline,
+        mon: &Monitor,
+        late: &Arc<AtomicU64>,
+        hidden: &Arc<AtomicU64>,
+    ) -> Result<Pipeline> {
         if let Some((bound, top)) = self.bound.take() {
             let published = Arc::new(Published::default());
             let mut tap = MetricsTap::new(top, published.clone());
@@ -93,8 +101,8 @@ impl Agent {
             pipe = pipe.with_tap(Box::new(tap));
             let live = Live {
                 stats: mon.stats.clone(),
-                late: mon.late.clone(),
-                hidden: mon.hidden_self.clone(),
+                late: late.clone(),
+                hidden: hidden.clone(),
             };
             self.server = Some(bound.serve(published, live)?);
         }

@@ -104,12 +104,6 @@ pub struct Monitor {
     /// Where the consumer gives the readers' batch buffers back.
     pub pool: BufferPool,
     pub stats: Arc<Stats>,
-    /// Records of perfwatch itself that the pipeline hid (without `--show-self`).
-    pub hidden_self: Arc<std::sync::atomic::AtomicU64>,
-    /// Records the ordering stage let out of time order (a reader fell behind its window).
-    pub late: Arc<std::sync::atomic::AtomicU64>,
-    /// How the `--call-graph dwarf` chains ended (the pipeline's unwind step writes it).
-    pub unwound: Arc<std::sync::Mutex<crate::unwind::Stats>>,
     pub info: MonitorInfo,
     pub started: Instant,
     /// The stop time T, decided by the first [`Monitor::request_stop`]; the ordering stage
@@ -266,9 +260,6 @@ impl Monitor {
             rx,
             pool,
             stats,
-            hidden_self: Arc::default(),
-            late: Arc::default(),
-            unwound: Arc::default(),
             info: MonitorInfo {
                 event: opened
                     .events

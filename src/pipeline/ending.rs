@@ -41,6 +41,26 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 const CUT_WAIT: Duration = Duration::from_secs(1);
 
 impl Pipeline {
+    /// The one shutdown of every frontend once its loop has stopped: the source is asked to
+    /// stop (the stop time is decided now), then the readers' last records are taken within
+    /// [`crate::stop::SHUTDOWN_GRACE`]; at a `natural` end the scripts first get every event
+    /// ([`Pipeline::finish_natural`], with `cut` and `say` as there), else what they hold
+    /// is counted ([`Pipeline::finish`]).
+    pub fn shut_down(
+        &mut self,
+        source: &dyn crate::stop::Watched,
+        natural: bool,
+        cut: &dyn Fn() -> bool,
+        say: &mut dyn FnMut(String),
+    ) {
+        source.request_stop();
+        if natural {
+            self.finish_natural(crate::stop::SHUTDOWN_GRACE, cut, say);
+        } else {
+            self.finish(crate::stop::SHUTDOWN_GRACE);
+        }
+    }
+
     /// The scripts get every event from the start, and the source waits for them: for a
     /// source that is finished data (a recording), where nothing is lost by waiting, and a
     /// run that is to end by itself anyway. A signal still cuts it short.

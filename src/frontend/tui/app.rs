@@ -385,8 +385,13 @@ impl App {
         self.folding = folding;
     }
 
+    /// The `--folded` stacks fed so far, handed back at the end of the run.
+    pub(crate) fn take_folding(&mut self) -> Option<crate::folded::Folding> {
+        self.folding.take()
+    }
+
     fn ingest(&mut self, ev: Event, tasks: &ProcessModel) {
-        if let Some(f) = &self.folding {
+        if let Some(f) = &mut self.folding {
             f.observe(&ev, tasks);
         }
         if let (Some(n), EventKind::Fork(t)) = (self.narrow.as_mut(), &ev.kind) {
