@@ -17,7 +17,7 @@ use crate::pprof::PprofTap;
 
 /// What the fleet options hold during a run.
 #[derive(Default)]
-pub struct Agent {
+pub(crate) struct Agent {
     bound: Option<(BoundMetrics, usize)>,
     server: Option<MetricsServer>,
     pprof: Option<PprofTap>,
@@ -27,7 +27,7 @@ pub struct Agent {
 
 impl Agent {
     /// Whether any fleet output is asked for (they need call chains and the process model).
-    pub fn wanted(cli: &Cli) -> bool {
+    pub(crate) fn wanted(cli: &Cli) -> bool {
         cli.metrics.is_some() || Self::profiles(cli)
     }
 
@@ -38,7 +38,7 @@ impl Agent {
 
     /// Bind the endpoint and create `--pprof FILE`, before anything is opened; `every` is
     /// `--pprof-every`'s period and directory.
-    pub fn prepare(
+    pub(crate) fn prepare(
         cli: &Cli,
         interactive: bool,
         every: Option<(std::time::Duration, std::path::PathBuf)>,
@@ -113,7 +113,7 @@ impl Agent {
     }
 
     /// Put the profile taps on a recording's `pipe` (`-i`: there is no live endpoint to serve).
-    pub fn attach_profiles(&self, mut pipe: Pipeline) -> Pipeline {
+    pub(crate) fn attach_profiles(&self, mut pipe: Pipeline) -> Pipeline {
         if let Some(p) = &self.pprof {
             pipe = pipe.with_tap(Box::new(p.clone()));
         }
@@ -121,7 +121,7 @@ impl Agent {
     }
 
     /// `-o`: where the readers copy their records to, for the monitor's configuration.
-    pub fn raw_tap(&self) -> Option<crate::perf::raw_tap::RawTap> {
+    pub(crate) fn raw_tap(&self) -> Option<crate::perf::raw_tap::RawTap> {
         self.record.as_ref().map(|r| r.raw_tap())
     }
 

@@ -20,7 +20,7 @@ use crate::event::tracepoint::{Field, FieldType, Format};
 
 /// What a value of a field term was written as.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Wanted<'a> {
+pub(crate) struct Wanted<'a> {
     /// The term as written (`prev_state:Q`).
     pub term: &'a str,
     /// The key without a `fields.` prefix.
@@ -103,7 +103,7 @@ fn range(field: &Field) -> Option<(i128, i128)> {
 /// Does `value` read as one of `spellings` (the names a `__print_symbolic`/`__print_flags`
 /// and the literals of its expression can write), joined by `delim` or run together
 /// (`R+`, `S|D`)?
-pub fn spelled(value: &[u8], spellings: &[Box<[u8]>], delim: Option<&[u8]>) -> bool {
+pub(crate) fn spelled(value: &[u8], spellings: &[Box<[u8]>], delim: Option<&[u8]>) -> bool {
     if value.is_empty() {
         return false;
     }

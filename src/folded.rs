@@ -29,7 +29,7 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The most memory the distinct stacks of one run may take (their entries and the table's
 /// share), about a quarter of a million 30-frame stacks.
-pub const MAX_STACK_BYTES: usize = 64 << 20;
+pub(crate) const MAX_STACK_BYTES: usize = 64 << 20;
 
 /// Bytes a stored stack takes besides its entries: the table slot, the box, the count and
 /// the allocator's rounding.
@@ -95,7 +95,7 @@ impl Default for FoldedStacks {
 
 impl FoldedStacks {
     /// An aggregation that keeps at most `max_bytes` of distinct stacks.
-    pub fn with_budget(max_bytes: usize) -> FoldedStacks {
+    pub(crate) fn with_budget(max_bytes: usize) -> FoldedStacks {
         FoldedStacks {
             callers: Vec::new(),
             caller_ids: FastMap::default(),
@@ -468,13 +468,13 @@ impl Folding {
     }
 
     /// The stacks go to stdout in place of the records.
-    pub fn replaces_records(&self) -> bool {
+    pub(crate) fn replaces_records(&self) -> bool {
         matches!(self.0.output, Output::Stdout)
     }
 
     /// Take one event, in stream order, with the process names as of it (the pipeline's
     /// process model): samples that pass the filter are counted.
-    pub fn observe(&mut self, ev: &Event, names: &dyn CommLookup) {
+    pub(crate) fn observe(&mut self, ev: &Event, names: &dyn CommLookup) {
         let s = &mut self.0;
         if let EventKind::Sample {
             ip,
@@ -504,7 +504,7 @@ impl Folding {
     /// `stackcollapse-perf.pl` names it; `[unknown]` outside any mapping), by address only
     /// where a sample carried no names at all. Returns a line for stderr saying
     /// what was written.
-    pub fn finish_named(&mut self, stdout: &mut dyn Write) -> anyhow::Result<String> {
+    pub(crate) fn finish_named(&mut self, stdout: &mut dyn Write) -> anyhow::Result<String> {
         let names = std::mem::take(&mut self.0.names);
         self.finish(&mut LearntNames(&names), stdout)
     }

@@ -330,17 +330,17 @@ impl Monitor {
         self.child_status
     }
 
-    pub fn has_command(&self) -> bool {
+    pub(crate) fn has_command(&self) -> bool {
         self.child.is_some()
     }
 
     /// The `-- COMMAND`'s pid, if there is one.
-    pub fn command_pid(&self) -> Option<u32> {
+    pub(crate) fn command_pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.pid())
     }
 
     /// Stop the command (perfwatch is stopping for another reason) and wait for it.
-    pub fn end_command(&mut self, sig: libc::c_int) -> Option<i32> {
+    pub(crate) fn end_command(&mut self, sig: libc::c_int) -> Option<i32> {
         if let Some(status) = self.command_exit() {
             return Some(status);
         }

@@ -24,7 +24,7 @@ use lifecycle::{Counters, Setup, Source};
 const CHANNEL_BATCHES_PER_CPU: usize = 8;
 
 /// Translate the command line into a monitor configuration.
-pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
+pub(crate) fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     let events = if cli.events.is_empty() {
         vec![EventSpec::default_event()]
     } else {

@@ -52,12 +52,12 @@ impl Line<'_> {
 
 impl EventKind {
     /// Append the `{ type: ..., ... }` text, as perf's Python binding prints it.
-    pub fn write_body(&self, buf: &mut Vec<u8>) {
+    pub(crate) fn write_body(&self, buf: &mut Vec<u8>) {
         self.write_body_with(buf, &NoNames)
     }
 
     /// As [`EventKind::write_body`], with a call chain's frames named by `names`.
-    pub fn write_body_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
+    pub(crate) fn write_body_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
         let mut w = Line(buf);
         match self {
             EventKind::Sample {
@@ -209,7 +209,7 @@ impl Event {
     }
 
     /// As [`Event::write_line`], with a call chain's frames named by `names`.
-    pub fn write_line_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
+    pub(crate) fn write_line_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
         if let EventKind::Fork(t) | EventKind::Exit(t) = &self.kind {
             return self.write_task_line(t, buf);
         }
@@ -398,7 +398,7 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
 
 /// A symbol as `--plain` writes it, `name+0xOFFSET` (escaped by the symbolizer), in double
 /// quotes when the name holds a separator of the line ([`crate::text::push_plain_escaped`]).
-pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
+pub(crate) fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
     let start = out.len();
     {
         use std::io::Write;

@@ -18,7 +18,7 @@ use super::Outcome;
 
 /// A predicate deciding which events are written; it may look tasks up in the model (as of
 /// the event's time).
-pub type EventFilter = Box<dyn FnMut(&Event, &ProcessModel) -> bool>;
+pub(crate) type EventFilter = Box<dyn FnMut(&Event, &ProcessModel) -> bool>;
 
 /// Options of a plain run.
 pub struct PlainOptions {

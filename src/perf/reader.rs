@@ -21,7 +21,7 @@ use crate::stats::CpuStats;
 /// before they are shown, and how long it may hold the time-ordering back. Each wake-up costs
 /// the reader and the frontend's thread tens of microseconds on a VM: four a second keeps an
 /// idle perfwatch cheap and a storm's batches large.
-pub const POLL_TIMEOUT: Duration = Duration::from_millis(250);
+pub(crate) const POLL_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// A poll timeout that ends on the next multiple of `period` of CLOCK_MONOTONIC. Every reader
 /// wakes at the same moments, so their batches reach the frontend's thread together (one
@@ -131,14 +131,14 @@ impl LocalCounts {
 
 /// A drain's records as they were in the ring (for `-o`).
 #[derive(Default)]
-pub struct RawCopy {
+pub(crate) struct RawCopy {
     pub bytes: Vec<u8>,
     pub records: u64,
 }
 
 /// Decode everything currently in `ring` into `events`, counting as it goes. Returns true
 /// when the ring may have overflowed (it was three quarters full, or held a LOST record).
-pub fn drain_ring(
+pub(crate) fn drain_ring(
     ring: &mut CpuRing,
     scratch: &mut Vec<u8>,
     events: &mut Vec<Event>,
@@ -174,7 +174,7 @@ pub fn drain_ring(
 /// reports them. Unlike LOST records, which the kernel writes only when the ring has room
 /// again and something else is written, this count is current. (For inherited events it
 /// covers the parent task's event only, so it is a lower bound there.)
-pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
+pub(crate) fn lost_by_read(ring: &CpuRing) -> Option<u64> {
     if !ring.read_lost {
         return None;
     }

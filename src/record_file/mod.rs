@@ -28,7 +28,7 @@ use crate::event::{Batch, BufferPool, EventDesc};
 use crate::stats::Stats;
 use header::{Facts, FileAttr};
 
-pub use stream::record_type_name;
+pub(crate) use stream::record_type_name;
 
 /// Where the recording comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub enum Input {
 }
 
 impl Input {
-    pub fn from_arg(arg: &Path) -> Input {
+    pub(crate) fn from_arg(arg: &Path) -> Input {
         if arg == Path::new("-") {
             Input::Stdin
         } else {
@@ -71,7 +71,7 @@ pub struct RecordingInfo {
 
 impl RecordingInfo {
     /// The event names, in the file's order.
-    pub fn event_names(&self) -> Vec<&str> {
+    pub(crate) fn event_names(&self) -> Vec<&str> {
         self.descs.iter().map(|d| d.name).collect()
     }
 
@@ -105,7 +105,7 @@ impl RecordingInfo {
 
 /// What the reading thread found that the summary says.
 #[derive(Debug, Default)]
-pub struct ReadCounts {
+pub(crate) struct ReadCounts {
     /// Records perfwatch does not use, by record type.
     pub unused: Mutex<BTreeMap<u32, u64>>,
     /// Samples of an event whose sample layout perfwatch does not decode, by event name.
@@ -142,7 +142,7 @@ impl ReadCounts {
 }
 
 /// A recording being read: the batches, the counters, and the reading thread.
-pub struct Recording {
+pub(crate) struct Recording {
     pub rx: Receiver<Batch>,
     pub pool: BufferPool,
     pub stats: Arc<Stats>,
@@ -156,7 +156,7 @@ pub struct Recording {
 /// Perfwatch was asked to stop before the recording's header came.
 #[derive(Debug, thiserror::Error)]
 #[error("stopped before the recording's header came")]
-pub struct Cancelled;
+pub(crate) struct Cancelled;
 
 /// perf's pipe format on stdin: its 16-byte header, then the header records up to the first
 /// record of the kernel's.

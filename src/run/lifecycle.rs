@@ -28,10 +28,10 @@ use crate::signals::{StopSignals, exit_code_for};
 use crate::stop::{StopReason, StopRule, Watched};
 
 /// Exit status after an internal error (a bug), as Rust uses for a panic.
-pub const EXIT_INTERNAL: i32 = 101;
+pub(crate) const EXIT_INTERNAL: i32 = 101;
 
 /// Exit status of a run that lost output it should have written.
-pub const EXIT_OUTPUT_LOST: i32 = 1;
+pub(crate) const EXIT_OUTPUT_LOST: i32 = 1;
 
 /// The counters the pipeline writes and the summary reads: made by the run, handed to the
 /// pipeline (and to the taps that publish them).
@@ -497,7 +497,7 @@ fn write_folded(
 /// The exit status when output was lost (a write error on `--script-output`): a run that
 /// would have ended with 0 ends with [`EXIT_OUTPUT_LOST`] instead; a status that already says
 /// something (a signal, the command's own) is kept.
-pub fn with_lost_output(code: i32, lost: bool) -> i32 {
+pub(crate) fn with_lost_output(code: i32, lost: bool) -> i32 {
     if lost && code == 0 {
         EXIT_OUTPUT_LOST
     } else {

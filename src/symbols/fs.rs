@@ -17,7 +17,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// A regular file, open for reading, with what `fstat` said about it.
-pub(crate) struct Opened {
+pub struct Opened {
     pub file: File,
     pub dev: u64,
     pub ino: u64,
@@ -26,7 +26,7 @@ pub(crate) struct Opened {
 }
 
 #[derive(Debug)]
-pub(crate) enum OpenError {
+pub enum OpenError {
     /// Nothing there (or a process that has gone).
     NotFound,
     /// Something there that is not a regular file: never opened.

@@ -119,7 +119,7 @@ pub(crate) enum Job {
     Panic,
 }
 
-pub(crate) enum Outcome {
+pub enum Outcome {
     Elf(Result<LoadedElf, LoadError>),
     Kernel(Result<KernelSymbols, LoadError>),
     PerfMap(Result<PerfMapRead, LoadError>),
@@ -203,7 +203,7 @@ fn perf_cache(id: &BuildId) -> Option<Opened> {
 
 /// Why [`open_mapped`] gave no file; each says why, for a note.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenMappedError {
+pub(crate) enum OpenMappedError {
     /// A file is at the mapping's path, but not the one mapped (its device or inode differ:
     /// replaced since it was mapped), and the mapped one cannot be reached any more.
     Replaced(String),
@@ -225,7 +225,7 @@ impl std::fmt::Display for OpenMappedError {
 /// The file mapping `[start, end)` of process `pid` mapped, checked to be that file (as the
 /// symbolizer finds it, see [`ElfJob::open`]): for readers of other parts of the binary (the
 /// unwinder's unwind tables).
-pub fn open_mapped(
+pub(crate) fn open_mapped(
     file: &Arc<MappedFile>,
     pid: u32,
     start: u64,

@@ -23,7 +23,7 @@ pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int, mode: u32) -> io::
 }
 
 /// `fstatat(dir, name, flags)`.
-pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int) -> io::Result<libc::stat> {
+pub(crate) fn fstatat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int) -> io::Result<libc::stat> {
     // SAFETY: a zeroed stat is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a valid fd, a NUL-terminated name and a stat buffer we own.
@@ -35,7 +35,7 @@ pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int) -> io::Result<lib
 }
 
 /// `readlinkat(dir, name)` into `buf`: the bytes of the link's target written.
-pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn readlinkat(dir: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: a valid fd, a NUL-terminated name, a buffer valid for writes of its length.
     let n = unsafe {
         libc::readlinkat(
@@ -52,7 +52,7 @@ pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Resul
 }
 
 /// `renameat(dir, from, dir, to)`: within one directory.
-pub fn renameat(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
+pub(crate) fn renameat(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
     let d = dir.as_raw_fd();
     // SAFETY: a live directory descriptor and NUL-terminated names in it.
     if unsafe { libc::renameat(d, from.as_ptr(), d, to.as_ptr()) } != 0 {
@@ -62,7 +62,7 @@ pub fn renameat(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
 }
 
 /// `unlinkat(dir, name, flags)`.
-pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int) -> io::Result<()> {
+pub(crate) fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int) -> io::Result<()> {
     // SAFETY: a live directory descriptor and a NUL-terminated name.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } != 0 {
         return Err(io::Error::last_os_error());

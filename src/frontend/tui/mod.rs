@@ -11,7 +11,7 @@
 
 pub mod app;
 mod cpus;
-pub mod frame_times;
+pub(crate) mod frame_times;
 pub mod input;
 pub mod layout;
 pub mod log;
@@ -21,7 +21,7 @@ pub mod replay;
 mod task_rows;
 pub mod tasks;
 pub mod terminal;
-pub mod top_symbols;
+pub(crate) mod top_symbols;
 mod top_tasks;
 pub mod tree;
 pub mod ui;
@@ -46,12 +46,12 @@ use crate::pipeline::Pipeline;
 use crate::stats::Totals;
 use crate::stop::{StopReason, StopRule, Watched};
 use app::{App, AppConfig};
-pub use terminal::{TerminalGuard, restore_terminal};
+pub(crate) use terminal::{TerminalGuard, restore_terminal};
 
 /// The shortest time between two frames drawn for new records (input redraws at once).
-pub const FRAME: Duration = Duration::from_millis(100);
+pub(crate) const FRAME: Duration = Duration::from_millis(100);
 /// The frame period while only samples come (see the event loop).
-pub const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
+pub(crate) const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
 
 /// How long a listing of `/proc` answers [`proc_alive`].
 const PROC_LISTING_TTL: Duration = Duration::from_secs(1);
@@ -111,7 +111,7 @@ fn install_panic_hook() {
 /// write(2) calls. Unlike a `BufWriter`, dropping it discards an unfinished frame: after a
 /// panic the terminal has been restored, and half a frame must not be written over it.
 #[derive(Default)]
-pub struct FrameWriter {
+pub(crate) struct FrameWriter {
     buf: Vec<u8>,
 }
 
@@ -263,7 +263,7 @@ pub fn run(
 }
 
 /// The events' clock's time when `mon` started: where a live TUI's panes start counting.
-pub fn started_ns(mon: &Monitor) -> u64 {
+pub(crate) fn started_ns(mon: &Monitor) -> u64 {
     clock_ns(mon.info.clockid)
         .saturating_sub(mon.started.elapsed().as_nanos().min(u64::MAX as u128) as u64)
 }

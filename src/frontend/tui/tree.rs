@@ -16,7 +16,7 @@ use super::input::{Action, Handled, down, scroll_delta};
 use crate::process::{Process, ProcessModel};
 
 /// How long a process that started or exited stays marked, in ns.
-pub const RECENT_NS: u64 = 5_000_000_000;
+pub(crate) const RECENT_NS: u64 = 5_000_000_000;
 
 /// pid 2: the kernel threads' parent. Its children are folded into a count.
 const KTHREADD: u32 = 2;
@@ -134,7 +134,7 @@ enum Item {
 
 /// The tree's selection (the view's, one whether paused or not).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TreeView {
+pub(crate) struct TreeView {
     /// The selected row, from the top.
     pub sel: usize,
     /// The process on that row: the selection follows it when rows above come and go.
@@ -198,7 +198,7 @@ pub fn rows(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<
 /// Fill in the names of `rows` (from [`rows_unnamed`]): a frame names the rows it shows only.
 /// A process's name is its command line, escaped: with 20 000 processes, naming every row
 /// on every frame was most of the tree's frame.
-pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow]) {
+pub(crate) fn name_rows(model: &ProcessModel, rows: &mut [TreeRow]) {
     for r in rows
         .iter_mut()
         .filter(|r| r.exited == 0 && r.name.is_empty())
@@ -211,7 +211,11 @@ pub fn name_rows(model: &ProcessModel, rows: &mut [TreeRow]) {
 
 /// [`rows`] without the processes' names (empty until [`name_rows`]); the rows that stand for
 /// exited children are named.
-pub fn rows_unnamed(model: &ProcessModel, now: u64, alive: &dyn Fn(u32) -> bool) -> Vec<TreeRow> {
+pub(crate) fn rows_unnamed(
+    model: &ProcessModel,
+    now: u64,
+    alive: &dyn Fn(u32) -> bool,
+) -> Vec<TreeRow> {
     let procs: FxHashMap<u32, &Process> = model
         .each_process()
         .filter(|p| shown(p, now, alive))
