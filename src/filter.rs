@@ -644,21 +644,9 @@ mod tests {
     use super::*;
     use crate::event::TaskRecord;
 
+    /// `ppid` forks `pid` on CPU 1 at time 5.
     fn fork(pid: u32, ppid: u32) -> Event {
-        Event {
-            cpu: 1,
-            pid: ppid,
-            tid: ppid,
-            time: 5,
-            id: 0,
-            kind: EventKind::Fork(TaskRecord {
-                pid,
-                ppid,
-                tid: pid,
-                ptid: ppid,
-                time: 5,
-            }),
-        }
+        crate::testkit::events::fork(1, 5, pid, ppid)
     }
 
     fn comm(pid: u32, name: &[u8]) -> Event {

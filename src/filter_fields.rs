@@ -291,7 +291,7 @@ pub fn numbers(value: &str) -> Option<Vec<(i128, i128)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, EventKind, TaskRecord};
+    use crate::event::{Event, EventKind};
     use crate::filter::{CommLookup, Filter};
     use crate::testkit::tracepoints as craft;
 
@@ -306,21 +306,9 @@ mod tests {
         Filter::parse(f).unwrap().matches(ev, &Names)
     }
 
+    /// `ppid` forks `pid` on CPU 1 at time 5.
     fn fork(pid: u32, ppid: u32) -> Event {
-        Event {
-            cpu: 1,
-            pid: ppid,
-            tid: ppid,
-            time: 5,
-            id: 0,
-            kind: EventKind::Fork(TaskRecord {
-                pid,
-                ppid,
-                tid: pid,
-                ptid: ppid,
-                time: 5,
-            }),
-        }
+        crate::testkit::events::fork(1, 5, pid, ppid)
     }
 
     fn switch(prev: &[u8], prev_pid: i32, next: &[u8], next_pid: i32) -> Event {

@@ -613,3 +613,18 @@ pub fn wait_until_pid_watching(pid: u32, mut exited: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// One `--plain` sample line's pid, `sym` and `dso`.
+pub fn plain_sample(line: &str) -> Option<(u32, String, String)> {
+    let pid = line
+        .split(", pid: ")
+        .nth(1)?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()?;
+    let rest = line.split(", sym: ").nth(1)?;
+    let (sym, rest) = rest.split_once(", dso: ")?;
+    let (dso, _) = rest.split_once(", period: ")?;
+    Some((pid, sym.to_string(), dso.to_string()))
+}
