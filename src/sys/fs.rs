@@ -69,3 +69,82 @@ pub(crate) fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: c_int) -> io::Re
     }
     Ok(())
 }
+
+/// `open(path, flags)` (the caller's flags, `O_CLOEXEC` among them).
+pub(crate) fn open(path: &CStr, flags: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; the result is checked.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat2(dir, name, {flags, resolve})` (no mode: nothing is created).
+pub(crate) fn openat2(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: u64,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags,
+        mode: 0,
+        resolve,
+    };
+    // SAFETY: openat2 with a live directory descriptor, a NUL-terminated name and an
+    // open_how of the size passed; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as c_int) })
+}
+
+/// `fstat(fd)`.
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: a zeroed stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor and a stat buffer of the right type.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// `fstatfs(fd)`.
+pub(crate) fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
+    // SAFETY: a zeroed statfs is a valid value of this plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor and a statfs buffer of the right type.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// `mkfifo(path, mode)`.
+#[cfg(test)]
+pub(crate) fn mkfifo(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::mkfifo(path.as_ptr(), mode) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

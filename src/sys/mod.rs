@@ -9,8 +9,8 @@
 //! Not here yet (files that still allow `unsafe` themselves, each named in ARCHITECTURE.md):
 //! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the fatal-signal handlers
 //! and their saved state (src/frontend/tui/terminal.rs), the ring mapping (src/perf/ring.rs),
-//! descriptor hand-offs in src/output.rs and src/symbols/{fs,trusted}.rs, the vDSO image
-//! (src/symbols/vdso.rs) and the Python C API calls (src/script/).
+//! descriptor checks and raw writes in src/output.rs, and the Python C API calls
+//! (src/script/).
 
 pub mod fs;
 pub mod perf;
@@ -183,4 +183,33 @@ pub(crate) fn nice_this_thread(nice: c_int) {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, nice);
     }
+}
+
+/// This process's vDSO image, in place: the range `/proc/self/maps` names `[vdso]`, if it
+/// starts where the auxiliary vector says (`AT_SYSINFO_EHDR`) and is at most 1 MiB.
+pub(crate) fn vdso_image() -> Option<&'static [u8]> {
+    static IMAGE: std::sync::OnceLock<Option<&'static [u8]>> = std::sync::OnceLock::new();
+    *IMAGE.get_or_init(|| {
+        let base = getauxval(libc::AT_SYSINFO_EHDR) as u64;
+        if base == 0 {
+            return None;
+        }
+        let maps = std::fs::read("/proc/self/maps").ok()?;
+        let (start, end) = maps.split(|&b| b == b'\n').find_map(|line| {
+            if !line.ends_with(b"[vdso]") {
+                return None;
+            }
+            let range = line.split(|&b| b == b' ').next()?;
+            let dash = range.iter().position(|&b| b == b'-')?;
+            let s = u64::from_str_radix(std::str::from_utf8(&range[..dash]).ok()?, 16).ok()?;
+            let e = u64::from_str_radix(std::str::from_utf8(&range[dash + 1..]).ok()?, 16).ok()?;
+            Some((s, e))
+        })?;
+        if start != base || end <= start || end - start > 1 << 20 {
+            return None;
+        }
+        // SAFETY: the kernel maps the vDSO readable at [start, end) for the life of the
+        // process, and nothing in perfwatch unmaps it.
+        Some(unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) })
+    })
 }
