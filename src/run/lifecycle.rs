@@ -399,7 +399,8 @@ impl Run {
         let (stopped, command) = self.source.stop(reason.as_ref().ok().copied());
         let reason = stopped.unwrap_or(reason?);
         if reason == StopReason::BrokenPipe {
-            return Ok(0);
+            // stdout's reader went away: no summary; lost output still makes the status 1.
+            return Ok(with_lost_output(0, lost));
         }
         // Said with a bounded wait: a stderr nobody reads must not keep perfwatch from exiting.
         let mut err = Vec::new();
