@@ -4,6 +4,7 @@
 //! the pipeline and starts the endpoint; [`Agent::finish`] writes the last profiles.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use anyhow::Result;
 
@@ -16,7 +17,7 @@ use crate::pprof::PprofTap;
 
 /// What the fleet options hold during a run.
 #[derive(Default)]
-pub struct Agent {
+pub(crate) struct Agent {
     bound: Option<(BoundMetrics, usize)>,
     server: Option<MetricsServer>,
     pprof: Option<PprofTap>,
@@ -26,7 +27,7 @@ pub struct Agent {
 
 impl Agent {
     /// Whether any fleet output is asked for (they need call chains and the process model).
-    pub fn wanted(cli: &Cli) -> bool {
+    pub(crate) fn wanted(cli: &Cli) -> bool {
         cli.metrics.is_some() || Self::profiles(cli)
     }
 
@@ -73,7 +74,7 @@ impl Agent {
 
     /// Bind the endpoint and create `--pprof FILE`, before anything is opened; `every` is
     /// `--pprof-every`'s period and directory.
-    pub fn prepare(
+    pub(crate) fn prepare(
         cli: &Cli,
         interactive: bool,
         every: Option<(std::time::Duration, std::path::PathBuf)>,
@@ -120,8 +121,15 @@ impl Agent {
         })
     }
 
-    /// Put the taps on `pipe` and start serving.
-    pub fn attach(&mut self, mut pipe: Pipeline, mon: &Monitor) -> Result<Pipeline> {
+    /// Put the taps on `pipe` and start serving (`late` and `hidden`: the run's counters the
+    /// pipeline writes).
+    pub fn attach(
+        &mut self,
+        mut pipe: Pipeline,
+        mon: &Monitor,
+        late: &Arc<AtomicU64>,
+        hidden: &Arc<AtomicU64>,
+    ) -> Result<Pipeline> {
         if let Some((bound, top)) = self.bound.take() {
             let published = Arc::new(Published::default());
             let mut tap = MetricsTap::new(top, published.clone());
@@ -130,8 +138,8 @@ impl Agent {
             pipe = pipe.with_tap(Box::new(tap));
             let live = Live {
                 stats: mon.stats.clone(),
-                late: mon.late.clone(),
-                hidden: mon.hidden_self.clone(),
+                late: late.clone(),
+                hidden: hidden.clone(),
             };
             self.server = Some(bound.serve(published, live)?);
         }
@@ -142,7 +150,7 @@ impl Agent {
     }
 
     /// Put the profile taps on a recording's `pipe` (`-i`: there is no live endpoint to serve).
-    pub fn attach_profiles(&self, mut pipe: Pipeline) -> Pipeline {
+    pub(crate) fn attach_profiles(&self, mut pipe: Pipeline) -> Pipeline {
         if let Some(p) = &self.pprof {
             pipe = pipe.with_tap(Box::new(p.clone()));
         }
@@ -150,7 +158,7 @@ impl Agent {
     }
 
     /// `-o`: where the readers copy their records to, for the monitor's configuration.
-    pub fn raw_tap(&self) -> Option<crate::perf::raw_tap::RawTap> {
+    pub(crate) fn raw_tap(&self) -> Option<crate::perf::raw_tap::RawTap> {
         self.record.as_ref().map(|r| r.raw_tap())
     }
 

@@ -24,21 +24,24 @@ use perf_event_open_sys::bindings as sys;
 
 use crate::symbols::Symbolized;
 
-/// The context markers; entries at or above `CONTEXT_MAX` are markers, not addresses.
-pub use sys::{
+pub(crate) use sys::{
     PERF_CONTEXT_GUEST as CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL as CONTEXT_GUEST_KERNEL,
     PERF_CONTEXT_GUEST_USER as CONTEXT_GUEST_USER, PERF_CONTEXT_HV as CONTEXT_HV,
+    PERF_CONTEXT_USER_DEFERRED as CONTEXT_USER_DEFERRED,
+};
+/// The context markers; entries at or above `CONTEXT_MAX` are markers, not addresses.
+pub use sys::{
     PERF_CONTEXT_KERNEL as CONTEXT_KERNEL, PERF_CONTEXT_MAX as CONTEXT_MAX,
-    PERF_CONTEXT_USER as CONTEXT_USER, PERF_CONTEXT_USER_DEFERRED as CONTEXT_USER_DEFERRED,
+    PERF_CONTEXT_USER as CONTEXT_USER,
 };
 
 /// The kernel's default `perf_event_max_stack` (PERF_MAX_STACK_DEPTH), used when
 /// `/proc/sys/kernel/perf_event_max_stack` cannot be read.
-pub const DEFAULT_MAX_STACK: u16 = sys::PERF_MAX_STACK_DEPTH as u16;
+pub(crate) const DEFAULT_MAX_STACK: u16 = sys::PERF_MAX_STACK_DEPTH as u16;
 
 /// `kernel.perf_event_max_stack`: the deepest chain the kernel records, and the most an
 /// event may ask for in `sample_max_stack`.
-pub fn kernel_max_stack() -> Option<u16> {
+pub(crate) fn kernel_max_stack() -> Option<u16> {
     let t = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack").ok()?;
     let v: u64 = t.trim().parse().ok()?;
     Some(v.min(u16::MAX as u64) as u16)
@@ -46,7 +49,7 @@ pub fn kernel_max_stack() -> Option<u16> {
 
 /// The `--max-stack` to use: what was asked, at most the kernel's limit (with a note saying
 /// so), or the kernel's limit when nothing was asked.
-pub fn resolve_max_stack(asked: Option<u16>, kernel: Option<u16>) -> (u16, Option<String>) {
+pub(crate) fn resolve_max_stack(asked: Option<u16>, kernel: Option<u16>) -> (u16, Option<String>) {
     let kernel = kernel.filter(|&k| k > 0);
     match (asked, kernel) {
         (Some(n), Some(k)) if n > k => (
@@ -77,7 +80,7 @@ pub enum Context {
 
 impl Context {
     /// The context a marker starts; `Unknown` for a marker of a newer kernel.
-    pub fn of_marker(m: u64) -> Context {
+    pub(crate) fn of_marker(m: u64) -> Context {
         match m {
             CONTEXT_KERNEL => Context::Kernel,
             CONTEXT_USER | CONTEXT_USER_DEFERRED => Context::User,
@@ -91,7 +94,7 @@ impl Context {
 
     /// The context a sample's `misc` cpumode says its ip was taken in (for a sample without a
     /// chain).
-    pub fn of_cpumode(misc: u16) -> Context {
+    pub(crate) fn of_cpumode(misc: u16) -> Context {
         match misc as u32 & sys::PERF_RECORD_MISC_CPUMODE_MASK {
             sys::PERF_RECORD_MISC_KERNEL => Context::Kernel,
             sys::PERF_RECORD_MISC_USER => Context::User,
@@ -110,14 +113,15 @@ impl Context {
         )
     }
 
-    pub fn is_user(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_user(self) -> bool {
         matches!(self, Context::User | Context::GuestUser)
     }
 }
 
 /// True for an entry that is a context marker rather than an address.
 #[inline]
-pub fn is_marker(entry: u64) -> bool {
+pub(crate) fn is_marker(entry: u64) -> bool {
     entry >= CONTEXT_MAX
 }
 
@@ -135,7 +139,8 @@ impl Frame {
         self.context.is_kernel()
     }
 
-    pub fn is_user(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_user(&self) -> bool {
         self.context.is_user()
     }
 
@@ -182,7 +187,8 @@ impl Callchain {
 
     /// Whether the kernel may have cut the chain: it holds `max_stack` frames, the most the
     /// event asked for (`sample_max_stack`; markers do not count against it).
-    pub fn may_be_truncated(&self, max_stack: u16) -> bool {
+    #[cfg(test)]
+    pub(crate) fn may_be_truncated(&self, max_stack: u16) -> bool {
         max_stack > 0 && self.len() >= max_stack as usize
     }
 }
@@ -207,7 +213,7 @@ impl fmt::Debug for Callchain {
 }
 
 /// The frames of a chain's raw entries (markers included), innermost first.
-pub fn frames_of(entries: &[u64]) -> Frames<'_> {
+pub(crate) fn frames_of(entries: &[u64]) -> Frames<'_> {
     Frames {
         entries: entries.iter(),
         context: Context::Unknown,
@@ -258,7 +264,7 @@ pub trait FrameNames {
 }
 
 /// No symbols: frames are shown as addresses.
-pub struct NoNames;
+pub(crate) struct NoNames;
 
 impl FrameNames for NoNames {
     fn symbol(&self, _: usize, _: Frame) -> Option<&Symbolized> {

@@ -29,15 +29,15 @@ use std::hash::{BuildHasher, Hash};
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Symbol keys kept in interned chains by default: with 16-byte keys, 8 MiB.
-pub const MAX_ENTRIES: usize = 1 << 19;
+pub(crate) const MAX_ENTRIES: usize = 1 << 19;
 
 /// Frames of one chain looked at, at most, for Children and the callers tree (the kernel's
 /// own limit is 127 by default).
-pub const MAX_DEPTH: usize = 256;
+pub(crate) const MAX_DEPTH: usize = 256;
 
 /// Over which time the counts are taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Span {
+pub(crate) enum Span {
     /// The last `window` seconds (those with samples in them), up to the newest sample.
     Recent,
     /// Everything since the start.
@@ -46,7 +46,7 @@ pub enum Span {
 
 /// One symbol's counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row<K> {
+pub(crate) struct Row<K> {
     pub key: K,
     /// Samples in which this symbol was the innermost frame.
     pub self_samples: u64,
@@ -55,7 +55,7 @@ pub struct Row<K> {
 }
 
 /// Which samples count: all, or only those of the tags a predicate keeps.
-pub type TagFilter<'a> = Option<&'a dyn Fn(u32) -> bool>;
+pub(crate) type TagFilter<'a> = Option<&'a dyn Fn(u32) -> bool>;
 
 /// A chain as interned: the tag it came with, and its symbols, innermost first.
 #[derive(Clone, Debug)]
@@ -76,7 +76,7 @@ struct SymCounts {
 
 /// Samples by call chain, over time.
 #[derive(Clone)]
-pub struct CallGraph<K> {
+pub(crate) struct CallGraph<K> {
     paths: Vec<Path<K>>,
     /// Chain ids by the hash of (tag, chain): looked up without building a key.
     ids: FastMap<u64, Vec<u32>>,
@@ -107,7 +107,7 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
     }
 
     /// The same, keeping at most `max_entries` symbol keys in interned chains.
-    pub fn with_budget(window_seconds: u64, max_entries: usize) -> CallGraph<K> {
+    pub(crate) fn with_budget(window_seconds: u64, max_entries: usize) -> CallGraph<K> {
         CallGraph {
             paths: Vec::new(),
             ids: FastMap::default(),
@@ -258,7 +258,8 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
     }
 
     /// Samples whose chain was new when the budget was spent: counted, not kept.
-    pub fn not_kept(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn not_kept(&self) -> u64 {
         self.not_kept
     }
 
@@ -352,7 +353,7 @@ impl<K: Clone + Eq + Hash + Ord> CallGraph<K> {
 
     /// The tags (tasks) whose samples have `key` anywhere in the chain over `span`, with
     /// those samples, most first (perf top's thread zoom, the other way round).
-    pub fn tags_of(&self, span: Span, key: &K) -> Vec<(u32, u64)> {
+    pub(crate) fn tags_of(&self, span: Span, key: &K) -> Vec<(u32, u64)> {
         let mut by: FastMap<u32, u64> = FastMap::default();
         for (id, n) in self.counts(span, None) {
             let p = &self.paths[id as usize];
@@ -410,13 +411,13 @@ struct Node<K> {
 /// The callers of one symbol: its node is the root, each node's children are the symbols
 /// that called it on some path, with the samples that went through that path.
 #[derive(Clone, Debug)]
-pub struct CallerTree<K> {
+pub(crate) struct CallerTree<K> {
     nodes: Vec<Node<K>>,
 }
 
 /// One line of a [`CallerTree`] as shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CallerLine<K> {
+pub(crate) struct CallerLine<K> {
     /// 0 for the symbol itself, 1 for its direct callers, ...
     pub depth: usize,
     pub key: K,

@@ -315,13 +315,13 @@ pub enum CallGraphMode {
 }
 
 /// perf's default `--call-graph dwarf` stack copy, in bytes.
-pub const DEFAULT_DWARF_STACK: u32 = 8192;
+pub(crate) const DEFAULT_DWARF_STACK: u32 = 8192;
 /// The largest stack copy the kernel takes (a sample's size is 16 bits; perf's limit).
-pub const MAX_DWARF_STACK: u32 = 65528;
+pub(crate) const MAX_DWARF_STACK: u32 = 65528;
 
 /// Parse `--call-graph MODE` (perf's spelling): `fp`, `dwarf[,SIZE]` (SIZE rounded up to
 /// a multiple of 8, as perf does); `lbr` is refused with the reason.
-pub fn call_graph_mode(s: &str) -> Result<CallGraphMode, String> {
+pub(crate) fn call_graph_mode(s: &str) -> Result<CallGraphMode, String> {
     let t = s.trim().to_ascii_lowercase();
     let mode = t.split(',').next().unwrap_or("");
     match mode {
@@ -382,7 +382,7 @@ const CLOCKS: &[(&str, &str, libc::clockid_t)] = &[
 ];
 
 /// How a clock is named in messages: `CLOCK_MONOTONIC, perf's -k mono`.
-pub fn clock_name(id: libc::clockid_t) -> String {
+pub(crate) fn clock_name(id: libc::clockid_t) -> String {
     match CLOCKS.iter().find(|(_, _, c)| *c == id) {
         Some((name, alias, _)) => {
             format!("CLOCK_{}, perf's -k {alias}", name.to_ascii_uppercase())
@@ -392,7 +392,7 @@ pub fn clock_name(id: libc::clockid_t) -> String {
 }
 
 /// Parse `-k`: a clock name (with or without `CLOCK_`), an alias, or a number.
-pub fn clockid(s: &str) -> Result<ClockId, String> {
+pub(crate) fn clockid(s: &str) -> Result<ClockId, String> {
     let t = s.trim().to_ascii_lowercase();
     let t = t.strip_prefix("clock_").unwrap_or(&t);
     if let Some((name, _, id)) = CLOCKS.iter().find(|(n, a, _)| *n == t || *a == t) {
@@ -471,7 +471,7 @@ fn id_list(s: &str) -> Result<IdList, String> {
 
 /// Parse `-m`: pages (`128`) or a size (`512K`, `2M`, `1G`); the page count must be a power of
 /// two.
-pub fn parse_mmap_pages(s: &str, page_size: usize) -> Result<usize, String> {
+pub(crate) fn parse_mmap_pages(s: &str, page_size: usize) -> Result<usize, String> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         None => (t, None),
@@ -554,7 +554,7 @@ fn mmap_pages(s: &str) -> Result<MmapPages, String> {
 
 /// Parse `--duration`: seconds (`2.5`) or with a unit (`500ms`, `10s`, `5m`, `1h`).
 /// `--metrics ADDR`: a bare port (or `:PORT`) binds the loopback interface.
-pub fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+pub(crate) fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
     let t = s.trim();
     if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {

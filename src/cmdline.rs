@@ -26,7 +26,7 @@ pub const MAX_ARGV: usize = 4096;
 /// How far above the stack pointer arguments are looked for: the kernel places the strings
 /// up to 8 KiB (a random gap, `arch_align_stack`) plus the pointer arrays and the auxiliary
 /// vector above it.
-pub const STACK_DUMP: u32 = 16384;
+pub(crate) const STACK_DUMP: u32 = 16384;
 
 /// Where a command line was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl CmdLine {
         self.from
     }
 
-    pub fn is_gone(&self) -> bool {
+    pub(crate) fn is_gone(&self) -> bool {
         self.from == ArgvSource::Gone
     }
 
@@ -130,12 +130,12 @@ impl CmdLine {
     }
 
     /// The mark of a cut, `…[+N bytes]`, when something was not kept.
-    pub fn cut_mark(&self) -> Option<String> {
+    pub(crate) fn cut_mark(&self) -> Option<String> {
         (self.cut > 0).then(|| format!("…[+{} bytes]", self.cut))
     }
 
     /// Each argument escaped ([`escape_arg`]), the last one followed by the cut mark.
-    pub fn escaped_args(&self) -> Vec<String> {
+    pub(crate) fn escaped_args(&self) -> Vec<String> {
         let mut v: Vec<String> = self.args().map(escape_arg).collect();
         if let (Some(mark), Some(last)) = (self.cut_mark(), v.last_mut()) {
             last.push_str(&mark);
@@ -150,7 +150,7 @@ impl CmdLine {
 
     /// As [`CmdLine::line`], the first argument without its directory (`spin -x` for
     /// `/usr/local/bin/spin -x`): for a column too narrow for the whole line.
-    pub fn short_line(&self) -> String {
+    pub(crate) fn short_line(&self) -> String {
         let mut args = self.escaped_args();
         if let Some(first) = args.first_mut() {
             if let Some((_, base)) = first.rsplit_once('/').filter(|(_, b)| !b.is_empty()) {
@@ -162,7 +162,7 @@ impl CmdLine {
 
     /// The line for a column `width` characters wide: the whole line when it fits, else
     /// [`CmdLine::short_line`].
-    pub fn line_within(&self, width: usize) -> String {
+    pub(crate) fn line_within(&self, width: usize) -> String {
         let line = self.line();
         if line.chars().count() <= width {
             line
@@ -188,7 +188,7 @@ impl CmdLine {
 /// An argument as the screen and `--json` show it: escaped as every untrusted text
 /// ([`crate::text::escape`]), and a `…` of its own written `\u{2026}`, so that only perfwatch
 /// writes the cut mark.
-pub fn escape_arg(arg: &[u8]) -> String {
+pub(crate) fn escape_arg(arg: &[u8]) -> String {
     let s = crate::text::escape(arg);
     if s.contains('…') {
         s.replace('…', "\\u{2026}")
@@ -201,7 +201,7 @@ pub fn escape_arg(arg: &[u8]) -> String {
 /// bytes kept and the rest counted: for a cut one, the length of the argument area comes from
 /// `/proc/PID/stat` (one read, however long the command line), else from reading on. `None`
 /// when it cannot be read or is empty (a kernel thread, a zombie).
-pub fn read_proc(root: &Path, pid: u32) -> Option<CmdLine> {
+pub(crate) fn read_proc(root: &Path, pid: u32) -> Option<CmdLine> {
     let dir = root.join(pid.to_string());
     let mut f = std::fs::File::open(dir.join("cmdline")).ok()?;
     let mut buf = Vec::with_capacity(256);
@@ -227,7 +227,7 @@ pub fn read_proc(root: &Path, pid: u32) -> Option<CmdLine> {
 
 /// The length of the argument area (`arg_end - arg_start`, fields 48 and 49 of
 /// `/proc/PID/stat`, shown to a reader allowed to trace the process).
-pub fn parse_arg_span(stat: &[u8]) -> Option<u64> {
+pub(crate) fn parse_arg_span(stat: &[u8]) -> Option<u64> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
     // Field 3 (the state) is the first after the name: fields 48 and 49 are the 46th and
@@ -250,7 +250,7 @@ const MAX_ARGS: u64 = 1 << 20;
 /// argument strings lie one after the other above them, followed by the environment strings
 /// and the file name. `None` when the dump does not hold that shape, or holds none of the
 /// strings (the caller then reads `/proc`).
-pub fn from_exec_stack(dump: &[u8], sp: u64, wide: bool) -> Option<CmdLine> {
+pub(crate) fn from_exec_stack(dump: &[u8], sp: u64, wide: bool) -> Option<CmdLine> {
     let w = if wide { 8 } else { 4 };
     let word = |i: u64| -> Option<u64> {
         let at = usize::try_from(i.checked_mul(w)?).ok()?;

@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// A forked child waiting, before its exec, for [`PausedChild::go`].
-pub struct PausedChild {
+pub(crate) struct PausedChild {
     pid: libc::pid_t,
     go_fd: libc::c_int,
     err_fd: libc::c_int,
@@ -25,7 +25,7 @@ pub struct PausedChild {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CommandError {
+pub(crate) enum CommandError {
     #[error("cannot run '{0}': command not found")]
     NotFound(String),
     #[error("cannot run '{cmd}': {err}")]

@@ -106,7 +106,6 @@ impl Session {
                     argv: false,
                 }),
                 pool: Some(mon.pool.clone()),
-                late: Some(mon.late.clone()),
                 stop_time: Some(mon.stop_time.clone()),
                 ..PipelineOptions::default()
             },

@@ -28,7 +28,7 @@ use crate::process::{Comm, ProcessModel};
 use crate::text::escape;
 
 /// The syntax, for `--help` and the TUI's help overlay.
-pub const SYNTAX_HELP: &str = "\
+pub(crate) const SYNTAX_HELP: &str = "\
 Terms separated by spaces, all must match (AND); alternatives separated by
 | or the word or (OR), e.g. type:fork|type:exit  or  comm:make or type:lost
   type:fork,exit   record types (sample fork exit comm mmap lost lost_samples
@@ -76,8 +76,10 @@ pub trait CommLookup {
 }
 
 /// No names known: `comm:` then matches comm records only.
-pub struct NoComms;
+#[cfg(test)]
+pub(crate) struct NoComms;
 
+#[cfg(test)]
 impl CommLookup for NoComms {
     fn name(&self, _pid: u32, _time: u64) -> Option<&[u8]> {
         None
@@ -377,7 +379,7 @@ impl Filter {
 
     /// True when an alternative asks for samples by name (`type:sample`, `event:`, `sym:`,
     /// `dso:`, a tracepoint field): the TUI's log then shows periodic samples.
-    pub fn names_samples(&self) -> bool {
+    pub(crate) fn names_samples(&self) -> bool {
         self.terms().any(|t| {
             !t.negate
                 && match &t.test {
@@ -391,7 +393,7 @@ impl Filter {
     /// True for the filter that keeps everything.
     /// True when a term looks up task names (`comm:`): the filter then needs the process
     /// model.
-    pub fn uses_names(&self) -> bool {
+    pub(crate) fn uses_names(&self) -> bool {
         self.has_words
             || self.terms().any(|t| {
                 matches!(
@@ -403,7 +405,7 @@ impl Filter {
 
     /// True when a term looks at command lines (`argv:`, or a free word, which an exec's
     /// command line may hold): they must then be read at each exec.
-    pub fn uses_argv(&self) -> bool {
+    pub(crate) fn uses_argv(&self) -> bool {
         self.has_words || self.terms().any(|t| matches!(t.test, Test::Argv(_)))
     }
 
@@ -470,7 +472,12 @@ impl Filter {
 
     /// As [`Filter::matches`], reusing `line` as the buffer for the formatted line (free words
     /// need it), so that filtering many events allocates once.
-    pub fn matches_with(&self, ev: &Event, comms: &dyn CommLookup, line: &mut String) -> bool {
+    pub(crate) fn matches_with(
+        &self,
+        ev: &Event,
+        comms: &dyn CommLookup,
+        line: &mut String,
+    ) -> bool {
         if self.has_words {
             line.clear();
             let _ = write!(line, "{ev}");
@@ -627,7 +634,7 @@ fn pattern_matches(pats: &[Pattern], shown: &str) -> bool {
 
 /// The predicate `--filter` installs in `--plain`/`--json` mode: names from the process
 /// model, as of each event's time.
-pub fn plain_predicate(filter: Filter) -> impl FnMut(&Event, &ProcessModel) -> bool {
+pub(crate) fn plain_predicate(filter: Filter) -> impl FnMut(&Event, &ProcessModel) -> bool {
     let mut line = String::new();
     move |ev, model| filter.matches_with(ev, model, &mut line)
 }
@@ -637,21 +644,9 @@ mod tests {
     use super::*;
     use crate::event::TaskRecord;
 
+    /// `ppid` forks `pid` on CPU 1 at time 5.
     fn fork(pid: u32, ppid: u32) -> Event {
-        Event {
-            cpu: 1,
-            pid: ppid,
-            tid: ppid,
-            time: 5,
-            id: 0,
-            kind: EventKind::Fork(TaskRecord {
-                pid,
-                ppid,
-                tid: pid,
-                ptid: ppid,
-                time: 5,
-            }),
-        }
+        crate::testkit::events::fork(1, 5, pid, ppid)
     }
 
     fn comm(pid: u32, name: &[u8]) -> Event {

@@ -20,7 +20,7 @@ use crate::event::tracepoint::{Field, FieldType, Format};
 
 /// What a value of a field term was written as.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Wanted<'a> {
+pub(crate) struct Wanted<'a> {
     /// The term as written (`prev_state:Q`).
     pub term: &'a str,
     /// The key without a `fields.` prefix.
@@ -103,7 +103,7 @@ fn range(field: &Field) -> Option<(i128, i128)> {
 /// Does `value` read as one of `spellings` (the names a `__print_symbolic`/`__print_flags`
 /// and the literals of its expression can write), joined by `delim` or run together
 /// (`R+`, `S|D`)?
-pub fn spelled(value: &[u8], spellings: &[Box<[u8]>], delim: Option<&[u8]>) -> bool {
+pub(crate) fn spelled(value: &[u8], spellings: &[Box<[u8]>], delim: Option<&[u8]>) -> bool {
     if value.is_empty() {
         return false;
     }
@@ -291,7 +291,7 @@ pub fn numbers(value: &str) -> Option<Vec<(i128, i128)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, EventKind, TaskRecord};
+    use crate::event::{Event, EventKind};
     use crate::filter::{CommLookup, Filter};
     use crate::testkit::tracepoints as craft;
 
@@ -306,21 +306,9 @@ mod tests {
         Filter::parse(f).unwrap().matches(ev, &Names)
     }
 
+    /// `ppid` forks `pid` on CPU 1 at time 5.
     fn fork(pid: u32, ppid: u32) -> Event {
-        Event {
-            cpu: 1,
-            pid: ppid,
-            tid: ppid,
-            time: 5,
-            id: 0,
-            kind: EventKind::Fork(TaskRecord {
-                pid,
-                ppid,
-                tid: pid,
-                ptid: ppid,
-                time: 5,
-            }),
-        }
+        crate::testkit::events::fork(1, 5, pid, ppid)
     }
 
     fn switch(prev: &[u8], prev_pid: i32, next: &[u8], next_pid: i32) -> Event {

@@ -17,11 +17,9 @@
 //! stacks beyond that are counted and said, not kept.
 
 use crate::script::output_file::OutputFile;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use crate::callchain::{Callchain, Context, Frame, frames_of, is_marker};
 use crate::event::{Event, EventKind};
@@ -31,7 +29,7 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The most memory the distinct stacks of one run may take (their entries and the table's
 /// share), about a quarter of a million 30-frame stacks.
-pub const MAX_STACK_BYTES: usize = 64 << 20;
+pub(crate) const MAX_STACK_BYTES: usize = 64 << 20;
 
 /// Bytes a stored stack takes besides its entries: the table slot, the box, the count and
 /// the allocator's rounding.
@@ -97,7 +95,7 @@ impl Default for FoldedStacks {
 
 impl FoldedStacks {
     /// An aggregation that keeps at most `max_bytes` of distinct stacks.
-    pub fn with_budget(max_bytes: usize) -> FoldedStacks {
+    pub(crate) fn with_budget(max_bytes: usize) -> FoldedStacks {
         FoldedStacks {
             callers: Vec::new(),
             caller_ids: FastMap::default(),
@@ -435,16 +433,14 @@ struct FoldState {
     output: Output,
 }
 
-/// The folded stacks of a run: fed with every event a frontend sees, in order
-/// ([`Folding::observe`]), written at the end ([`Folding::finish`]). A cheap handle (clones
-/// share one aggregation) so that the frontend that feeds it and `run` that writes it can both
-/// hold it; frontends run on one thread.
-#[derive(Clone)]
-pub struct Folding(Rc<RefCell<FoldState>>);
+/// The folded stacks of a run: made by the run's owner (`run::lifecycle`), handed to the
+/// frontend, which feeds it every event it takes, in order ([`Folding::observe`]), and hands
+/// it back in its outcome; the owner writes it at the end ([`Folding::finish`]).
+pub struct Folding(FoldState);
 
 impl std::fmt::Debug for Folding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = self.0.borrow();
+        let s = &self.0;
         f.debug_struct("Folding")
             .field("samples", &s.stacks.samples())
             .field("stacks", &s.stacks.len())
@@ -463,24 +459,23 @@ impl Folding {
         } else {
             Output::File(Some(open_output(path)?), path.to_path_buf())
         };
-        Ok(Folding(Rc::new(RefCell::new(FoldState {
+        Ok(Folding(FoldState {
             stacks: FoldedStacks::default(),
             names: FastMap::default(),
             filter: filter.filter(|f| !f.is_empty()),
             output,
-        }))))
+        }))
     }
 
     /// The stacks go to stdout in place of the records.
-    pub fn replaces_records(&self) -> bool {
-        matches!(self.0.borrow().output, Output::Stdout)
+    pub(crate) fn replaces_records(&self) -> bool {
+        matches!(self.0.output, Output::Stdout)
     }
 
     /// Take one event, in stream order, with the process names as of it (the pipeline's
     /// process model): samples that pass the filter are counted.
-    pub fn observe(&self, ev: &Event, names: &dyn CommLookup) {
-        let mut s = self.0.borrow_mut();
-        let s = &mut *s;
+    pub(crate) fn observe(&mut self, ev: &Event, names: &dyn CommLookup) {
+        let s = &mut self.0;
         if let EventKind::Sample {
             ip,
             misc,
@@ -509,20 +504,19 @@ impl Folding {
     /// `stackcollapse-perf.pl` names it; `[unknown]` outside any mapping), by address only
     /// where a sample carried no names at all. Returns a line for stderr saying
     /// what was written.
-    pub fn finish_named(&self, stdout: &mut dyn Write) -> anyhow::Result<String> {
-        let names = std::mem::take(&mut self.0.borrow_mut().names);
+    pub(crate) fn finish_named(&mut self, stdout: &mut dyn Write) -> anyhow::Result<String> {
+        let names = std::mem::take(&mut self.0.names);
         self.finish(&mut LearntNames(&names), stdout)
     }
 
     /// Write the stacks (to `stdout`, or to the file), named by `namer`. Returns a line for
     /// stderr saying what was written.
     pub fn finish(
-        &self,
+        &mut self,
         namer: &mut dyn FrameNamer,
         stdout: &mut dyn Write,
     ) -> anyhow::Result<String> {
-        let mut s = self.0.borrow_mut();
-        let s = &mut *s;
+        let s = &mut self.0;
         let (summary, whereto) = match &mut s.output {
             Output::Stdout => {
                 match s.stacks.write(namer, stdout) {
@@ -747,7 +741,7 @@ mod tests {
         use crate::event::TaskRecord;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.folded");
-        let f = Folding::new(&path, Some(Filter::parse("!cpu:1").unwrap())).unwrap();
+        let mut f = Folding::new(&path, Some(Filter::parse("!cpu:1").unwrap())).unwrap();
         assert!(!f.replaces_records());
         let ev = |cpu, pid, kind| Event {
             cpu,
@@ -805,7 +799,7 @@ mod tests {
             model.apply_one(&e);
             f.observe(&e, &model);
         }
-        let said = f.clone().finish(&mut Names, &mut io::sink()).unwrap();
+        let said = f.finish(&mut Names, &mut io::sink()).unwrap();
         assert!(said.contains("4 samples in 3 stacks"), "{said}");
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
@@ -828,7 +822,7 @@ mod tests {
                 0,
             ))
         };
-        let f = Folding::new(Path::new("-"), None).unwrap();
+        let mut f = Folding::new(Path::new("-"), None).unwrap();
         let model = crate::process::ProcessModel::new();
         let sample = |ip, entries: &[u64], frames: Vec<Option<Symbolized>>| {
             let mut k = EventKind::sample(ip, 1, 2);

@@ -52,7 +52,7 @@ pub mod unwind;
 pub mod unwinding;
 
 /// The text of a panic payload.
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {
@@ -66,7 +66,7 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// (`reader`, `frontend`), so that tests can check what a bug in a thread does to the
 /// terminal, the summary and the exit status. Release builds compile it to nothing.
 #[inline]
-pub fn debug_panic_point(point: &str) {
+pub(crate) fn debug_panic_point(point: &str) {
     if cfg!(debug_assertions) && std::env::var("PERFWATCH_DEBUG_PANIC").is_ok_and(|v| v == point) {
         panic!("PERFWATCH_DEBUG_PANIC={point}");
     }

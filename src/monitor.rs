@@ -108,12 +108,6 @@ pub struct Monitor {
     /// Where the consumer gives the readers' batch buffers back.
     pub pool: BufferPool,
     pub stats: Arc<Stats>,
-    /// Records of perfwatch itself that the pipeline hid (without `--show-self`).
-    pub hidden_self: Arc<std::sync::atomic::AtomicU64>,
-    /// Records the ordering stage let out of time order (a reader fell behind its window).
-    pub late: Arc<std::sync::atomic::AtomicU64>,
-    /// How the `--call-graph dwarf` chains ended (the pipeline's unwind step writes it).
-    pub unwound: Arc<std::sync::Mutex<crate::unwind::Stats>>,
     pub info: MonitorInfo,
     pub started: Instant,
     /// The stop time T, decided by the first [`Monitor::request_stop`]; the ordering stage
@@ -277,9 +271,6 @@ impl Monitor {
             rx,
             pool,
             stats,
-            hidden_self: Arc::default(),
-            late: Arc::default(),
-            unwound: Arc::default(),
             info: MonitorInfo {
                 event: opened
                     .events
@@ -350,17 +341,17 @@ impl Monitor {
         self.child_status
     }
 
-    pub fn has_command(&self) -> bool {
+    pub(crate) fn has_command(&self) -> bool {
         self.child.is_some()
     }
 
     /// The `-- COMMAND`'s pid, if there is one.
-    pub fn command_pid(&self) -> Option<u32> {
+    pub(crate) fn command_pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.pid())
     }
 
     /// Stop the command (perfwatch is stopping for another reason) and wait for it.
-    pub fn end_command(&mut self, sig: libc::c_int) -> Option<i32> {
+    pub(crate) fn end_command(&mut self, sig: libc::c_int) -> Option<i32> {
         if let Some(status) = self.command_exit() {
             return Some(status);
         }

@@ -25,9 +25,9 @@ use crate::event::{Batch, Chunk, Event};
 use crate::stop::StopTime;
 
 /// Slack for records stamped before a reader's `now` but published after it.
-pub use crate::event::SLACK_NS;
+pub(crate) use crate::event::SLACK_NS;
 /// The longest a quiet or slow CPU can hold back the others.
-pub const MAX_WAIT_NS: u64 = 1_000_000_000;
+pub(crate) const MAX_WAIT_NS: u64 = 1_000_000_000;
 
 /// One CPU's queue: its events not yet emitted, sorted by time, and its reader's clock.
 #[derive(Debug)]
@@ -114,12 +114,12 @@ impl OrderingStage {
 
     /// The run stops at `t`: emit every event stamped at or before it, none after (loss and
     /// throttle records, which speak of earlier events, always go out).
-    pub fn stop_at(&mut self, t: u64) {
+    pub(crate) fn stop_at(&mut self, t: u64) {
         self.cut = Some(self.cut.map_or(t, |c| c.min(t)));
     }
 
     /// Events not emitted because they were stamped after the stop time.
-    pub fn after_stop(&self) -> u64 {
+    pub(crate) fn after_stop(&self) -> u64 {
         self.after_stop
     }
 
@@ -145,7 +145,7 @@ impl OrderingStage {
     }
 
     /// Every reader is gone (their channel closed): nothing more will come.
-    pub fn end_all(&mut self) {
+    pub(crate) fn end_all(&mut self) {
         for q in &mut self.cpus {
             q.ended = true;
         }
@@ -329,7 +329,7 @@ fn speaks_of_earlier(ev: &Event) -> bool {
 /// says every reader has sent its final one, the channel closes, or `grace` runs out; then
 /// whatever is still queued. Batches a reader cannot send after that are counted as dropped
 /// by the reader when the channel closes.
-pub fn collect_last_batches<T>(
+pub(crate) fn collect_last_batches<T>(
     rx: &Receiver<Batch>,
     grace: Duration,
     state: &mut T,

@@ -36,17 +36,17 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
 /// Bytes handed to the writer and not yet written, past which the loop takes no more
 /// batches.
-pub const QUEUE_BYTES: usize = 256 * 1024;
+pub(crate) const QUEUE_BYTES: usize = 256 * 1024;
 
 /// How long [`StdoutQueue::finish`] waits for the writer at the end of a run a signal
 /// stopped: the user asked to stop, and gets the summary within a second or so.
-pub const FINISH_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(1);
 
 /// At the natural end of a run (`--duration`, the command's exit, the targets gone), how
 /// long the writer may go without writing anything before the rest is given up. A slow
 /// reader (`| (sleep 1; jq ...)`) still gets everything; a reader that never reads again
 /// costs this long, or less if a signal comes.
-pub const FINISH_IDLE: Duration = Duration::from_secs(2);
+pub(crate) const FINISH_IDLE: Duration = Duration::from_secs(2);
 
 /// How long [`StdoutQueue::finish`] waits for the writer.
 pub enum FinishWait<'a> {
@@ -253,7 +253,7 @@ impl StdoutQueue {
 
     /// May the loop take more batches? False while the writer is behind by the limit or
     /// more: the loop then waits on [`StdoutQueue::room`] and its tick, not on stdout.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.state.queued.load(Ordering::Acquire) < self.limit
     }
 
@@ -409,13 +409,13 @@ impl Write for StdoutQueue {
 }
 
 /// How long [`stderr_bounded`] waits for a stderr that does not take its text.
-pub const STDERR_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const STDERR_WAIT: Duration = Duration::from_millis(500);
 
 /// Write `text` to stderr without ever waiting more than [`STDERR_WAIT`] in all for a
 /// stderr nobody reads (`perfwatch --plain 2>&1 | stalled`, a terminal stopped with Ctrl-S):
 /// what perfwatch says at the end (notes, the summary) must not keep it from exiting. Once a
 /// write has timed out, later ones are dropped at once.
-pub fn stderr_bounded(text: &[u8]) {
+pub(crate) fn stderr_bounded(text: &[u8]) {
     static STUCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if text.is_empty() || STUCK.load(Ordering::Acquire) {
         return;

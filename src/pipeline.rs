@@ -36,7 +36,7 @@ use crate::process::{ExecSeen, ModelHandle, Orphan, ProcessModel};
 use crate::symbolize::Symbolize;
 
 /// Events the ordering window holds at most (its memory bound: about 80 bytes each).
-pub const MAX_REORDER: usize = 1 << 18;
+pub(crate) const MAX_REORDER: usize = 1 << 18;
 /// Queued batches taken in one turn before chunks go out: fewer, larger chunks.
 const BATCHES_PER_TURN: usize = 64;
 /// Chunks waiting for room in the script stage's queue before batches are no longer taken.
@@ -53,7 +53,7 @@ const ORPHANS_PER_SECOND: u32 = 2000;
 /// How long an orphan whose parent `/proc` does not show changed yet is looked at again.
 const ORPHAN_WAIT: Duration = Duration::from_secs(1);
 /// Symbolizer notes kept for the end of a run (one per binary it could not read, at most).
-pub const MAX_NOTES: usize = 64;
+pub(crate) const MAX_NOTES: usize = 64;
 const SEED_WAIT: Duration = Duration::from_secs(2);
 /// How long the records are held back for the `/proc` snapshot at most (after which they go
 /// on without it, and it fills the gaps when it comes), besides [`MAX_REORDER`] of them: on a
@@ -140,12 +140,12 @@ mod ending;
 mod hide_self;
 
 pub use ending::StageProgress;
-pub use hide_self::HideSelf;
+pub(crate) use hide_self::HideSelf;
 
 /// A consumer beside the frontend (`--metrics`, `--pprof`): it sees every ordered chunk once
 /// the model has learnt it and its samples are named, before the scripts and the frontend's
 /// filter, on the pipeline's thread. It must never wait (it hands work to threads of its own).
-pub trait Tap {
+pub(crate) trait Tap {
     fn chunk(&mut self, events: &[Event], model: &ProcessModel);
 
     /// What `/proc` showed at start, once read (before the model learns it and before the
@@ -270,7 +270,7 @@ impl Pipeline {
     }
 
     /// Add a consumer beside the frontend.
-    pub fn with_tap(mut self, tap: Box<dyn Tap>) -> Pipeline {
+    pub(crate) fn with_tap(mut self, tap: Box<dyn Tap>) -> Pipeline {
         self.taps.push(tap);
         self
     }
@@ -288,15 +288,8 @@ impl Pipeline {
     }
 
     /// Everything the symbolizer said during the run (the first [`MAX_NOTES`]).
-    pub fn all_notes(&self) -> &[String] {
+    pub(crate) fn all_notes(&self) -> &[String] {
         &self.said
-    }
-
-    /// The symbolize step's counters and its caches' memory bound, when samples are named.
-    pub fn symbol_stats(&self) -> Option<(crate::symbols::Stats, usize)> {
-        self.symbolize
-            .as_ref()
-            .map(|s| (s.stats(), s.memory_bound()))
     }
 
     /// The model, for readers (the frontend, the script module, the symbolizer).
@@ -316,7 +309,7 @@ impl Pipeline {
 
     /// What the frontend's `select!` waits on for chunks the script stage hands back
     /// (`never` without scripts).
-    pub fn staged(&self) -> &Receiver<Chunk> {
+    pub(crate) fn staged(&self) -> &Receiver<Chunk> {
         match &self.stage {
             Some(l) if !self.stage_done => &l.from,
             _ => &self.no_chunks,
@@ -356,7 +349,7 @@ impl Pipeline {
     }
 
     /// A chunk (or the end) from [`Pipeline::staged`].
-    pub fn take_staged(&mut self, msg: Result<Chunk, RecvError>) {
+    pub(crate) fn take_staged(&mut self, msg: Result<Chunk, RecvError>) {
         match msg {
             Ok(c) => {
                 self.staged_watermark = self.staged_watermark.max(c.watermark);

@@ -1,6 +1,6 @@
 //! From a parsed command line to an exit code: build the monitor, pick the frontend, report.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 use anyhow::Result;
 
@@ -11,10 +11,12 @@ use crate::monitor::{Monitor, MonitorConfig, TargetSpec};
 use crate::perf::events::{DEFAULT_FREQ, EventSpec, Sampling, parse_event_list};
 use crate::pipeline::{HideSelf, Pipeline, PipelineOptions};
 use crate::process::proc::SeedOptions;
-use crate::signals::{StopSignals, exit_code_for};
-use crate::stop::{StopReason, StopRule};
+use crate::signals::StopSignals;
 
+mod lifecycle;
 mod recording;
+
+use lifecycle::{Counters, Setup, Source};
 
 /// Batches the channel between readers and the frontend holds, per CPU. Small on purpose: a
 /// stalled consumer (a paused terminal, a slow pipe) should make the readers wait and the
@@ -22,7 +24,7 @@ mod recording;
 const CHANNEL_BATCHES_PER_CPU: usize = 8;
 
 /// Translate the command line into a monitor configuration.
-pub fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
+pub(crate) fn monitor_config(cli: &Cli) -> Result<MonitorConfig> {
     let events = if cli.events.is_empty() {
         vec![EventSpec::default_event()]
     } else {
@@ -262,15 +264,12 @@ pub fn run(mut cli: Cli) -> Result<i32> {
         cfg = monitor_config(&c)?;
         cfg.exec_argv = argv_wanted(&c, interactive);
     }
-    // `--folded FILE` is created now: a path it cannot use stops perfwatch before it starts.
-    let folding = match &cli.folded {
-        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
-        None => None,
-    };
+    let folding = folding(&cli)?;
     // `--metrics` binds and `--pprof FILE` is created now, for the same reason.
     let mut agent = crate::agent::Agent::prepare(&cli, interactive, pprof_every(&cli)?)?;
     cfg.raw = agent.raw_tap();
-    let mut mon = Monitor::start(cfg)?;
+    let counters = Counters::default();
+    let mon = Monitor::start(cfg)?;
     // The events are enabled: what /proc shows now is what existed before them.
     let pipe = Pipeline::new(
         mon.rx.clone(),
@@ -279,9 +278,9 @@ pub fn run(mut cli: Cli) -> Result<i32> {
             hide: (!cli.show_self).then(|| HideSelf {
                 pid: std::process::id(),
                 command: mon.command_pid(),
-                hidden: mon.hidden_self.clone(),
+                hidden: counters.hidden.clone(),
             }),
-            late: Some(mon.late.clone()),
+            late: Some(counters.late.clone()),
             stop_time: Some(mon.stop_time.clone()),
             unwind: mon
                 .info
@@ -289,48 +288,34 @@ pub fn run(mut cli: Cli) -> Result<i32> {
                 .iter()
                 .find(|e| e.dwarf_stack.is_some())
                 .and_then(|e| e.call_graph)
-                .map(|max| (max, mon.unwound.clone())),
+                .map(|max| (max, counters.unwound.clone())),
             execs: mon.execs.as_ref().map(|w| w.table()),
             ..pipeline_options(&mon.info, &cli, interactive, mon.pool.clone())
         },
     );
-    let pipe = agent.attach(pipe, &mon)?;
-    let stop = StopRule::new(
-        {
-            let signals = signals.clone();
-            move || signals.pending()
-        },
-        cli.duration,
-    );
+    let pipe = agent.attach(pipe, &mon, &counters.late, &counters.hidden)?;
+    let mut setup = Setup::new(agent, folding, signals, cli.duration, tui_options(&cli));
+    setup.counters = counters;
+    setup.notes = mon.info.notes.clone();
 
     if interactive {
-        let (mut pipe, pane_rx, scripts) =
+        use crate::frontend::tui;
+        let (pipe, pane_rx, scripts) =
             scripts.attach(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
-        let opts = crate::frontend::tui::TuiOptions {
-            history: cli.history,
-            filter: cli.filter.clone(),
-            folded: folding.clone(),
-        };
-        // A panic unwinds through the TUI's terminal guard, which restores the terminal;
-        // the summary is still printed below.
-        let reason =
-            catch_panic(|| crate::frontend::tui::run(&mut mon, &mut pipe, pane_rx, opts, &stop));
-        // The terminal is restored now. The notes were in the status bar; repeat them on the
-        // normal screen with the script notes and the summary.
-        for note in mon.info.notes.iter().chain(pipe.all_notes()) {
-            eprintln!("perfwatch: {note}");
-        }
-        let scripts = scripts.finish();
-        scripts.print();
-        let folded_ok = write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
-        let agent_ok = agent.finish();
-        return finish(&mut mon, reason?)
-            .map(|code| with_lost_output(code, scripts.output_lost || !folded_ok || !agent_ok));
+        let cfg = tui::app::AppConfig::from_info(&mon.info, cli.history, tui::started_ns(&mon));
+        let (stats, clockid) = (mon.stats.clone(), mon.info.clockid);
+        let run = setup.run(Source::Live(Box::new(mon)), pipe, scripts);
+        return run.screen(|pipe, source, stop, opts| {
+            let screen = tui::Screen {
+                cfg,
+                totals: &|| stats.snapshot(),
+                now: &|| crate::clock::clock_ns(clockid),
+                replay: None,
+            };
+            tui::run(source, pipe, pane_rx, opts, stop, screen)
+        });
     }
 
-    for note in &mon.info.notes {
-        eprintln!("perfwatch: {note}");
-    }
     let perf_lines = perf_lines(&cli, || {
         crate::format::perf::PerfStyle::live(
             mon.info
@@ -339,45 +324,30 @@ pub fn run(mut cli: Cli) -> Result<i32> {
                 .map(|e| (e.name.as_str(), e.type_, e.call_graph.is_some())),
         )
     });
-    let opts = line_options(&cli, scripts.perf_style(), &folding, perf_lines);
-    let mut out = crate::output::StdoutQueue::stdout()?;
-    let (mut pipe, scripts) =
+    let opts = line_options(&cli, scripts.perf_style(), perf_lines);
+    let out = crate::output::StdoutQueue::stdout()?;
+    let (pipe, scripts) =
         scripts.attach_plain(pipe, mon.stats.clone(), cli.script_output.as_deref())?;
-    let reason =
-        catch_panic(|| plain::run(&mut pipe, &mut mon, &stop, opts, &mut out).map_err(Into::into));
-    let LinesEnd {
-        flushed,
-        natural_end,
-        broken,
-        stdout_lost,
-        other_lost,
-    } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
-    if stdout_lost {
-        crate::output::stderr_bounded(
-            format!(
-                "perfwatch: {} bytes of output were not written: {}\n",
-                flushed.unwritten,
-                match &flushed.error {
-                    Some((_, e)) => format!("stdout failed ({e})"),
-                    None if natural_end && signals.pending().is_none() => format!(
-                        "stdout did not take them (nothing read for {} s after the end)",
-                        crate::output::FINISH_IDLE.as_secs()
-                    ),
-                    None => format!(
-                        "stdout did not take them within {} s of the signal",
-                        crate::output::FINISH_WAIT.as_secs()
-                    ),
-                }
-            )
-            .as_bytes(),
-        );
+    setup
+        .run(Source::Live(Box::new(mon)), pipe, scripts)
+        .lines(opts, out)
+}
+
+/// `--folded FILE`, created now: a path it cannot use stops perfwatch before it starts.
+fn folding(cli: &Cli) -> Result<Option<crate::folded::Folding>> {
+    Ok(match &cli.folded {
+        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
+        None => None,
+    })
+}
+
+/// The TUI's options from the command line (`--folded`'s stacks are the run's to hand over).
+fn tui_options(cli: &Cli) -> crate::frontend::tui::TuiOptions {
+    crate::frontend::tui::TuiOptions {
+        history: cli.history,
+        filter: cli.filter.clone(),
+        folded: None,
     }
-    let reason = match reason {
-        // The reader went away meanwhile: as quiet as a closed pipe seen by the loop.
-        Ok(_) if broken => Ok(StopReason::BrokenPipe),
-        r => r,
-    };
-    finish(&mut mon, reason?).map(|code| with_lost_output(code, stdout_lost || other_lost))
 }
 
 /// How the line frontends write, for a live run and a recording alike: `--json` or plain
@@ -387,7 +357,6 @@ pub fn run(mut cli: Cli) -> Result<i32> {
 fn line_options(
     cli: &Cli,
     perf_script: bool,
-    folding: &Option<crate::folded::Folding>,
     perf_lines: Option<crate::format::perf::PerfStyle>,
 ) -> PlainOptions {
     let format = match perf_lines {
@@ -406,7 +375,7 @@ fn line_options(
             .filter(|f| !f.is_empty())
             .map(|f| Box::new(crate::filter::plain_predicate(f)) as plain::EventFilter)
     };
-    PlainOptions::new(format, filter, folding.clone())
+    PlainOptions::new(format, filter, None)
 }
 
 /// `--format perf`'s style, made by `style` from the session's events; `None` for the other
@@ -416,60 +385,6 @@ fn perf_lines(
     style: impl FnOnce() -> crate::format::perf::PerfStyle,
 ) -> Option<crate::format::perf::PerfStyle> {
     (cli.format == Some(LineFormat::Perf)).then(style)
-}
-
-/// What the end of a line-format run leaves for its summary and exit status.
-struct LinesEnd {
-    /// What became of stdout's queue.
-    flushed: crate::output::Flushed,
-    /// The run ended by itself (not by a signal or an error): stdout was waited for while
-    /// its reader kept reading.
-    natural_end: bool,
-    /// stdout's reader went away (a closed pipe).
-    broken: bool,
-    /// Records were not written to stdout, and not because its reader went away.
-    stdout_lost: bool,
-    /// Script output, `--folded` or the agent's output (`--pprof`) was lost.
-    other_lost: bool,
-}
-
-/// The end of a line-format run, the same for every source (live rings or a recording):
-/// folded stacks, stdout drained, the scripts and the agent finished, in that order.
-fn end_lines(
-    reason: &Result<StopReason>,
-    folding: Option<&crate::folded::Folding>,
-    mut out: crate::output::StdoutQueue,
-    signals: &StopSignals,
-    scripts: crate::script::RunningScripts,
-    agent: crate::agent::Agent,
-) -> LinesEnd {
-    // Folded stacks on stdout go through the same queue as the records would have.
-    let folded_ok = write_folded(folding, reason.as_ref().ok(), &mut out);
-    // A bounded wait for a reader that stopped reading: after a signal, a second; at a natural
-    // end, for as long as the reader keeps reading (a slow `| jq` gets everything), giving up
-    // after FINISH_IDLE without progress or at a signal. The summary and the exit status come
-    // within a second or two of the stop whatever stdout does.
-    let cut = || signals.pending().is_some();
-    let natural_end = !matches!(reason, Ok(StopReason::Signal(_)) | Err(_));
-    let flushed = out.finish(if natural_end {
-        crate::output::FinishWait::WhileWriting {
-            idle: crate::output::FINISH_IDLE,
-            cut: &cut,
-        }
-    } else {
-        crate::output::FinishWait::AtMost(crate::output::FINISH_WAIT)
-    });
-    let scripts = scripts.finish();
-    scripts.print();
-    let agent_ok = agent.finish();
-    let broken = matches!(flushed.error, Some((std::io::ErrorKind::BrokenPipe, _)));
-    LinesEnd {
-        stdout_lost: flushed.unwritten > 0 && !broken,
-        flushed,
-        natural_end,
-        broken,
-        other_lost: scripts.output_lost || !folded_ok || !agent_ok,
-    }
 }
 
 /// How long an ordered chunk waits, at most, for the binaries its samples meet to be read
@@ -540,165 +455,4 @@ fn argv_wanted(cli: &Cli, interactive: bool) -> bool {
         || cli.json
         || !cli.script.is_empty()
         || cli.filter.as_ref().is_some_and(|f| f.uses_argv())
-}
-
-/// Write the folded stacks at the end of a run (not after a panic, nor onto a closed stdout):
-/// to their file, or to `stdout` (the queue the records would have gone through); say where
-/// they went. False when they could not be written.
-fn write_folded(
-    folding: Option<&crate::folded::Folding>,
-    reason: Option<&StopReason>,
-    stdout: &mut dyn Write,
-) -> bool {
-    let Some(f) = folding else {
-        return true;
-    };
-    match reason {
-        None | Some(StopReason::Panicked) => return true,
-        Some(StopReason::BrokenPipe) if f.replaces_records() => return true,
-        _ => {}
-    }
-    let said = match f.finish_named(stdout) {
-        Ok(line) => line,
-        Err(e) => format!("error: {e:#}"),
-    };
-    if !said.is_empty() {
-        crate::output::stderr_bounded(format!("perfwatch: {said}\n").as_bytes());
-    }
-    !said.starts_with("error: ")
-}
-
-/// The exit status when output was lost (a write error on `--script-output`): a run that
-/// would have ended with 0 ends with [`EXIT_OUTPUT_LOST`] instead; a status that already says
-/// something (a signal, the command's own) is kept.
-pub fn with_lost_output(code: i32, lost: bool) -> i32 {
-    if lost && code == 0 {
-        EXIT_OUTPUT_LOST
-    } else {
-        code
-    }
-}
-
-/// Exit status of a run that lost output it should have written.
-pub const EXIT_OUTPUT_LOST: i32 = 1;
-
-/// Run a frontend; a panic in it becomes [`StopReason::Panicked`] (the panic hook has
-/// already printed it), so that perfwatch still stops the command and prints the summary.
-fn catch_panic(f: impl FnOnce() -> Result<StopReason>) -> Result<StopReason> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(Ok(StopReason::Panicked))
-}
-
-/// Exit status after an internal error (a bug), as Rust uses for a panic.
-pub const EXIT_INTERNAL: i32 = 101;
-
-/// Stop the command if perfwatch stopped first, join the readers, print the summary, and pick
-/// the exit code.
-pub fn finish(mon: &mut Monitor, reason: StopReason) -> Result<i32> {
-    let command_status = match reason {
-        StopReason::CommandExited(s) => Some(s),
-        _ if mon.has_command() => mon.end_command(libc::SIGTERM),
-        _ => None,
-    };
-    mon.join();
-    // A failed reader also ends its channel: whatever the frontend saw, say what happened.
-    // Only after the join: a reader records its failure after its channel end is dropped.
-    let reason = if mon.stats.failure().is_some() && reason != StopReason::Panicked {
-        StopReason::ReaderFailed
-    } else {
-        reason
-    };
-    let elapsed = mon.started.elapsed();
-    if reason == StopReason::BrokenPipe {
-        return Ok(0);
-    }
-    let totals = mon.stats.snapshot();
-    // Said with a bounded wait: a stderr nobody reads must not keep perfwatch from exiting.
-    let mut err = Vec::new();
-    match reason {
-        StopReason::TargetsGone if !mon.has_command() => {
-            let _ = writeln!(err, "perfwatch: every monitored task has exited");
-        }
-        StopReason::ReaderFailed => {
-            if let Some((cpu, msg)) = mon.stats.failure() {
-                let _ = writeln!(
-                    err,
-                    "perfwatch: error: the reader of CPU {cpu} failed ({}); stopped. This is a bug: please report it.",
-                    crate::text::escape(msg.as_bytes())
-                );
-            }
-        }
-        StopReason::Panicked => {
-            let _ = writeln!(
-                err,
-                "perfwatch: error: internal error (see above); stopped. This is a bug: please report it."
-            );
-        }
-        _ => {}
-    }
-    let _ = err.write_all(totals.summary(elapsed).as_bytes());
-    let hidden = mon.hidden_self.load(std::sync::atomic::Ordering::Relaxed);
-    if hidden > 0 {
-        let _ = writeln!(
-            err,
-            "  hidden: {hidden} records of perfwatch itself (--show-self shows them)"
-        );
-    }
-    if let Ok(u) = mon.unwound.lock()
-        && u.chains() > 0
-    {
-        let _ = write!(
-            err,
-            "  dwarf unwinding: {} chains, {} user frames; ended by",
-            u.chains(),
-            u.frames
-        );
-        let mut sep = " ";
-        for end in crate::unwind::End::ALL {
-            let n = u.count(end);
-            if n > 0 {
-                let _ = write!(err, "{sep}{}: {n}", end.name());
-                sep = ", ";
-            }
-        }
-        let _ = writeln!(
-            err,
-            " ({} binaries' unwind tables, {} KiB)",
-            u.binaries,
-            u.bytes / 1024
-        );
-    }
-    let late = mon.late.load(std::sync::atomic::Ordering::Relaxed);
-    if late > 0 {
-        let _ = writeln!(
-            err,
-            "  out of time order: {late} records came after newer ones had gone out (a CPU's \
-             reader fell behind the ordering window)"
-        );
-    }
-    if let Some(t) = mon.stop_time.get() {
-        let after = mon.stop_time.after();
-        let _ = write!(
-            err,
-            "  stopped at {}.{:09} s ({}): every CPU's records up to then are above",
-            t / 1_000_000_000,
-            t % 1_000_000_000,
-            crate::cli::clock_name(mon.info.clockid)
-        );
-        if after > 0 {
-            let _ = write!(
-                err,
-                "; {after} records stamped later (before the events were disabled) were left out"
-            );
-        }
-        let _ = writeln!(err);
-    }
-    crate::output::stderr_bounded(&err);
-    Ok(match reason {
-        StopReason::Signal(sig) => exit_code_for(sig),
-        StopReason::CommandExited(s) => s,
-        StopReason::ReaderFailed | StopReason::Panicked => EXIT_INTERNAL,
-        _ => command_status
-            .filter(|_| mon.has_command() && reason == StopReason::TargetsGone)
-            .unwrap_or(0),
-    })
 }

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 /// The signals perfwatch stops on.
-pub const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+pub(crate) const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
 
 /// Signals whose disposition at entry is remembered (the stop signals and SIGTSTP).
 const WATCHED: [i32; 5] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, libc::SIGTSTP];
@@ -34,12 +34,12 @@ fn entry_ignored() -> &'static [bool; 5] {
 
 /// Remember how the watched signals were disposed when perfwatch started. Call first thing,
 /// before anything installs a handler; later calls (and [`ignored_at_entry`]) read that.
-pub fn record_entry() {
+pub(crate) fn record_entry() {
     let _ = entry_ignored();
 }
 
 /// Was `sig` ignored when perfwatch started?
-pub fn ignored_at_entry(sig: i32) -> bool {
+pub(crate) fn ignored_at_entry(sig: i32) -> bool {
     WATCHED
         .iter()
         .position(|&s| s == sig)
@@ -48,12 +48,12 @@ pub fn ignored_at_entry(sig: i32) -> bool {
 
 /// The stop signals caught even when ignored at entry: the ones a user or a script sends on
 /// purpose to stop a run (`kill -INT`, `kill`), never by accident of a hang-up.
-pub const ALWAYS_CAUGHT: [i32; 2] = [SIGINT, SIGTERM];
+pub(crate) const ALWAYS_CAUGHT: [i32; 2] = [SIGINT, SIGTERM];
 
 /// The signals to catch among `wanted`: [`ALWAYS_CAUGHT`], and the others unless ignored at
 /// entry. A pure function of the dispositions, so that the rule is tested without changing
 /// the test's own signals.
-pub fn to_catch(wanted: &[i32], ignored: impl Fn(i32) -> bool) -> Vec<i32> {
+pub(crate) fn to_catch(wanted: &[i32], ignored: impl Fn(i32) -> bool) -> Vec<i32> {
     wanted
         .iter()
         .copied()
@@ -62,7 +62,7 @@ pub fn to_catch(wanted: &[i32], ignored: impl Fn(i32) -> bool) -> Vec<i32> {
 }
 
 #[derive(Clone)]
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     last: Arc<AtomicUsize>,
 }
 
@@ -81,7 +81,7 @@ impl StopSignals {
     }
 
     /// The signal that asked perfwatch to stop, if any.
-    pub fn pending(&self) -> Option<i32> {
+    pub(crate) fn pending(&self) -> Option<i32> {
         match self.last.load(Ordering::Acquire) {
             0 => None,
             s => Some(s as i32),
@@ -91,7 +91,7 @@ impl StopSignals {
 
 /// The exit code after stopping on `sig`: 0 for SIGINT (the normal way to stop a monitor),
 /// 128 + N for the others, as a shell reports a process killed by them.
-pub fn exit_code_for(sig: i32) -> i32 {
+pub(crate) fn exit_code_for(sig: i32) -> i32 {
     if sig == SIGINT { 0 } else { 128 + sig }
 }
 

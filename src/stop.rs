@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long to wait for the readers' (and the script stage's) last records at shutdown.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// The stop time T of a run, in the events' clock: decided once, when the stop is (the
 /// monitor's `request_stop`), read by the ordering stage, which emits every record stamped
@@ -29,7 +29,7 @@ pub struct StopTime {
 
 impl StopTime {
     /// Set T to `now` unless it is already set; returns T.
-    pub fn decide(&self, now: u64) -> u64 {
+    pub(crate) fn decide(&self, now: u64) -> u64 {
         match self
             .at
             .compare_exchange(0, now.max(1), Ordering::AcqRel, Ordering::Acquire)
@@ -53,7 +53,7 @@ impl StopTime {
     }
 
     /// What the ordering stage cut so far (see [`OrderingStage::after_stop`]).
-    pub fn set_after(&self, n: u64) {
+    pub(crate) fn set_after(&self, n: u64) {
         self.after.store(n, Ordering::Relaxed);
     }
 }
@@ -80,7 +80,7 @@ pub enum StopReason {
 impl StopReason {
     /// The run ended by itself (`--duration`, the command's exit, every target gone): the
     /// scripts then get every event before `trace_end()`, however long they take.
-    pub fn is_natural(self) -> bool {
+    pub(crate) fn is_natural(self) -> bool {
         matches!(
             self,
             StopReason::Duration | StopReason::CommandExited(_) | StopReason::TargetsGone
@@ -124,7 +124,7 @@ impl StopRule {
 
     /// How long a loop may sleep before it must look again: `upper`, or less when
     /// `--duration` ends sooner.
-    pub fn wait_at_most(&self, upper: Duration) -> Duration {
+    pub(crate) fn wait_at_most(&self, upper: Duration) -> Duration {
         match self.duration {
             Some(d) => upper.min(d.saturating_sub(self.started.elapsed())),
             None => upper,

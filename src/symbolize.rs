@@ -29,8 +29,7 @@ use crate::callchain::Context;
 use crate::event::{Event, EventKind, SampleNames};
 use crate::process::ProcessModel;
 use crate::symbols::{
-    Config, FileIdentity, MappedFile, Mapping, MappingKind, Note, Request, Stats, Symbolized,
-    Symbolizer,
+    Config, FileIdentity, MappedFile, Mapping, MappingKind, Note, Request, Symbolized, Symbolizer,
 };
 
 /// What can be asked about an address of process `pid` in context `context` at `time`.
@@ -66,7 +65,7 @@ fn request(
 }
 
 /// The symbolize step: a [`Symbolizer`] and its reused buffers.
-pub struct Symbolize {
+pub(crate) struct Symbolize {
     sym: Symbolizer,
     requests: Vec<Request>,
     answers: Vec<Symbolized>,
@@ -152,7 +151,7 @@ impl Symbolize {
     }
 
     /// See [`Symbolizer::set_load_deadline`].
-    pub fn set_load_deadline(&mut self, at: Option<std::time::Instant>) {
+    pub(crate) fn set_load_deadline(&mut self, at: Option<std::time::Instant>) {
         self.sym.set_load_deadline(at);
     }
 
@@ -319,13 +318,9 @@ impl Symbolize {
         std::mem::take(&mut self.notes)
     }
 
-    pub fn stats(&self) -> Stats {
+    #[cfg(test)]
+    pub fn stats(&self) -> crate::symbols::Stats {
         self.sym.stats()
-    }
-
-    /// An upper bound of the memory its caches hold.
-    pub fn memory_bound(&self) -> usize {
-        self.sym.config().memory_bound()
     }
 }
 

@@ -13,7 +13,7 @@ use std::fmt::{self, Write};
 
 /// Bytes from the monitored system, displayed escaped.
 #[derive(Clone, Copy)]
-pub struct Untrusted<'a>(pub &'a [u8]);
+pub(crate) struct Untrusted<'a>(pub &'a [u8]);
 
 impl fmt::Display for Untrusted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -49,7 +49,7 @@ pub fn escape_lines(text: &str) -> String {
 }
 
 /// Append the escaped form of `bytes` to a byte buffer (the fast path of `--plain`).
-pub fn escape_to(bytes: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn escape_to(bytes: &[u8], out: &mut Vec<u8>) {
     if bytes.iter().all(|&b| plain_ascii(b)) {
         out.extend_from_slice(bytes);
     } else {
@@ -118,7 +118,7 @@ pub fn push_plain_escaped(escaped: &[u8], out: &mut Vec<u8>) {
 
 /// Append untrusted bytes as a `--plain` value: escaped, and quoted when they need it
 /// ([`push_plain_escaped`]).
-pub fn push_plain_value(bytes: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn push_plain_value(bytes: &[u8], out: &mut Vec<u8>) {
     if bytes.iter().all(|&b| plain_ascii(b)) {
         push_plain_escaped(bytes, out);
     } else {
@@ -141,7 +141,7 @@ fn plain_ascii(b: u8) -> bool {
 /// U+1160, U+3164, U+FFA0, which look like blanks in a name), the variation selectors (U+FE00..
 /// U+FE0F, U+E0100..U+E01EF), the Mongolian free variation selectors, the tag characters and
 /// the planes' reserved default-ignorable ranges.
-pub fn dangerous_char(c: char) -> bool {
+pub(crate) fn dangerous_char(c: char) -> bool {
     matches!(c,
         '\u{80}'..='\u{9f}'
         // Default_Ignorable_Code_Point, in code point order.
@@ -232,7 +232,7 @@ pub fn until_nul(bytes: &[u8]) -> &[u8] {
 
 /// Append `v` in lower-case hex digits, as many as it needs (one for zero), no prefix.
 #[inline]
-pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
     let digits = (16 - v.leading_zeros() as usize / 4).max(1);
     // Built on the stack and appended once (a push per digit checks the capacity each time).
     let mut b = [0u8; 16];
@@ -244,7 +244,7 @@ pub fn push_hex_digits(out: &mut Vec<u8>, v: u64) {
 
 /// Append `v` as C's `%#x` prints it: `0` for zero, `0x...` otherwise.
 #[inline]
-pub fn push_c_hex(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn push_c_hex(out: &mut Vec<u8>, v: u64) {
     if v != 0 {
         out.extend_from_slice(b"0x");
     }

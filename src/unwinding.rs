@@ -22,7 +22,7 @@ use crate::process::ProcessModel;
 use crate::unwind::{Config, ModuleMap, Stats, Unwinder};
 
 /// The unwind step and its reused buffers.
-pub struct Unwind {
+pub(crate) struct Unwind {
     unwinder: Unwinder,
     max_frames: usize,
     frames: Vec<u64>,
@@ -40,10 +40,6 @@ impl Unwind {
             frames: Vec::new(),
             shared,
         }
-    }
-
-    pub fn stats(&self) -> Stats {
-        self.unwinder.stats()
     }
 
     /// See [`Unwinder::take_notes`].

@@ -12,7 +12,7 @@ use super::Event;
 /// stage takes a CPU's stream as complete up to `now` less this. Here, beside `now`, so that
 /// a source that knows exactly how far its stream is complete (a recording) can say so
 /// without importing the stage.
-pub const SLACK_NS: u64 = 10_000_000;
+pub(crate) const SLACK_NS: u64 = 10_000_000;
 
 /// Events from one CPU, in the order the kernel wrote them: what a reader sends.
 #[derive(Debug, Default)]

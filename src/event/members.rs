@@ -15,7 +15,7 @@ use crate::event::tracepoint::printfmt::{KernelSymbols, NoSymbols};
 use crate::event::{Event, EventKind};
 
 /// The sample's own member names in a `--plain` body.
-pub const PLAIN_OWN: &[&str] = &[
+pub(crate) const PLAIN_OWN: &[&str] = &[
     "type",
     "event",
     "ip",
@@ -27,7 +27,7 @@ pub const PLAIN_OWN: &[&str] = &[
 ];
 
 /// The sample's own member names in a `--json` object (and any `sample_*` name).
-pub const JSON_OWN: &[&str] = &[
+pub(crate) const JSON_OWN: &[&str] = &[
     "type",
     "event",
     "sym",
@@ -45,7 +45,7 @@ pub fn taken(own: &[&str], name: &str) -> bool {
 
 /// One member's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Member<'a> {
+pub(crate) enum Member<'a> {
     /// A field's raw value.
     Field(Value<'a>),
     /// The text the print fmt makes of a field (`S`, `SCHED`, `tick_nohz_handler`):
@@ -56,7 +56,7 @@ pub enum Member<'a> {
 /// Visit the tracepoint members of `ev` in order (each field, then its text), each with its
 /// name. `common` adds the `common_*` fields (also added when the event was opened with
 /// `--common-fields`). Nothing for other records.
-pub fn visit(kind: &EventKind, common: bool, f: &mut dyn FnMut(&str, Member<'_>)) {
+pub(crate) fn visit(kind: &EventKind, common: bool, f: &mut dyn FnMut(&str, Member<'_>)) {
     let EventKind::Sample {
         event,
         raw: Some(raw),
@@ -100,7 +100,7 @@ thread_local! {
 /// Visit the members for an output whose own names are `own`: first those written under
 /// their own name (`grouped` false), then those kept in the `fields` group (`grouped` true).
 /// Returns whether any went to the group.
-pub fn visit_for(
+pub(crate) fn visit_for(
     kind: &EventKind,
     own: &[&str],
     f: &mut dyn FnMut(&str, Member<'_>, bool),
@@ -149,7 +149,7 @@ pub fn text(ev: &Event, name: &str) -> Option<Vec<u8>> {
 
 /// The text member that renders field `field` of `ev`'s event (`prev_state` gives
 /// `prev_state_str`), if the print fmt has one.
-pub fn text_of_field<'e>(
+pub(crate) fn text_of_field<'e>(
     ev: &'e Event,
     field: &str,
 ) -> Option<&'e crate::event::tracepoint::printfmt::Render> {

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use crate::callchain::Callchain;
 use crate::event::tracepoint::{Field, Format, Value};
-pub use crate::symbols::BuildId;
+pub(crate) use crate::symbols::BuildId;
 
 mod batch;
 pub mod members;
@@ -19,8 +19,10 @@ mod names;
 pub mod tracepoint;
 mod user_stack;
 
-pub use batch::{Batch, BufferPool, Chunk, SLACK_NS};
-pub use names::SampleNames;
+pub use batch::{Batch, Chunk};
+
+pub(crate) use batch::{BufferPool, SLACK_NS};
+pub(crate) use names::SampleNames;
 pub use user_stack::{UserRegs, UserStack};
 
 /// What a sample knows about the event that took it: its name and, for a tracepoint, the
@@ -75,7 +77,7 @@ impl EventDesc {
     }
 
     /// A name leaked for [`EventDesc::name`] (interned names are few and live as long).
-    pub fn leak_name(name: &str) -> &'static str {
+    pub(crate) fn leak_name(name: &str) -> &'static str {
         static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
         let mut all = NAMES.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = all.iter().find(|n| **n == name) {
@@ -229,7 +231,7 @@ pub enum RecordType {
 }
 
 impl RecordType {
-    pub const ALL: [RecordType; 10] = [
+    pub(crate) const ALL: [RecordType; 10] = [
         RecordType::Sample,
         RecordType::Fork,
         RecordType::Exit,
@@ -259,7 +261,7 @@ impl RecordType {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<RecordType> {
+    pub(crate) fn from_name(name: &str) -> Option<RecordType> {
         let name = name.trim();
         Self::ALL
             .iter()
@@ -304,7 +306,7 @@ impl Event {
     }
 
     /// The event that took a sample (`None` for side-band and loss records).
-    pub fn event_desc(&self) -> Option<&'static EventDesc> {
+    pub(crate) fn event_desc(&self) -> Option<&'static EventDesc> {
         match &self.kind {
             EventKind::Sample { event, .. } => Some(event),
             _ => None,
@@ -377,7 +379,7 @@ impl Event {
     /// The task the record is about, (pid, tid): the forked/exited/renamed/mapping task for
     /// side-band records, the running task for samples. Filters on `pid:` use this.
     #[inline]
-    pub fn subject(&self) -> (u32, u32) {
+    pub(crate) fn subject(&self) -> (u32, u32) {
         match &self.kind {
             EventKind::Fork(t) | EventKind::Exit(t) => (t.pid, t.tid),
             EventKind::Comm { pid, tid, .. } => (*pid, *tid),
@@ -392,7 +394,7 @@ impl Event {
     }
 
     /// The tid of [`Event::subject`].
-    pub fn subject_tid(&self) -> u32 {
+    pub(crate) fn subject_tid(&self) -> u32 {
         self.subject().1
     }
 }

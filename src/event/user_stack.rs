@@ -28,7 +28,7 @@ pub struct UserStack {
 impl UserStack {
     /// The 8 bytes at address `addr` of the copied stack, if the copy holds them.
     #[inline]
-    pub fn read_u64(&self, addr: u64) -> Option<u64> {
+    pub(crate) fn read_u64(&self, addr: u64) -> Option<u64> {
         let sp = self.regs?.sp;
         let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
         let b = self.stack.get(off..off.checked_add(8)?)?;

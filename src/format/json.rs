@@ -9,7 +9,7 @@
 //! - **addresses** are strings, `"0x"` and lower-case hex without padding (`"0x0"` for zero),
 //!   as perf's own JSON writes them: `sample_ip`, mmap `start`, tracepoint fields that the
 //!   format declares as pointers ([`Value::Hex`]), and every address field added later
-//!   (call-chain frames, symbol addresses) through [`Address`];
+//!   (call-chain frames, symbol addresses) through [`push_address`];
 //! - **sizes, offsets and counts** (`len`, `pgoff`, `sample_period`, `lost`) and identifiers
 //!   (`pid`, `sample_id`, `ino`, ...) stay numbers;
 //! - **times** stay integer nanoseconds of the event clock (`sample_time`, fork/exit and
@@ -27,19 +27,8 @@ use crate::event::tracepoint::Value;
 use crate::event::{Event, EventKind};
 use crate::process::ProcessModel;
 
-/// An address as `--json` writes it: a string, `"0x"` and lower-case hex (see the module
-/// documentation for why).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Address(pub u64);
-
-impl std::fmt::Display for Address {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "\"{:#x}\"", self.0)
-    }
-}
-
 /// Append `v` as a JSON address: `"0x..."`, lower-case hex, `"0x0"` for zero.
-pub fn push_address(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn push_address(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b"\"0x");
     crate::text::push_hex_digits(out, v);
     out.push(b'"');
@@ -115,12 +104,20 @@ pub fn write_json(out: &mut impl Write, ev: &Event) -> io::Result<()> {
 }
 
 /// As [`write_json`], with a call chain's frames named by `names`.
-pub fn write_json_with(out: &mut impl Write, ev: &Event, names: &dyn FrameNames) -> io::Result<()> {
+pub(crate) fn write_json_with(
+    out: &mut impl Write,
+    ev: &Event,
+    names: &dyn FrameNames,
+) -> io::Result<()> {
     write_json_line(out, ev, names, None)
 }
 
 /// As [`write_json`], with what the process model knows: an exec's command line (`argv`).
-pub fn write_json_in(out: &mut impl Write, ev: &Event, tasks: &ProcessModel) -> io::Result<()> {
+pub(crate) fn write_json_in(
+    out: &mut impl Write,
+    ev: &Event,
+    tasks: &ProcessModel,
+) -> io::Result<()> {
     write_json_line(out, ev, &crate::callchain::NoNames, Some(tasks))
 }
 
@@ -344,7 +341,7 @@ fn json_quoted(escaped: &[u8], out: &mut Vec<u8>) {
 /// (innermost first): addresses as the `--json` convention writes them
 /// ([`push_address`]), `sym` the symbol's name and `dso` its binary when known,
 /// else `null`.
-pub fn write_chain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) {
+pub(crate) fn write_chain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>) {
     out.push(b'[');
     for (i, f) in chain.frames().enumerate() {
         if i > 0 {
@@ -638,7 +635,6 @@ print fmt: \"ptr=%p bytes_alloc=%zu\", REC->ptr, REC->bytes_alloc
             let mut b = Vec::new();
             push_address(&mut b, v);
             assert_eq!(String::from_utf8(b).unwrap(), want);
-            assert_eq!(Address(v).to_string(), want);
         }
     }
 

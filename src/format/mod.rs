@@ -10,7 +10,8 @@ pub mod plain;
 use std::io::{self, Write};
 
 use crate::event::Event;
-pub use json::{Address, push_address, write_json, write_json_in, write_json_with};
+pub use json::write_json;
+pub(crate) use json::write_json_in;
 
 /// The line format.
 #[derive(Clone, Debug, PartialEq, Eq)]

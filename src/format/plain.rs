@@ -57,7 +57,7 @@ impl EventKind {
     }
 
     /// As [`EventKind::write_body`], with a call chain's frames named by `names`.
-    pub fn write_body_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
+    pub(crate) fn write_body_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
         let mut w = Line(buf);
         match self {
             EventKind::Sample {
@@ -209,7 +209,7 @@ impl Event {
     }
 
     /// As [`Event::write_line`], with a call chain's frames named by `names`.
-    pub fn write_line_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
+    pub(crate) fn write_line_with(&self, buf: &mut Vec<u8>, names: &dyn FrameNames) {
         if let EventKind::Fork(t) | EventKind::Exit(t) = &self.kind {
             return self.write_task_line(t, buf);
         }

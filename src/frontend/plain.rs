@@ -12,11 +12,13 @@ use crate::format::{Format, write_json, write_json_in};
 use crate::output::StdoutQueue;
 use crate::pipeline::Pipeline;
 use crate::process::ProcessModel;
-use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
+use crate::stop::{StopReason, StopRule, Watched};
+
+use super::Outcome;
 
 /// A predicate deciding which events are written; it may look tasks up in the model (as of
 /// the event's time).
-pub type EventFilter = Box<dyn FnMut(&Event, &ProcessModel) -> bool>;
+pub(crate) type EventFilter = Box<dyn FnMut(&Event, &ProcessModel) -> bool>;
 
 /// Options of a plain run.
 pub struct PlainOptions {
@@ -50,7 +52,8 @@ impl PlainOptions {
 /// anyway: it has no clock of its own to wake for, but for `--duration`'s end.
 const WAIT: Duration = Duration::from_millis(250);
 
-/// Run until stopped, writing every event the pipeline hands on to `out`.
+/// Run until stopped, writing every event the pipeline hands on to `out`; returns why it
+/// stopped, and the `--folded` stacks it fed.
 ///
 /// `out` never blocks: while its writer is behind, the loop takes no batches (the kernel rings
 /// take the strain, and count what they cannot hold) but still sees signals, the clock and
@@ -61,7 +64,7 @@ pub fn run(
     stop: &StopRule,
     mut opts: PlainOptions,
     out: &mut StdoutQueue,
-) -> io::Result<StopReason> {
+) -> io::Result<Outcome> {
     let mut write_err: Option<io::Error> = None;
     let no_batches = never();
     let no_chunks = never();
@@ -103,19 +106,21 @@ pub fn run(
         }
     };
 
-    watched.request_stop();
     if reason == StopReason::BrokenPipe {
-        return Ok(reason);
+        watched.request_stop();
+        return Ok(Outcome {
+            reason,
+            folded: opts.folded,
+        });
     }
     // The readers' last batches and whatever is held, then written out. At a natural end,
     // scripts get every event first, however long they take (a signal cuts that short).
-    if reason.is_natural() {
-        pipe.finish_natural(SHUTDOWN_GRACE, &|| stop.signal().is_some(), &mut |line| {
-            crate::output::stderr_bounded(format!("perfwatch: {line}\n").as_bytes())
-        });
-    } else {
-        pipe.finish(SHUTDOWN_GRACE);
-    }
+    pipe.shut_down(
+        watched,
+        reason.is_natural(),
+        &|| stop.signal().is_some(),
+        &mut |line| crate::output::stderr_bounded(format!("perfwatch: {line}\n").as_bytes()),
+    );
     write_ready(pipe, &mut opts, out, &mut write_err);
     say_notes(pipe);
     if write_err.is_none() {
@@ -126,11 +131,15 @@ pub fn run(
     if write_err.is_none() {
         write_err = out.error();
     }
-    match write_err {
-        Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(StopReason::BrokenPipe),
-        Some(e) => Err(e),
-        None => Ok(reason),
-    }
+    let reason = match write_err {
+        Some(e) if e.kind() == io::ErrorKind::BrokenPipe => StopReason::BrokenPipe,
+        Some(e) => return Err(e),
+        None => reason,
+    };
+    Ok(Outcome {
+        reason,
+        folded: opts.folded,
+    })
 }
 
 /// What the symbolizer had to say (once per binary), on stderr.
@@ -156,7 +165,7 @@ fn write_ready(
     buf.reserve(OUT_BUFFER + 4096);
     let records = !opts.folded.as_ref().is_some_and(|f| f.replaces_records());
     while let Some(chunk) = pipe.next_chunk() {
-        if let Some(folded) = &opts.folded {
+        if let Some(folded) = &mut opts.folded {
             let tasks = model.read();
             for ev in &chunk.events {
                 folded.observe(ev, &*tasks);

@@ -14,11 +14,11 @@
 use std::collections::HashMap;
 
 /// Values tracked per series allowed.
-pub const TRACKED_PER_TOP: usize = 8;
+pub(crate) const TRACKED_PER_TOP: usize = 8;
 /// Publications without activity after which a series gives its room back.
-pub const IDLE_EVICT: u32 = 240;
+pub(crate) const IDLE_EVICT: u32 = 240;
 /// Publications a series keeps its room at least (2 s), before a more active value takes it.
-pub const MIN_RESIDENCY: u32 = 8;
+pub(crate) const MIN_RESIDENCY: u32 = 8;
 /// How much of its activity score a value keeps from one publication to the next.
 const DECAY: f64 = 0.9;
 
@@ -45,7 +45,7 @@ const GRACE: u32 = 2;
 
 /// One labelled counter family with at most `top` series and `other`.
 #[derive(Debug)]
-pub struct TopFamily {
+pub(crate) struct TopFamily {
     top: usize,
     values: FastMap<Box<str>, Tracked>,
     exported: usize,
@@ -84,7 +84,7 @@ impl TopFamily {
 
     /// Decide the series (see the module's doc) and return them, sorted by value, with
     /// `other`'s count last (`None` when `other` has never counted anything).
-    pub fn publish(&mut self) -> (Vec<(Box<str>, u64)>, Option<u64>) {
+    pub(crate) fn publish(&mut self) -> (Vec<(Box<str>, u64)>, Option<u64>) {
         // Idle series give their room back; idle values that other shows wholly are dropped.
         let mut dropped = Vec::new();
         for (k, t) in self.values.iter_mut() {

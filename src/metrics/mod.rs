@@ -36,7 +36,7 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
 /// The text the tap last published, shared with the server.
 #[derive(Default)]
-pub struct Published {
+pub(crate) struct Published {
     text: Mutex<Arc<str>>,
     /// Publications so far (0: none yet).
     pub version: AtomicU64,
@@ -62,14 +62,14 @@ impl Published {
 
 /// Counters the server reads itself at each scrape (the monitor's).
 #[derive(Clone)]
-pub struct Live {
+pub(crate) struct Live {
     pub stats: Arc<Stats>,
     pub late: Arc<AtomicU64>,
     pub hidden: Arc<AtomicU64>,
 }
 
 /// The counting half: see the module's doc.
-pub struct MetricsTap {
+pub(crate) struct MetricsTap {
     out: Arc<Published>,
     next_publish: Instant,
     samples: BTreeMap<(u32, &'static str), u64>,
@@ -186,7 +186,7 @@ impl MetricsTap {
     }
 
     /// Render the families and publish them.
-    pub fn publish(&mut self) {
+    pub(crate) fn publish(&mut self) {
         let now = Instant::now();
         let secs = now.duration_since(self.window.0).as_secs_f64();
         if secs > 0.0 {

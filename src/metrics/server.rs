@@ -26,14 +26,14 @@ use std::time::{Duration, Instant};
 use super::{Live, Published, family_header};
 
 /// Open connections at most.
-pub const MAX_CONNECTIONS: usize = 1024;
+pub(crate) const MAX_CONNECTIONS: usize = 1024;
 /// The longest request perfwatch reads.
-pub const MAX_REQUEST: usize = 8192;
+pub(crate) const MAX_REQUEST: usize = 8192;
 /// How long a connection may take to send its request and read the answer.
-pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The running endpoint; dropping it stops the thread.
-pub struct MetricsServer {
+pub(crate) struct MetricsServer {
     stop: Arc<AtomicBool>,
     /// Written to on drop: wakes the loop from poll(2), which otherwise sleeps until a
     /// connection or its deadline needs it (no tick: an idle agent's endpoint costs nothing).
@@ -43,7 +43,7 @@ pub struct MetricsServer {
 
 /// The endpoint's socket, bound before the events are opened (an address in use stops
 /// perfwatch before it starts), served once the monitor's counters exist.
-pub struct BoundMetrics(TcpListener);
+pub(crate) struct BoundMetrics(TcpListener);
 
 impl BoundMetrics {
     pub fn bind(addr: SocketAddr) -> io::Result<BoundMetrics> {
@@ -53,7 +53,7 @@ impl BoundMetrics {
     }
 
     /// Serve from a thread of its own.
-    pub fn serve(self, published: Arc<Published>, live: Live) -> io::Result<MetricsServer> {
+    pub(crate) fn serve(self, published: Arc<Published>, live: Live) -> io::Result<MetricsServer> {
         let listener = self.0;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// Largest CPU number accepted in a list (the kernel's NR_CPUS limit is 8192).
-pub const MAX_CPU: u32 = 8191;
+pub(crate) const MAX_CPU: u32 = 8191;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CpuListError {
@@ -58,7 +58,7 @@ pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>, CpuListError> {
 }
 
 /// Format CPU numbers back as a compact range list.
-pub struct CpuList<'a>(pub &'a [u32]);
+pub(crate) struct CpuList<'a>(pub &'a [u32]);
 
 impl fmt::Display for CpuList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

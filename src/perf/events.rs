@@ -37,22 +37,22 @@ pub struct EventSpec {
 }
 
 impl EventSpec {
-    pub fn is_hardware(&self) -> bool {
+    pub(crate) fn is_hardware(&self) -> bool {
         self.type_ == sys::PERF_TYPE_HARDWARE
     }
 
-    pub fn is_tracepoint(&self) -> bool {
+    pub(crate) fn is_tracepoint(&self) -> bool {
         self.type_ == sys::PERF_TYPE_TRACEPOINT
     }
 
     /// A software clock event: samples carry nanoseconds as their period.
-    pub fn is_clock(&self) -> bool {
+    pub(crate) fn is_clock(&self) -> bool {
         self.type_ == sys::PERF_TYPE_SOFTWARE
             && (self.config == sys::PERF_COUNT_SW_CPU_CLOCK as u64
                 || self.config == sys::PERF_COUNT_SW_TASK_CLOCK as u64)
     }
 
-    pub fn is_dummy(&self) -> bool {
+    pub(crate) fn is_dummy(&self) -> bool {
         self.type_ == sys::PERF_TYPE_SOFTWARE && self.config == sys::PERF_COUNT_SW_DUMMY as u64
     }
 
@@ -73,7 +73,7 @@ impl EventSpec {
         }
     }
 
-    pub fn cpu_clock() -> EventSpec {
+    pub(crate) fn cpu_clock() -> EventSpec {
         EventSpec::new(
             "cpu-clock",
             sys::PERF_TYPE_SOFTWARE,
@@ -81,7 +81,7 @@ impl EventSpec {
         )
     }
 
-    pub fn task_clock() -> EventSpec {
+    pub(crate) fn task_clock() -> EventSpec {
         EventSpec::new(
             "task-clock",
             sys::PERF_TYPE_SOFTWARE,
@@ -113,7 +113,7 @@ impl EventSpec {
     }
 
     /// The perfwatch default: `cycles`, replaced by `cpu-clock` where there is no PMU.
-    pub fn default_event() -> EventSpec {
+    pub(crate) fn default_event() -> EventSpec {
         EventSpec {
             may_fall_back: true,
             ..EventSpec::new(
@@ -241,13 +241,13 @@ const NAMED: &[(&str, u32, u32)] = &[
 ];
 
 /// The event names `-e` accepts besides `SUBSYSTEM:TRACEPOINT`.
-pub fn known_event_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn known_event_names() -> impl Iterator<Item = &'static str> {
     NAMED.iter().map(|(n, _, _)| *n)
 }
 
 /// The named events with their type, for `--list-events`: `(names, type_)`, aliases of one
 /// event together (`cpu-cycles OR cycles`).
-pub fn named_events() -> Vec<(Vec<&'static str>, u32)> {
+pub(crate) fn named_events() -> Vec<(Vec<&'static str>, u32)> {
     let mut out: Vec<(Vec<&'static str>, u32, u32)> = Vec::new();
     for &(name, ty, cfg) in NAMED {
         match out.iter_mut().find(|(_, t, c)| *t == ty && *c == cfg) {
@@ -284,7 +284,7 @@ pub fn tracepoints() -> Option<Vec<String>> {
 
 /// `--list-events [FILTER]`: the named hardware and software events and the tracepoints, as
 /// `perf list` prints them, those whose name contains `filter` (any case) if it is not empty.
-pub fn write_event_list(out: &mut impl std::io::Write, filter: &str) -> std::io::Result<()> {
+pub(crate) fn write_event_list(out: &mut impl std::io::Write, filter: &str) -> std::io::Result<()> {
     let filter = filter.trim().to_ascii_lowercase();
     let keep = |names: &[&str]| filter.is_empty() || names.iter().any(|n| n.contains(&filter));
     let line = |out: &mut dyn std::io::Write, name: &str, kind: &str| {
@@ -322,7 +322,7 @@ pub fn write_event_list(out: &mut impl std::io::Write, filter: &str) -> std::io:
 pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// The tracefs directory that has an `events` directory, if any.
-pub fn tracefs_root() -> Option<&'static str> {
+pub(crate) fn tracefs_root() -> Option<&'static str> {
     TRACEFS
         .into_iter()
         .find(|r| std::path::Path::new(&format!("{r}/events")).is_dir())
@@ -345,7 +345,7 @@ pub enum EventError {
 }
 
 /// Split an event list on the commas that are not inside a `/.../` term list.
-pub fn split_event_list(list: &str) -> Vec<&str> {
+pub(crate) fn split_event_list(list: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut start, mut in_terms) = (0, false);
     for (i, c) in list.char_indices() {
@@ -363,7 +363,7 @@ pub fn split_event_list(list: &str) -> Vec<&str> {
 }
 
 /// Resolve every `-e` argument (each a comma-separated list) into events, in order.
-pub fn parse_event_list<S: AsRef<str>>(args: &[S]) -> Result<Vec<EventSpec>, EventError> {
+pub(crate) fn parse_event_list<S: AsRef<str>>(args: &[S]) -> Result<Vec<EventSpec>, EventError> {
     let mut out = Vec::new();
     for a in args {
         for name in split_event_list(a.as_ref()) {
@@ -538,11 +538,11 @@ pub enum Sampling {
 
 /// perfwatch's default sampling frequency (perf top uses 4000; a monitor that mostly shows
 /// side-band records does well with less).
-pub const DEFAULT_FREQ: u64 = 1000;
+pub(crate) const DEFAULT_FREQ: u64 = 1000;
 
 /// What else to ask of the kernel besides the event itself.
 #[derive(Clone, Copy, Debug)]
-pub struct AttrOptions {
+pub(crate) struct AttrOptions {
     pub sampling: Sampling,
     /// Side-band records (task, comm, mmap).
     pub side_band: bool,
@@ -566,7 +566,7 @@ pub struct AttrOptions {
 /// The fixed sampling period of an event, or None when the kernel adjusts it (`-F`):
 /// `dummy` 1; a tracepoint every hit, or every Nth with `-c N` / `period=N`; another event
 /// its `-c N` / `period=N`.
-pub fn fixed_period(spec: &EventSpec, global: Sampling) -> Option<u64> {
+pub(crate) fn fixed_period(spec: &EventSpec, global: Sampling) -> Option<u64> {
     match spec.sampling.unwrap_or(global) {
         _ if spec.is_dummy() => Some(1),
         Sampling::Period(n) => Some(n),
@@ -581,7 +581,7 @@ pub fn fixed_period(spec: &EventSpec, global: Sampling) -> Option<u64> {
 /// asking for it would make the kernel sample software events and tracepoints on every
 /// hit whatever `sample_period` says (perf_swevent_event() takes PERIOD in sample_type as
 /// "report each hit with its count"), so `-c N` would be ignored; perf leaves it out too.
-pub fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
+pub(crate) fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
     let mut st = DEFAULT_SAMPLE_TYPE;
     if fixed_period(spec, global).is_some() {
         st &= !SAMPLE_PERIOD;
@@ -599,7 +599,7 @@ pub fn sample_type_of(spec: &EventSpec, global: Sampling) -> u64 {
 }
 
 /// Build the perf_event_attr for `spec`.
-pub fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
+pub(crate) fn build_attr(spec: &EventSpec, o: &AttrOptions) -> sys::perf_event_attr {
     let mut a = sys::perf_event_attr {
         type_: spec.type_,
         size: std::mem::size_of::<sys::perf_event_attr>() as u32,

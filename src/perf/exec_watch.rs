@@ -32,7 +32,7 @@ use perf_event_open_sys as pe;
 use super::open::Target;
 use super::ring::RingBuffer;
 use crate::cmdline::{self, CmdLine};
-pub use crate::exec_table::ExecTable;
+pub(crate) use crate::exec_table::ExecTable;
 
 /// Data pages of each CPU's exec ring: 512 KiB, thirty-one execs' stacks (perf's default size).
 const RING_PAGES: usize = 128;

@@ -4,9 +4,9 @@
 
 pub mod cpus;
 pub mod events;
-pub mod exec_watch;
+pub(crate) mod exec_watch;
 pub mod open;
-pub mod raw_tap;
+pub(crate) mod raw_tap;
 pub mod reader;
 pub mod record;
 pub mod ring;

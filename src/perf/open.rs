@@ -28,7 +28,7 @@ pub enum Target {
 }
 
 impl Target {
-    pub fn is_task(&self) -> bool {
+    pub(crate) fn is_task(&self) -> bool {
         !matches!(self, Target::System)
     }
 
@@ -77,7 +77,7 @@ pub struct OpenConfig {
 /// Resolve `-G NAME` as perf does: an existing absolute path, or a path under the cgroup file
 /// system that has the perf_event controller (a v1 hierarchy mounted with `perf_event`, else
 /// the unified v2 hierarchy).
-pub fn resolve_cgroup(name: &str) -> Result<std::path::PathBuf, String> {
+pub(crate) fn resolve_cgroup(name: &str) -> Result<std::path::PathBuf, String> {
     let bad = |why: String| format!("cgroup '{}': {why}", crate::text::escape(name.as_bytes()));
     if name.trim().is_empty() {
         return Err(bad("empty name".into()));
@@ -200,7 +200,7 @@ impl fmt::Display for PermissionHelp {
 }
 
 /// The current `kernel.perf_event_paranoid`, if readable.
-pub fn paranoid_level() -> Option<i32> {
+pub(crate) fn paranoid_level() -> Option<i32> {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .ok()?
         .trim()
@@ -209,7 +209,7 @@ pub fn paranoid_level() -> Option<i32> {
 }
 
 /// The kernel's cap on sampling frequency.
-pub fn max_sample_rate() -> Option<u64> {
+pub(crate) fn max_sample_rate() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
         .ok()?
         .trim()
@@ -219,7 +219,7 @@ pub fn max_sample_rate() -> Option<u64> {
 
 /// Root, CAP_PERFMON or CAP_SYS_ADMIN in the effective set: the kernel's paranoid checks do
 /// not apply.
-pub fn is_privileged() -> bool {
+pub(crate) fn is_privileged() -> bool {
     // SAFETY: geteuid has no preconditions.
     if crate::sys::geteuid() == 0 {
         return true;

@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 /// One drain of one CPU's ring.
 #[derive(Debug)]
-pub struct RawChunk {
+pub(crate) struct RawChunk {
     pub cpu: u32,
     /// The events' clock read before the drain (as [`crate::event::Batch::now`]): every
     /// record written later into this ring comes in a later chunk.
@@ -40,14 +40,14 @@ pub struct RawTap {
 }
 
 /// The writer's side.
-pub struct RawQueue {
+pub(crate) struct RawQueue {
     rx: Receiver<RawChunk>,
     queued: Arc<AtomicUsize>,
     pub drops: Arc<RawDrops>,
 }
 
 /// A queue that holds at most `limit` bytes of records.
-pub fn raw_queue(limit: usize) -> (RawTap, RawQueue) {
+pub(crate) fn raw_queue(limit: usize) -> (RawTap, RawQueue) {
     // The count bounds the queue of empty chunks (a quiet machine's readers send one per
     // poll timeout); the bytes bound its memory.
     let (tx, rx) = crossbeam_channel::bounded(4096);
@@ -66,7 +66,7 @@ pub fn raw_queue(limit: usize) -> (RawTap, RawQueue) {
 
 impl RawTap {
     /// Hand a chunk to the writer, or count it as dropped when the queue is full.
-    pub fn offer(&self, chunk: RawChunk) {
+    pub(crate) fn offer(&self, chunk: RawChunk) {
         let n = chunk.bytes.len();
         let before = self.queued.fetch_add(n, Ordering::AcqRel);
         if before + n > self.limit && n > 0 {

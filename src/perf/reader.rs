@@ -138,14 +138,14 @@ impl LocalCounts {
 
 /// A drain's records as they were in the ring (for `-o`).
 #[derive(Default)]
-pub struct RawCopy {
+pub(crate) struct RawCopy {
     pub bytes: Vec<u8>,
     pub records: u64,
 }
 
 /// Decode everything currently in `ring` into `events`, counting as it goes. Returns true
 /// when the ring may have overflowed (it was three quarters full, or held a LOST record).
-pub fn drain_ring(
+pub(crate) fn drain_ring(
     ring: &mut CpuRing,
     scratch: &mut Vec<u8>,
     events: &mut Vec<Event>,
@@ -181,7 +181,7 @@ pub fn drain_ring(
 /// reports them. Unlike LOST records, which the kernel writes only when the ring has room
 /// again and something else is written, this count is current. (For inherited events it
 /// covers the parent task's event only, so it is a lower bound there.)
-pub fn lost_by_read(ring: &CpuRing) -> Option<u64> {
+pub(crate) fn lost_by_read(ring: &CpuRing) -> Option<u64> {
     if !ring.read_lost {
         return None;
     }

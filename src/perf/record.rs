@@ -14,42 +14,43 @@ use crate::event::{
 };
 use crate::text::until_nul;
 
-pub const HEADER_SIZE: usize = 8;
+pub(crate) const HEADER_SIZE: usize = 8;
 
 /// The record types (`PERF_RECORD_*`) perfwatch reads.
-pub use sys::{
-    PERF_RECORD_COMM as RECORD_COMM, PERF_RECORD_EXIT as RECORD_EXIT,
-    PERF_RECORD_FORK as RECORD_FORK, PERF_RECORD_LOST as RECORD_LOST,
-    PERF_RECORD_LOST_SAMPLES as RECORD_LOST_SAMPLES, PERF_RECORD_MMAP as RECORD_MMAP,
-    PERF_RECORD_MMAP2 as RECORD_MMAP2, PERF_RECORD_SAMPLE as RECORD_SAMPLE,
-    PERF_RECORD_SWITCH as RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE as RECORD_SWITCH_CPU_WIDE,
-    PERF_RECORD_THROTTLE as RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE as RECORD_UNTHROTTLE,
+pub use sys::PERF_RECORD_COMM as RECORD_COMM;
+pub(crate) use sys::{
+    PERF_RECORD_EXIT as RECORD_EXIT, PERF_RECORD_FORK as RECORD_FORK,
+    PERF_RECORD_LOST as RECORD_LOST, PERF_RECORD_LOST_SAMPLES as RECORD_LOST_SAMPLES,
+    PERF_RECORD_MMAP as RECORD_MMAP, PERF_RECORD_MMAP2 as RECORD_MMAP2,
+    PERF_RECORD_SAMPLE as RECORD_SAMPLE, PERF_RECORD_SWITCH as RECORD_SWITCH,
+    PERF_RECORD_SWITCH_CPU_WIDE as RECORD_SWITCH_CPU_WIDE, PERF_RECORD_THROTTLE as RECORD_THROTTLE,
+    PERF_RECORD_UNTHROTTLE as RECORD_UNTHROTTLE,
 };
 
-pub const MISC_COMM_EXEC: u16 = sys::PERF_RECORD_MISC_COMM_EXEC as u16;
-pub const MISC_SWITCH_OUT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
-pub const MISC_SWITCH_OUT_PREEMPT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT as u16;
-pub const MISC_MMAP_BUILD_ID: u16 = sys::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
+pub(crate) const MISC_COMM_EXEC: u16 = sys::PERF_RECORD_MISC_COMM_EXEC as u16;
+pub(crate) const MISC_SWITCH_OUT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
+pub(crate) const MISC_SWITCH_OUT_PREEMPT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT as u16;
+pub(crate) const MISC_MMAP_BUILD_ID: u16 = sys::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
 
-pub const SAMPLE_IP: u64 = sys::PERF_SAMPLE_IP as u64;
-pub const SAMPLE_TID: u64 = sys::PERF_SAMPLE_TID as u64;
-pub const SAMPLE_TIME: u64 = sys::PERF_SAMPLE_TIME as u64;
-pub const SAMPLE_ADDR: u64 = sys::PERF_SAMPLE_ADDR as u64;
-pub const SAMPLE_ID: u64 = sys::PERF_SAMPLE_ID as u64;
-pub const SAMPLE_STREAM_ID: u64 = sys::PERF_SAMPLE_STREAM_ID as u64;
-pub const SAMPLE_CPU: u64 = sys::PERF_SAMPLE_CPU as u64;
+pub(crate) const SAMPLE_IP: u64 = sys::PERF_SAMPLE_IP as u64;
+pub(crate) const SAMPLE_TID: u64 = sys::PERF_SAMPLE_TID as u64;
+pub(crate) const SAMPLE_TIME: u64 = sys::PERF_SAMPLE_TIME as u64;
+pub(crate) const SAMPLE_ADDR: u64 = sys::PERF_SAMPLE_ADDR as u64;
+pub(crate) const SAMPLE_ID: u64 = sys::PERF_SAMPLE_ID as u64;
+pub(crate) const SAMPLE_STREAM_ID: u64 = sys::PERF_SAMPLE_STREAM_ID as u64;
+pub(crate) const SAMPLE_CPU: u64 = sys::PERF_SAMPLE_CPU as u64;
 pub const SAMPLE_PERIOD: u64 = sys::PERF_SAMPLE_PERIOD as u64;
-pub const SAMPLE_IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
+pub(crate) const SAMPLE_IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
 pub const SAMPLE_RAW: u64 = sys::PERF_SAMPLE_RAW as u64;
 pub const SAMPLE_CALLCHAIN: u64 = sys::PERF_SAMPLE_CALLCHAIN as u64;
-pub const SAMPLE_REGS_USER: u64 = sys::PERF_SAMPLE_REGS_USER as u64;
-pub const SAMPLE_STACK_USER: u64 = sys::PERF_SAMPLE_STACK_USER as u64;
+pub(crate) const SAMPLE_REGS_USER: u64 = sys::PERF_SAMPLE_REGS_USER as u64;
+pub(crate) const SAMPLE_STACK_USER: u64 = sys::PERF_SAMPLE_STACK_USER as u64;
 
 /// The user registers `--call-graph dwarf` asks for (`sample_regs_user`), x86_64's
 /// `PERF_REG_X86_BP`, `_SP` and `_IP` (bits 6, 7, 8 of arch/x86/include/uapi/asm/perf_regs.h):
 /// what the unwinder needs to start (perf's DWARF_MINIMAL_REGS is IP and SP; BP lets a frame
 /// without unwind rules fall back to its frame pointer). The kernel writes them in bit order.
-pub const DWARF_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+pub(crate) const DWARF_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// The sample_type perfwatch asks for: enough for the `sample_*` fields of every record.
 pub const DEFAULT_SAMPLE_TYPE: u64 =
@@ -153,7 +154,8 @@ impl SampleLayout {
     }
 
     /// Length of the sample_id trailer on non-sample records.
-    pub fn trailer_len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn trailer_len(&self) -> usize {
         self.trailer_len
     }
 
@@ -186,7 +188,7 @@ pub enum DecodeError {
 
 /// The fixed header of every record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     pub ty: u32,
     pub misc: u16,
     pub size: u16,
@@ -323,7 +325,7 @@ fn mmap(b: &[u8], name_at: usize, mmap2: Option<Mmap2Extra>) -> Option<EventKind
 }
 
 /// As [`decode`], for a record of the event `desc`.
-pub fn decode_with(
+pub(crate) fn decode_with(
     rec: &[u8],
     layout: &SampleLayout,
     desc: &'static EventDesc,

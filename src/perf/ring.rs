@@ -187,19 +187,14 @@ impl RingBuffer {
     }
 
     /// Bytes in the data area.
-    pub fn data_size(&self) -> usize {
+    pub(crate) fn data_size(&self) -> usize {
         self.data_size
     }
 
     /// Bytes of records waiting.
-    pub fn pending(&self) -> u64 {
+    pub(crate) fn pending(&self) -> u64 {
         let head = self.head_atomic().load(Ordering::Acquire);
         head.wrapping_sub(self.tail_atomic().load(Ordering::Relaxed))
-    }
-
-    /// True when records are waiting.
-    pub fn has_data(&self) -> bool {
-        self.head_atomic().load(Ordering::Acquire) != self.tail_atomic().load(Ordering::Relaxed)
     }
 
     /// Consume everything written so far: one head load, one tail store.
@@ -224,7 +219,7 @@ impl Drop for RingBuffer {
 }
 
 /// The system page size.
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 { p as usize } else { 4096 }

@@ -35,16 +35,36 @@ impl StageProgress {
 }
 
 /// How long a natural end waits before it says how far the scripts are, and then how often.
-pub const PROGRESS_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const PROGRESS_AFTER: Duration = Duration::from_secs(2);
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// How long a wait cut short by a signal still gives the stage to hand back what it has.
 const CUT_WAIT: Duration = Duration::from_secs(1);
 
 impl Pipeline {
+    /// The one shutdown of every frontend once its loop has stopped: the source is asked to
+    /// stop (the stop time is decided now), then the readers' last records are taken within
+    /// [`crate::stop::SHUTDOWN_GRACE`]; at a `natural` end the scripts first get every event
+    /// ([`Pipeline::finish_natural`], with `cut` and `say` as there), else what they hold
+    /// is counted ([`Pipeline::finish`]).
+    pub(crate) fn shut_down(
+        &mut self,
+        source: &dyn crate::stop::Watched,
+        natural: bool,
+        cut: &dyn Fn() -> bool,
+        say: &mut dyn FnMut(String),
+    ) {
+        source.request_stop();
+        if natural {
+            self.finish_natural(crate::stop::SHUTDOWN_GRACE, cut, say);
+        } else {
+            self.finish(crate::stop::SHUTDOWN_GRACE);
+        }
+    }
+
     /// The scripts get every event from the start, and the source waits for them: for a
     /// source that is finished data (a recording), where nothing is lost by waiting, and a
     /// run that is to end by itself anyway. A signal still cuts it short.
-    pub fn scripts_get_everything(&self) {
+    pub(crate) fn scripts_get_everything(&self) {
         if let Some(link) = &self.stage {
             link.progress.natural_end.store(true, Ordering::Release);
         }
@@ -55,7 +75,7 @@ impl Pipeline {
     /// back, for as long as it takes, unless `cut()` (a signal) says to stop waiting. `say`
     /// gets a progress line every second once the wait is past [`PROGRESS_AFTER`]. Without
     /// a script stage, the same as [`Pipeline::finish`].
-    pub fn finish_natural(
+    pub(crate) fn finish_natural(
         &mut self,
         grace: Duration,
         cut: &dyn Fn() -> bool,

@@ -18,7 +18,7 @@
 //! each period's profile to a writer thread of its own, so that a slow or full disk never
 //! holds up the pipeline ([`writer`]).
 
-pub mod proto;
+pub(crate) mod proto;
 pub mod writer;
 
 use std::collections::HashMap;
@@ -34,7 +34,7 @@ use crate::process::ProcessModel;
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The most distinct stacks one profile keeps (further ones are counted, not kept).
-pub const MAX_STACKS: usize = 200_000;
+pub(crate) const MAX_STACKS: usize = 200_000;
 /// Frame names kept at most.
 const MAX_NAMES: usize = 1 << 20;
 /// The owner of kernel frames (they are the same in every process).
@@ -65,7 +65,7 @@ struct Owner {
 }
 
 /// The samples of one profile.
-pub struct Profiles {
+pub(crate) struct Profiles {
     /// Samples and summed periods by `[owner id, frame id...]`, leaf first. Frame ids are
     /// 4 bytes where a (frame owner, address) is 12: a 60 s profile of a busy machine holds
     /// some 100 000 distinct deep stacks, and that was most of the agent's memory.
@@ -297,7 +297,7 @@ impl Profiles {
     }
 
     /// The profile as profile.proto's message.
-    pub fn encode(&self) -> proto::Profile {
+    pub(crate) fn encode(&self) -> proto::Profile {
         let mut strings = Strings::default();
         let samples_t = proto::ValueType {
             r#type: strings.id("samples"),
@@ -434,7 +434,7 @@ impl Profiles {
     }
 
     /// The profile, gzip-compressed, into `out`.
-    pub fn write_gzip(&self, out: &mut dyn Write) -> std::io::Result<()> {
+    pub(crate) fn write_gzip(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let bytes = self.encode().encode_to_vec();
         let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
         gz.write_all(&bytes)?;
@@ -472,7 +472,7 @@ impl Strings {
     }
 }
 
-pub use writer::PprofTap;
+pub(crate) use writer::PprofTap;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 
 /// The whole profile; strings are indexes into `string_table`, whose entry 0 is "".
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Profile {
+pub(crate) struct Profile {
     #[prost(message, repeated, tag = "1")]
     pub sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]
@@ -32,7 +32,7 @@ pub struct Profile {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ValueType {
+pub(crate) struct ValueType {
     #[prost(int64, tag = "1")]
     pub r#type: i64,
     #[prost(int64, tag = "2")]
@@ -51,7 +51,7 @@ pub struct Sample {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Label {
+pub(crate) struct Label {
     #[prost(int64, tag = "1")]
     pub key: i64,
     #[prost(int64, tag = "2")]
@@ -87,7 +87,7 @@ pub struct Mapping {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Location {
+pub(crate) struct Location {
     #[prost(uint64, tag = "1")]
     pub id: u64,
     #[prost(uint64, tag = "2")]
@@ -101,7 +101,7 @@ pub struct Location {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Line {
+pub(crate) struct Line {
     #[prost(uint64, tag = "1")]
     pub function_id: u64,
     #[prost(int64, tag = "2")]
@@ -109,7 +109,7 @@ pub struct Line {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Function {
+pub(crate) struct Function {
     #[prost(uint64, tag = "1")]
     pub id: u64,
     #[prost(int64, tag = "2")]

@@ -24,7 +24,7 @@ use crate::script::output_file::OutputFile;
 
 /// What went wrong writing profiles (the first failure), and what was written.
 #[derive(Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub first_error: OnceLock<String>,
     pub written: AtomicU64,
     pub failed: AtomicU64,
@@ -49,7 +49,7 @@ struct Inner {
 /// The pipeline's side: see the module's doc. Clones share one state: the pipeline feeds it,
 /// `run` finishes it.
 #[derive(Clone)]
-pub struct PprofTap {
+pub(crate) struct PprofTap {
     inner: Arc<Mutex<Inner>>,
     outcome: Arc<Outcome>,
 }
@@ -250,7 +250,7 @@ fn write_period(dir: &Path, p: &Profiles, o: &Outcome, say_now: bool) {
 }
 
 /// `20261205T131500Z` for nanoseconds since the epoch (UTC, civil calendar).
-pub fn utc_stamp(unix_ns: i64) -> String {
+pub(crate) fn utc_stamp(unix_ns: i64) -> String {
     let secs = unix_ns.div_euclid(1_000_000_000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's days-to-civil.

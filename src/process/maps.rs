@@ -14,7 +14,7 @@ use crate::event::MmapRecord;
 use crate::symbols::FileIdentity;
 
 /// Mappings one address space keeps at most.
-pub const MAX_MAPPINGS: usize = 8192;
+pub(crate) const MAX_MAPPINGS: usize = 8192;
 
 /// The file behind a mapping, as the record named it (untrusted bytes, maybe with the
 /// kernel's ` (deleted)` suffix; `//anon` for anonymous executable memory). Shared by the
@@ -72,7 +72,7 @@ pub struct Mapping {
 
 impl Mapping {
     /// A mapping as an MMAP/MMAP2 record at `time` describes it.
-    pub fn from_record(m: &MmapRecord, time: u64) -> Mapping {
+    pub(crate) fn from_record(m: &MmapRecord, time: u64) -> Mapping {
         let (id, prot, flags) = match &m.mmap2 {
             None => (FileIdentity::Unknown, 0, 0),
             Some(x) => {
@@ -104,7 +104,7 @@ impl Mapping {
     }
 
     /// The offset in the file of `addr` (which the mapping contains).
-    pub fn file_offset(&self, addr: u64) -> u64 {
+    pub(crate) fn file_offset(&self, addr: u64) -> u64 {
         addr.wrapping_sub(self.start).wrapping_add(self.pgoff)
     }
 }

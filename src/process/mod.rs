@@ -44,12 +44,13 @@ use rustc_hash::FxHashMap;
 use crate::cmdline::CmdLine;
 use crate::event::Chunk;
 use crate::event::{Event, EventKind, TaskRecord};
-pub use maps::{AddressSpace, MappedFile, Mapping};
+pub(crate) use maps::AddressSpace;
+pub use maps::{MappedFile, Mapping};
 
 /// How long an exited task is kept, in stream time.
 pub const EXITED_KEEP_NS: u64 = 10_000_000_000;
 /// Tasks (threads) kept at most, live and exited.
-pub const MAX_TASKS: usize = 1 << 17;
+pub(crate) const MAX_TASKS: usize = 1 << 17;
 /// Names a task remembers (the latest ones).
 const NAMES: usize = 3;
 /// Address spaces an exec'ing process keeps from before, for samples taken before the exec.
@@ -199,7 +200,7 @@ impl Task {
     }
 
     /// Its name at `time`.
-    pub fn comm_at(&self, time: u64) -> Option<&Comm> {
+    pub(crate) fn comm_at(&self, time: u64) -> Option<&Comm> {
         self.names.at(time)
     }
 
@@ -308,7 +309,7 @@ impl Process {
     /// When the program it ran at `time` began: its last exec up to `time`, else its fork
     /// (0: neither was seen). What a JIT wrote into its perf map names that program's code
     /// only, not an earlier program of the process nor a later process with its pid.
-    pub fn image_at(&self, time: u64) -> u64 {
+    pub(crate) fn image_at(&self, time: u64) -> u64 {
         let start = self.start().unwrap_or(0);
         if let Some(e) = self.exec().filter(|&e| e <= time) {
             return start.max(e);
@@ -325,7 +326,7 @@ impl Process {
     }
 
     /// Its address space as of `time` (before an exec: the one the exec replaced).
-    pub fn space_at(&self, time: u64) -> &AddressSpace {
+    pub(crate) fn space_at(&self, time: u64) -> &AddressSpace {
         self.old_spaces
             .iter()
             .flat_map(|o| o.iter())
@@ -348,7 +349,7 @@ impl Process {
 /// What the writer may want to read from `/proc` after applying a chunk: the command line of
 /// each process that exec'd (best effort; see [`ProcessModel::set_argv`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExecSeen {
+pub(crate) struct ExecSeen {
     pub pid: u32,
     pub time: u64,
     pub comm: Comm,
@@ -357,7 +358,7 @@ pub struct ExecSeen {
 /// A live process whose parent exited: the kernel has given it a new parent, which the
 /// writer reads from `/proc` ([`ProcessModel::reparent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Orphan {
+pub(crate) struct Orphan {
     pub pid: u32,
     /// The parent that exited.
     pub parent: u32,
@@ -395,7 +396,7 @@ impl ProcessModel {
     }
 
     /// Ask for the live children of processes that exit ([`ProcessModel::take_orphans`]).
-    pub fn collect_orphans(&mut self, on: bool) {
+    pub(crate) fn collect_orphans(&mut self, on: bool) {
         self.want_orphans = on;
     }
 
@@ -445,7 +446,7 @@ impl ProcessModel {
     }
 
     /// Task `tid` as of `time`.
-    pub fn task_at(&self, tid: u32, time: u64) -> Option<&Task> {
+    pub(crate) fn task_at(&self, tid: u32, time: u64) -> Option<&Task> {
         self.tasks.get(&tid)?.at(time)
     }
 
@@ -457,7 +458,7 @@ impl ProcessModel {
     /// The command line of process `pid`'s exec at `time`: `Some` when it was read (or
     /// found gone: [`CmdLine::is_gone`]), `None` when it was not read (not asked for, or
     /// over the budget).
-    pub fn exec_argv(&self, pid: u32, time: u64) -> Option<&Arc<CmdLine>> {
+    pub(crate) fn exec_argv(&self, pid: u32, time: u64) -> Option<&Arc<CmdLine>> {
         let p = self.process_at(pid, time)?;
         if p.exec() != Some(time) {
             let olds = p.old_execs.as_deref()?;
@@ -467,12 +468,12 @@ impl ProcessModel {
     }
 
     /// Process `pid` as of `time`.
-    pub fn process_at(&self, pid: u32, time: u64) -> Option<&Process> {
+    pub(crate) fn process_at(&self, pid: u32, time: u64) -> Option<&Process> {
         Some(self.processes.get(&pid)?.at(time))
     }
 
     /// When the program process `pid` ran at `time` began ([`Process::image_at`]).
-    pub fn image_at(&self, pid: u32, time: u64) -> u64 {
+    pub(crate) fn image_at(&self, pid: u32, time: u64) -> u64 {
         self.process_at(pid, time).map_or(0, |p| p.image_at(time))
     }
 
@@ -483,14 +484,14 @@ impl ProcessModel {
 
     /// The name of task `tid` at `time`. For a process id, the name of its main thread,
     /// which is what `ps` shows for the process.
-    pub fn comm_at(&self, tid: u32, time: u64) -> Option<&Comm> {
+    pub(crate) fn comm_at(&self, tid: u32, time: u64) -> Option<&Comm> {
         self.task_at(tid, time)?.comm_at(time)
     }
 
     /// The mapping of process `pid` that held `addr` at `time`, and the file offset of
     /// `addr` in it: the symbolizer's question, answered also for processes that have
     /// exited (while they are kept).
-    pub fn find_mapping(&self, pid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
+    pub(crate) fn find_mapping(&self, pid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
         let m = self.process_at(pid, time)?.space_at(time).find(addr)?;
         Some((m, m.file_offset(addr)))
     }
@@ -498,7 +499,7 @@ impl ProcessModel {
     /// What the writer does with each chunk that leaves the ordering stage: learn its
     /// events, then forget what is old at its watermark (`alive` as for
     /// [`ProcessModel::evict`]).
-    pub fn apply_chunk(&mut self, chunk: &Chunk, alive: impl Fn(u32, u32) -> bool) {
+    pub(crate) fn apply_chunk(&mut self, chunk: &Chunk, alive: impl Fn(u32, u32) -> bool) {
         self.apply(&chunk.events);
         if chunk.watermark != u64::MAX {
             self.evict(chunk.watermark, alive);
@@ -513,7 +514,7 @@ impl ProcessModel {
     }
 
     /// Apply one event.
-    pub fn apply_one(&mut self, ev: &Event) {
+    pub(crate) fn apply_one(&mut self, ev: &Event) {
         match &ev.kind {
             EventKind::Fork(t) => self.fork(t),
             EventKind::Exit(t) => self.exit(t),
@@ -700,7 +701,7 @@ impl ProcessModel {
     }
 
     /// The execs applied since the last call (when [`ProcessModel::collect_execs`] is on).
-    pub fn take_execs(&mut self) -> Vec<ExecSeen> {
+    pub(crate) fn take_execs(&mut self) -> Vec<ExecSeen> {
         std::mem::take(&mut self.execs)
     }
 
@@ -732,7 +733,7 @@ impl ProcessModel {
     /// The live processes whose parent exited since the last call (when
     /// [`ProcessModel::collect_orphans`] is on): one walk over the processes per call that
     /// has exits to look at.
-    pub fn take_orphans(&mut self) -> Vec<Orphan> {
+    pub(crate) fn take_orphans(&mut self) -> Vec<Orphan> {
         if self.exited.is_empty() {
             return Vec::new();
         }
@@ -754,7 +755,7 @@ impl ProcessModel {
     /// Process `pid`, which `orphan` said had lost its parent, now has `ppid` (read from
     /// `/proc`): its threads too. Nothing changes when it no longer has the parent it lost
     /// (an exit record said better meanwhile).
-    pub fn reparent(&mut self, orphan: &Orphan, ppid: u32) {
+    pub(crate) fn reparent(&mut self, orphan: &Orphan, ppid: u32) {
         let Some(p) = self.processes.get_mut(&orphan.pid) else {
             return;
         };
@@ -816,7 +817,7 @@ impl ProcessModel {
 
     /// A task that existed before perfwatch started, known by name only (tests, and the
     /// TUI's hand-made scenes).
-    pub fn seed_comm(&mut self, pid: u32, comm: &[u8]) {
+    pub(crate) fn seed_comm(&mut self, pid: u32, comm: &[u8]) {
         self.seed(vec![proc::SeedProcess {
             pid,
             ppid: None,

@@ -115,7 +115,7 @@ pub fn process(root: &Path, pid: u32, opts: &SeedOptions) -> Option<SeedProcess>
 
 /// The path of a `/proc/PID/cgroup` file: the unified hierarchy's (`0::PATH`, cgroup v2),
 /// else systemd's (`N:name=systemd:PATH`), else the first one's.
-pub fn parse_cgroup(text: &[u8]) -> Option<String> {
+pub(crate) fn parse_cgroup(text: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(text);
     let entries: Vec<(&str, &str)> = text
         .lines()
@@ -143,13 +143,13 @@ fn read_comm(dir: &Path) -> Option<Box<[u8]>> {
 }
 
 /// The command line of `pid` (see [`crate::cmdline::read_proc`]).
-pub fn read_cmdline(root: &Path, pid: u32) -> Option<CmdLine> {
+pub(crate) fn read_cmdline(root: &Path, pid: u32) -> Option<CmdLine> {
     crate::cmdline::read_proc(root, pid)
 }
 
 /// The command line after an exec: read only while `/proc` still shows the program that
 /// exec'd under that name (it may have exec'd again or exited by the time this runs).
-pub fn read_cmdline_if(root: &Path, pid: u32, comm: &[u8]) -> Option<CmdLine> {
+pub(crate) fn read_cmdline_if(root: &Path, pid: u32, comm: &[u8]) -> Option<CmdLine> {
     let now = read_comm(&root.join(pid.to_string()))?;
     if &*now != comm {
         return None;
@@ -159,7 +159,7 @@ pub fn read_cmdline_if(root: &Path, pid: u32, comm: &[u8]) -> Option<CmdLine> {
 
 /// The parent of process `pid` now, while `/proc` still shows it under the name `comm` when
 /// one is given (a pid reused since is not taken for it).
-pub fn read_ppid_if(root: &Path, pid: u32, comm: Option<&[u8]>) -> Option<u32> {
+pub(crate) fn read_ppid_if(root: &Path, pid: u32, comm: Option<&[u8]>) -> Option<u32> {
     let stat = std::fs::read(root.join(pid.to_string()).join("stat")).ok()?;
     let open = stat.iter().position(|&b| b == b'(')?;
     let close = stat.iter().rposition(|&b| b == b')')?;
@@ -170,7 +170,7 @@ pub fn read_ppid_if(root: &Path, pid: u32, comm: Option<&[u8]>) -> Option<u32> {
 }
 
 /// Whether task `tid` of process `pid` still exists.
-pub fn task_alive(root: &Path, pid: u32, tid: u32) -> bool {
+pub(crate) fn task_alive(root: &Path, pid: u32, tid: u32) -> bool {
     root.join(pid.to_string())
         .join("task")
         .join(tid.to_string())
@@ -190,7 +190,7 @@ pub fn parse_ppid(stat: &[u8]) -> Option<u32> {
 /// One line of `/proc/PID/maps`:
 /// `7f1c2a000000-7f1c2a022000 r-xp 00028000 fd:01 1183077   /usr/lib/libc.so.6`.
 /// Anonymous memory is named `//anon`, as perf names it.
-pub fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
+pub(crate) fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
     // Paths may not be UTF-8: split the fixed fields on bytes.
     let mut fields = line.splitn(6, |&b| b == b' ');
     let range = std::str::from_utf8(fields.next()?).ok()?;

@@ -9,10 +9,12 @@ use std::io::{Read, Seek, SeekFrom};
 
 use crate::event::BuildId;
 
-pub use super::format::{
+pub use super::format::MAGIC;
+
+pub(crate) use super::format::{
     FEAT_ARCH, FEAT_BUILD_ID, FEAT_CLOCKID, FEAT_CMDLINE, FEAT_COMPRESSED, FEAT_EVENT_DESC,
     FEAT_HOSTNAME, FEAT_NRCPUS, FEAT_OSRELEASE, FEAT_SAMPLE_TIME, FEAT_TRACING_DATA, FEAT_VERSION,
-    FILE_HEADER_SIZE, MAGIC, MAGIC_BIG, PIPE_HEADER_SIZE,
+    FILE_HEADER_SIZE, MAGIC_BIG, PIPE_HEADER_SIZE,
 };
 
 /// The smallest `perf_event_attr` (PERF_ATTR_SIZE_VER0) and the largest this reader takes.
@@ -22,11 +24,11 @@ const ATTR_MAX: usize = 4096;
 const MAX_ATTRS: usize = 4096;
 const MAX_IDS: usize = 1 << 20;
 /// A feature section larger than this is not read (said in a note).
-pub const FEATURE_MAX: u64 = 64 << 20;
+pub(crate) const FEATURE_MAX: u64 = 64 << 20;
 
 /// Why a recording cannot be read at all.
 #[derive(Debug, thiserror::Error)]
-pub enum HeaderError {
+pub(crate) enum HeaderError {
     #[error("not a perf.data file (its magic is {0:?}, perf writes \"PERFILE2\")")]
     Magic(String),
     #[error(
@@ -46,14 +48,14 @@ fn bad(s: impl Into<String>) -> HeaderError {
 }
 
 #[inline]
-pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         b.get(at..at.checked_add(4)?)?.try_into().ok()?,
     ))
 }
 
 #[inline]
-pub fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         b.get(at..at.checked_add(8)?)?.try_into().ok()?,
     ))
@@ -112,7 +114,7 @@ impl FileAttr {
         self.flags & (1 << 18) != 0
     }
 
-    pub fn is_dummy(&self) -> bool {
+    pub(crate) fn is_dummy(&self) -> bool {
         self.type_ == 1 && self.config == 9
     }
 }
@@ -169,7 +171,7 @@ pub struct Facts {
 
 /// A perf.data file's header: the events and where the records are.
 #[derive(Clone, Debug, Default)]
-pub struct FileHeader {
+pub(crate) struct FileHeader {
     pub attrs: Vec<FileAttr>,
     pub data: Section,
     /// The file is shorter than its header says, or the data size is 0 (perf writes the
@@ -179,7 +181,10 @@ pub struct FileHeader {
 }
 
 /// Read the header of a perf.data file of `len` bytes.
-pub fn read_file_header<F: Read + Seek>(f: &mut F, len: u64) -> Result<FileHeader, HeaderError> {
+pub(crate) fn read_file_header<F: Read + Seek>(
+    f: &mut F,
+    len: u64,
+) -> Result<FileHeader, HeaderError> {
     let mut magic = [0u8; 8];
     if len < 8 {
         return Err(HeaderError::Short(len));
@@ -304,7 +309,7 @@ pub fn read_file_header<F: Read + Seek>(f: &mut F, len: u64) -> Result<FileHeade
 }
 
 /// Check the magic: perf's little-endian one, or a clear error.
-pub fn check_magic(magic: &[u8; 8]) -> Result<(), HeaderError> {
+pub(crate) fn check_magic(magic: &[u8; 8]) -> Result<(), HeaderError> {
     match magic {
         m if m == MAGIC => Ok(()),
         m if m == MAGIC_BIG => Err(HeaderError::BigEndian),
@@ -391,7 +396,7 @@ impl Facts {
 
     /// A `perf_record_header_build_id` (the BUILD_ID feature's entries, and pipe-mode
     /// HEADER_BUILD_ID records): header, pid, 24 bytes of build id (20 and a size), name.
-    pub fn build_id_record(&mut self, rec: &[u8]) {
+    pub(crate) fn build_id_record(&mut self, rec: &[u8]) {
         let misc = u16::from_le_bytes([
             rec.get(4).copied().unwrap_or(0),
             rec.get(5).copied().unwrap_or(0),
@@ -412,7 +417,7 @@ impl Facts {
     }
 
     /// Give the events their names (EVENT_DESC, else the tracepoint's format).
-    pub fn name_events(&self, attrs: &mut [FileAttr]) {
+    pub(crate) fn name_events(&self, attrs: &mut [FileAttr]) {
         for a in attrs.iter_mut() {
             if a.name.is_none() {
                 a.name = a.ids.iter().find_map(|id| self.names.get(id).cloned());
@@ -444,7 +449,7 @@ impl Facts {
 }
 
 /// The event format files of a tracing data blob; `None` when it does not parse.
-pub fn parse_tracing_data(b: &[u8]) -> Option<Vec<TraceFormat>> {
+pub(crate) fn parse_tracing_data(b: &[u8]) -> Option<Vec<TraceFormat>> {
     let mut at = 0usize;
     if b.get(..10)? != super::format::TRACING_MAGIC {
         return None;

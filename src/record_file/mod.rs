@@ -30,7 +30,7 @@ use crate::event::{Batch, BufferPool, EventDesc};
 use crate::stats::Stats;
 use header::{Facts, FileAttr};
 
-pub use stream::{DWARF, record_type_name};
+pub(crate) use stream::{DWARF, record_type_name};
 
 /// Where the recording comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub enum Input {
 }
 
 impl Input {
-    pub fn from_arg(arg: &Path) -> Input {
+    pub(crate) fn from_arg(arg: &Path) -> Input {
         if arg == Path::new("-") {
             Input::Stdin
         } else {
@@ -73,7 +73,7 @@ pub struct RecordingInfo {
 
 impl RecordingInfo {
     /// The event names, in the file's order.
-    pub fn event_names(&self) -> Vec<&str> {
+    pub(crate) fn event_names(&self) -> Vec<&str> {
         self.descs.iter().map(|d| d.name).collect()
     }
 
@@ -119,13 +119,15 @@ pub type MakeCopy<'a> = dyn Fn(&RecordingInfo) -> Result<Box<dyn RecordCopy>> + 
 
 /// What the reading thread found that the summary says.
 #[derive(Debug, Default)]
-pub struct ReadCounts {
+pub(crate) struct ReadCounts {
     /// Records perfwatch does not use, by record type.
     pub unused: Mutex<BTreeMap<u32, u64>>,
     /// Samples of an event whose sample layout perfwatch does not decode, by event name.
     pub undecoded: Mutex<BTreeMap<String, u64>>,
     /// Why reading stopped before the end (a truncated or inconsistent file).
     pub failure: OnceLock<String>,
+    /// `-o` beside `-i`: a copy is being made.
+    pub copying: bool,
     /// `-o` beside `-i`: what the copy says, or why it failed.
     pub copied: OnceLock<Result<String, String>>,
     /// `--call-graph dwarf` recordings: the pipeline's unwind step counts here.
@@ -170,7 +172,7 @@ impl ReadCounts {
 }
 
 /// A recording being read: the batches, the counters, and the reading thread.
-pub struct Recording {
+pub(crate) struct Recording {
     pub rx: Receiver<Batch>,
     pub pool: BufferPool,
     pub stats: Arc<Stats>,
@@ -184,7 +186,7 @@ pub struct Recording {
 /// Perfwatch was asked to stop before the recording's header came.
 #[derive(Debug, thiserror::Error)]
 #[error("stopped before the recording's header came")]
-pub struct Cancelled;
+pub(crate) struct Cancelled;
 
 /// perf's pipe format on stdin: its 16-byte header, then the header records up to the first
 /// record of the kernel's.
@@ -341,7 +343,10 @@ impl Recording {
         cancel: &dyn Fn() -> bool,
         copy: Option<&MakeCopy<'_>>,
     ) -> Result<Recording> {
-        let counts = Arc::new(ReadCounts::default());
+        let counts = Arc::new(ReadCounts {
+            copying: copy.is_some(),
+            ..ReadCounts::default()
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let mut s = match &input {
             Input::File(path) => {

@@ -19,13 +19,13 @@ use crate::perf::record::{
 };
 use crate::stats::Stats;
 
-pub use super::format::{
+pub(crate) use super::format::{
     AUXTRACE, COMPRESSED, COMPRESSED2, EVENT_UPDATE, FINISHED_INIT, FINISHED_ROUND, HEADER_ATTR,
     HEADER_BUILD_ID, HEADER_EVENT_TYPE, HEADER_FEATURE, HEADER_TRACING_DATA,
 };
 
 /// The name of a record type, as perf spells it.
-pub fn record_type_name(t: u32) -> String {
+pub(crate) fn record_type_name(t: u32) -> String {
     let known = match t {
         1 => "MMAP",
         2 => "LOST",
@@ -215,7 +215,7 @@ enum Frame {
     Fail(String),
 }
 
-pub struct Stream {
+pub(crate) struct Stream {
     r: Box<dyn Read + Send>,
     pipe: bool,
     header: FileHeader,

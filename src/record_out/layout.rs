@@ -15,7 +15,7 @@ const ATTR_SIZE_VER7: usize = 128;
 
 /// An attribute's bytes as written: cut to [`ATTR_SIZE_VER7`] when nothing beyond it is
 /// set, with its `size` field saying so.
-pub fn attr_for_file(a: &OpenedAttr) -> Vec<u8> {
+pub(crate) fn attr_for_file(a: &OpenedAttr) -> Vec<u8> {
     let mut b = a.bytes.clone();
     if b.len() > ATTR_SIZE_VER7 && b[ATTR_SIZE_VER7..].iter().all(|&x| x == 0) {
         b.truncate(ATTR_SIZE_VER7);
@@ -31,7 +31,7 @@ pub fn sample_type(attr: &[u8]) -> u64 {
 
 /// The size of the `sample_id` trailer records other than samples carry
 /// (`sample_id_all`): TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER, eight bytes each.
-pub fn id_trailer_size(sample_type: u64, sample_id_all: bool) -> usize {
+pub(crate) fn id_trailer_size(sample_type: u64, sample_id_all: bool) -> usize {
     if !sample_id_all {
         return 0;
     }
@@ -45,7 +45,7 @@ pub fn id_trailer_size(sample_type: u64, sample_id_all: bool) -> usize {
 /// PERF_RECORD_LOST for records perfwatch's queue dropped (the writer fell behind), so that
 /// perf's readers count them as they count the kernel's: the first event's id, the count,
 /// and a `sample_id` trailer with that id and `time`.
-pub fn lost_record(
+pub(crate) fn lost_record(
     sample_type: u64,
     sample_id_all: bool,
     id: u64,
@@ -81,7 +81,7 @@ pub fn lost_record(
 /// IDENTIFIER, IP and TID from the front; another record's in its `sample_id` trailer, after
 /// TID. `None` without PERF_SAMPLE_TIME.
 #[derive(Clone, Copy, Debug)]
-pub struct TimeAt {
+pub(crate) struct TimeAt {
     sample: usize,
     trailer_from_end: usize,
 }
@@ -116,7 +116,7 @@ impl TimeAt {
 
 /// The records of `bytes` (whole records, one after another) stamped at or before `stop`,
 /// and how many were left out.
-pub fn up_to(bytes: &[u8], at: TimeAt, stop: u64) -> (Vec<u8>, u64) {
+pub(crate) fn up_to(bytes: &[u8], at: TimeAt, stop: u64) -> (Vec<u8>, u64) {
     let mut out = Vec::with_capacity(bytes.len());
     let mut cut = 0;
     let mut pos = 0;
@@ -146,7 +146,7 @@ fn header(out: &mut Vec<u8>, ty: u32, misc: u16, size: usize) {
 }
 
 /// A record of perf's own with no body (FINISHED_ROUND, FINISHED_INIT).
-pub fn bare_record(ty: u32) -> [u8; 8] {
+pub(crate) fn bare_record(ty: u32) -> [u8; 8] {
     let mut b = Vec::with_capacity(8);
     header(&mut b, ty, 0, 8);
     b.try_into().unwrap_or([0; 8])
@@ -164,7 +164,7 @@ fn put_name(out: &mut Vec<u8>, name: &[u8], max: usize) {
 /// PERF_RECORD_COMM and PERF_RECORD_MMAP2 for every thread and executable mapping the `/proc`
 /// snapshot found, as `perf record` synthesises them (`sample_id` trailer zeroed: perf's
 /// readers take id 0 as "synthesised" and give it to the first event).
-pub fn synthesize(snapshot: &[SeedProcess], trailer: usize) -> (Vec<u8>, u64) {
+pub(crate) fn synthesize(snapshot: &[SeedProcess], trailer: usize) -> (Vec<u8>, u64) {
     const COMM: u32 = 3;
     const MMAP2: u32 = 10;
     const MISC_USER: u16 = 2;
@@ -281,7 +281,7 @@ pub fn kernel_text_mmap(text: u64, etext: u64, trailer: usize) -> Option<Vec<u8>
 
 /// A binary samples hit, for the BUILD_ID feature.
 #[derive(Clone, Debug)]
-pub struct HitBinary {
+pub(crate) struct HitBinary {
     pub name: Vec<u8>,
     pub build_id: BuildId,
     pub kernel: bool,
@@ -289,7 +289,7 @@ pub struct HitBinary {
 
 /// One `perf_record_header_build_id`: header (`ty`: 0 in the feature section,
 /// HEADER_BUILD_ID in a pipe), pid, the id in 20 bytes and its size, the name padded.
-pub fn build_id_record(ty: u32, b: &HitBinary) -> Vec<u8> {
+pub(crate) fn build_id_record(ty: u32, b: &HitBinary) -> Vec<u8> {
     const MISC_KERNEL: u16 = 1;
     const MISC_USER: u16 = 2;
     let misc = if b.kernel { MISC_KERNEL } else { MISC_USER } | f::MISC_BUILD_ID_SIZE;
@@ -312,7 +312,7 @@ pub fn build_id_record(ty: u32, b: &HitBinary) -> Vec<u8> {
 }
 
 /// What the feature sections say.
-pub struct Features {
+pub(crate) struct Features {
     pub hostname: Vec<u8>,
     pub osrelease: Vec<u8>,
     pub version: Vec<u8>,
@@ -327,7 +327,7 @@ pub struct Features {
 
 impl Features {
     /// The machine's: uname, the CPUs, perfwatch's own command line.
-    pub fn of_this_machine(online: &[u32]) -> Features {
+    pub(crate) fn of_this_machine(online: &[u32]) -> Features {
         let [_, nodename, release, _, machine] = crate::sys::uname().unwrap_or_default();
         let max = online.iter().max().map_or(1, |m| m + 1);
         Features {
@@ -396,7 +396,12 @@ impl Features {
 }
 
 /// The file header (`struct perf_file_header`).
-pub fn file_header(attr_size: usize, attrs: (u64, u64), data: (u64, u64), bits: &[u32]) -> Vec<u8> {
+pub(crate) fn file_header(
+    attr_size: usize,
+    attrs: (u64, u64),
+    data: (u64, u64),
+    bits: &[u32],
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(f::FILE_HEADER_SIZE as usize);
     b.extend_from_slice(f::MAGIC);
     b.extend_from_slice(&f::FILE_HEADER_SIZE.to_le_bytes());
@@ -415,7 +420,7 @@ pub fn file_header(attr_size: usize, attrs: (u64, u64), data: (u64, u64), bits: 
 }
 
 /// Pipe mode: perf's 16-byte header.
-pub fn pipe_header() -> Vec<u8> {
+pub(crate) fn pipe_header() -> Vec<u8> {
     let mut b = f::MAGIC.to_vec();
     b.extend_from_slice(&f::PIPE_HEADER_SIZE.to_le_bytes());
     b
@@ -423,7 +428,7 @@ pub fn pipe_header() -> Vec<u8> {
 
 /// Pipe mode: PERF_RECORD_HEADER_ATTR (the attribute, then its ids). An event with more ids
 /// than one record holds gets several records.
-pub fn attr_records(attr: &[u8], ids: &[u64]) -> Vec<u8> {
+pub(crate) fn attr_records(attr: &[u8], ids: &[u64]) -> Vec<u8> {
     let room = (u16::MAX as usize - 8 - attr.len()) / 8;
     let mut out = Vec::new();
     let chunks: Vec<&[u64]> = if ids.is_empty() {
@@ -458,7 +463,7 @@ pub fn event_name_record(id: Option<u64>, name: &str) -> Option<Vec<u8>> {
 
 /// Pipe mode: a feature as a PERF_RECORD_HEADER_FEATURE record (none when too large for
 /// one record).
-pub fn feature_record(bit: u32, body: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn feature_record(bit: u32, body: &[u8]) -> Option<Vec<u8>> {
     let size = 16 + body.len().div_ceil(8) * 8;
     if size > u16::MAX as usize {
         return None;
@@ -472,7 +477,7 @@ pub fn feature_record(bit: u32, body: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Pipe mode: PERF_RECORD_HEADER_TRACING_DATA, then the data itself, padded to 8 bytes.
-pub fn tracing_data_record(data: &[u8]) -> Vec<u8> {
+pub(crate) fn tracing_data_record(data: &[u8]) -> Vec<u8> {
     let aligned = data.len().div_ceil(8) * 8;
     let mut out = Vec::with_capacity(16 + aligned);
     header(&mut out, f::HEADER_TRACING_DATA, 0, 16);
@@ -486,7 +491,7 @@ pub fn tracing_data_record(data: &[u8]) -> Vec<u8> {
 /// The tracing data perf keeps for tracepoints (`trace-event-info.c`, version 0.6): tracefs'
 /// page and event headers and the format file of each recorded tracepoint, so that a reader
 /// decodes their fields as they were on this kernel. `None` without tracefs.
-pub fn tracing_data(root: &str, tracepoints: &[&str]) -> Option<Vec<u8>> {
+pub(crate) fn tracing_data(root: &str, tracepoints: &[&str]) -> Option<Vec<u8>> {
     // One large read: tracefs's header files answer a short first read (std's 32-byte
     // probe) and then nothing.
     let read = |p: String| -> Option<Vec<u8>> {

@@ -45,7 +45,7 @@ const QUEUE_BYTES: usize = 64 << 20;
 /// without it (they wait in the queue meanwhile, while it has room), and how long the
 /// pipeline's shutdown waits for it with `-o`: on a loaded machine reading `/proc` takes
 /// seconds.
-pub const SEED_WAIT: Duration = Duration::from_secs(15);
+pub(crate) const SEED_WAIT: Duration = Duration::from_secs(15);
 /// At the end, how long the writer waits for a CPU's last chunk.
 const END_WAIT: Duration = Duration::from_secs(2);
 
@@ -79,7 +79,7 @@ struct Written {
 }
 
 /// An `-o` being written.
-pub struct RecordOut {
+pub(crate) struct RecordOut {
     shown: String,
     sink: Option<Sink>,
     tap: RawTap,
@@ -97,7 +97,11 @@ impl RecordOut {
     /// `only`: with a task target, the processes (by pid, or by one of their threads' tids)
     /// whose threads and mappings are synthesised, as `perf record -p` does (none for a
     /// command, whose exec comes as records); `None` for all of them (system-wide).
-    pub fn prepare(path: &Path, interactive: bool, only: Option<Vec<u32>>) -> Result<RecordOut> {
+    pub(crate) fn prepare(
+        path: &Path,
+        interactive: bool,
+        only: Option<Vec<u32>>,
+    ) -> Result<RecordOut> {
         let shown = crate::text::escape(path.as_os_str().as_encoded_bytes());
         let sink = if path == Path::new("-") {
             // The caller has checked that stdout is not a terminal and is free.
@@ -129,7 +133,7 @@ impl RecordOut {
     }
 
     /// The readers' side of the queue, for [`crate::monitor::MonitorConfig::raw`].
-    pub fn raw_tap(&self) -> RawTap {
+    pub(crate) fn raw_tap(&self) -> RawTap {
         self.tap.clone()
     }
 

@@ -8,13 +8,12 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{LinesEnd, UsageError, catch_panic, end_lines, line_options, with_lost_output};
+use super::lifecycle::{Current, Setup, Source};
+use super::{UsageError, line_options};
 use crate::cli::Cli;
-use crate::frontend::plain;
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::record_file::{DWARF, Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
-use crate::stop::{StopReason, StopRule};
 
 /// How long a binary's read may take before its samples are `[unknown]` (the read goes on,
 /// and is not waited for again). A recording is finished data: each ordered chunk waits for
@@ -52,10 +51,7 @@ pub fn run(
     }
     let scripts = crate::script::Scripts::load(&cli.script, cli.force_script, &cli.script_arg)?;
     let agent = crate::agent::Agent::prepare(cli, false, super::pprof_every(cli)?)?;
-    let folding = match &cli.folded {
-        Some(path) => Some(crate::folded::Folding::new(path, cli.filter.clone())?),
-        None => None,
-    };
+    let folding = super::folding(cli)?;
     let pending = {
         let signals = signals.clone();
         move || signals.pending().is_some()
@@ -72,7 +68,7 @@ pub fn run(
         Ok(Box::new(c) as Box<dyn crate::record_file::RecordCopy>)
     };
     let copy = cli.output.is_some().then_some(&copy as _);
-    let mut rec =
+    let rec =
         match Recording::open_copying(Input::from_arg(path), cli.common_fields, &pending, copy) {
             Ok(rec) => rec,
             Err(e) if e.is::<crate::record_file::Cancelled>() => {
@@ -109,34 +105,23 @@ pub fn run(
         f.check(&formats, rec.info.attrs.iter().any(|a| !a.is_dummy()))
             .map_err(|e| UsageError(format!("invalid value for '--filter <EXPR>': {e}")))?;
     }
-    let late = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    if interactive {
-        // Said after the screen is restored, with the summary.
-        let run = Replayed {
-            scripts,
-            agent,
-            folding,
-            same_kernel,
-            notes,
-            late,
-        };
-        return replay(cli, rec, run, signals);
-    }
-    for note in &notes {
-        crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
-    }
-    let pipe = pipeline(cli, &rec, same_kernel, &late, false);
-    let stop = StopRule::new(
-        {
-            let signals = signals.clone();
-            move || signals.pending()
-        },
+    let mut setup = Setup::new(
+        agent,
+        folding,
+        signals,
         cli.duration,
+        super::tui_options(cli),
     );
+    setup.notes = notes;
+    if interactive {
+        // The notes are said after the screen is restored, with the summary.
+        return replay(cli, rec, scripts, same_kernel, setup);
+    }
+    let pipe = pipeline(cli, &rec, same_kernel, &setup.counters.late, false);
     // A perf script's output takes the records' place on stdout, as with `perf script -i X
     // -s S`.
     let perf_script = scripts.perf_style();
-    let pipe = agent.attach_profiles(pipe);
+    let pipe = setup.agent.attach_profiles(pipe);
     let perf_lines = super::perf_lines(cli, || {
         let events: Vec<_> = (rec.info.attrs.iter().zip(&rec.info.descs))
             .map(|(a, d)| crate::format::perf::SessionEvent {
@@ -148,7 +133,7 @@ pub fn run(
             .collect();
         crate::format::perf::PerfStyle::new(&events)
     });
-    let opts = line_options(cli, perf_script, &folding, perf_lines);
+    let opts = line_options(cli, perf_script, perf_lines);
     let mut out = crate::output::StdoutQueue::stdout()?;
     if cli.json
         && !perf_script
@@ -157,89 +142,13 @@ pub fn run(
     {
         let _ = out.write_all(&json_header(&rec.info));
     }
-    let (mut pipe, scripts) =
+    let (pipe, scripts) =
         scripts.attach_plain(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
     // A recording waits for its scripts: none of its events is ever passed around them.
     pipe.scripts_get_everything();
-    let reason =
-        catch_panic(|| plain::run(&mut pipe, &mut rec, &stop, opts, &mut out).map_err(Into::into));
-    let LinesEnd {
-        flushed,
-        broken,
-        stdout_lost,
-        other_lost,
-        ..
-    } = end_lines(&reason, folding.as_ref(), out, &signals, scripts, agent);
-    // The frontend already waited its grace for the last batch (the copy of `-o`, if any,
-    // is finished on the reading thread: waited for longer).
-    rec.join(std::time::Duration::from_millis(match cli.output {
-        Some(_) => 10_000,
-        None => 200,
-    }));
-    let reason = reason?;
-    if reason == StopReason::BrokenPipe || broken {
-        return Ok(0);
-    }
-    let mut err = Vec::new();
-    if stdout_lost {
-        let _ = writeln!(
-            err,
-            "perfwatch: {} bytes of output were not written",
-            flushed.unwritten
-        );
-    }
-    let mut failed = summary(&rec, &late, &mut err);
-    if cli.output.is_some() && rec.counts.copied.get().is_none() {
-        let _ = writeln!(
-            err,
-            "perfwatch: error: the recording's copy (-o) was not finished"
-        );
-    }
-    failed |= cli.output.is_some() && !matches!(rec.counts.copied.get(), Some(Ok(_)));
-    crate::output::stderr_bounded(&err);
-    let code = exit_code(&reason, failed);
-    Ok(with_lost_output(code, stdout_lost || other_lost))
-}
-
-/// A recording run's exit status before lost output: a stop signal's, an internal error's, 1
-/// when the recording could not be read to its end, else 0.
-fn exit_code(reason: &StopReason, failed: bool) -> i32 {
-    match reason {
-        StopReason::Signal(sig) => exit_code_for(*sig),
-        StopReason::Panicked => super::EXIT_INTERNAL,
-        _ if failed => 1,
-        _ => 0,
-    }
-}
-
-/// The recording's summary (after the records, or after the screen is restored): why the
-/// read stopped early, the counters, what was not used; true when the read failed.
-fn summary(rec: &Recording, late: &std::sync::atomic::AtomicU64, err: &mut Vec<u8>) -> bool {
-    let failure = rec.counts.failure.get().cloned();
-    if let Some(why) = &failure {
-        let _ = writeln!(
-            err,
-            "perfwatch: error: {}: {why}; the records before it were shown",
-            rec.info.input.display()
-        );
-    }
-    let _ = err.write_all(
-        rec.stats
-            .snapshot()
-            .summary(rec.started.elapsed())
-            .as_bytes(),
-    );
-    for line in rec.counts.summary() {
-        let _ = writeln!(err, "{line}");
-    }
-    let late = late.load(std::sync::atomic::Ordering::Relaxed);
-    if late > 0 {
-        let _ = writeln!(
-            err,
-            "  out of time order: {late} records came after newer ones had gone out (the recording's rounds overlap more than perf promises)"
-        );
-    }
-    failure.is_some()
+    setup
+        .run(Source::Recording(Current::new(rec)), pipe, scripts)
+        .lines(opts, out)
 }
 
 /// A pipeline over `rec`'s batches, as every read of a recording has it (`tui`: with the
@@ -304,60 +213,25 @@ fn pipeline(
     )
 }
 
-/// What a replay in the TUI takes over from the start of [`run`].
-struct Replayed {
-    scripts: crate::script::Scripts,
-    agent: crate::agent::Agent,
-    folding: Option<crate::folded::Folding>,
-    same_kernel: bool,
-    notes: Vec<String>,
-    late: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-/// The recording being read now: a backward jump replaces it with a new read of the file,
-/// while the loop watches it and reads its counters.
-#[derive(Clone)]
-struct Current(std::rc::Rc<std::cell::RefCell<Recording>>);
-
-impl crate::stop::Watched for Current {
-    fn reader_failed(&self) -> bool {
-        false
-    }
-
-    fn command_exit(&mut self) -> Option<i32> {
-        None
-    }
-
-    fn request_stop(&self) {
-        crate::stop::Watched::request_stop(&*self.0.borrow());
-    }
-}
-
 /// `perfwatch -i FILE` on a terminal: the TUI replays the recording on its own clock (see
 /// `frontend::tui::replay`); the notes and the summary follow on the normal screen.
-fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Result<i32> {
+fn replay(
+    cli: &Cli,
+    rec: Recording,
+    scripts: crate::script::Scripts,
+    same_kernel: bool,
+    setup: Setup,
+) -> Result<i32> {
     use crate::frontend::tui;
-    let Replayed {
-        scripts,
-        agent,
-        folding,
-        same_kernel,
-        notes,
-        late,
-    } = run;
     let info = rec.info.clone();
-    let pipe = agent.attach_profiles(pipeline(cli, &rec, same_kernel, &late, true));
-    let (mut pipe, pane_rx, scripts) =
+    let late = setup.counters.late.clone();
+    let pipe = setup
+        .agent
+        .attach_profiles(pipeline(cli, &rec, same_kernel, &late, true));
+    let (pipe, pane_rx, scripts) =
         scripts.attach(pipe, rec.stats.clone(), cli.script_output.as_deref())?;
     pipe.scripts_get_everything();
-    let stop = StopRule::new(
-        {
-            let signals = signals.clone();
-            move || signals.pending()
-        },
-        cli.duration,
-    );
-    let current = Current(std::rc::Rc::new(std::cell::RefCell::new(rec)));
+    let current = Current::new(rec);
     // Reading again from the start would feed what reads the stream beside the screen the
     // same records twice.
     let others = !cli.script.is_empty() || cli.folded.is_some() || crate::agent::Agent::wanted(cli);
@@ -370,7 +244,7 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
                 .into(),
         ),
         input => {
-            let (current, late, input) = (current.clone(), late.clone(), input.clone());
+            let (current, input) = (current.clone(), input.clone());
             Ok(Box::new(move || {
                 // Opened before the current read is stopped: a file gone meanwhile leaves
                 // the replay as it was, with the message.
@@ -388,54 +262,18 @@ fn replay(cli: &Cli, rec: Recording, run: Replayed, signals: StopSignals) -> Res
     let replay =
         tui::replay::Replay::new(span.map(|s| s.0), span.map(|s| s.1), rewind, info.about());
     let cfg = tui::app::AppConfig::replay(&info, cli.history, span.map_or(0, |s| s.0));
-    let opts = tui::TuiOptions {
-        history: cli.history,
-        filter: cli.filter.clone(),
-        folded: folding.clone(),
-    };
-    let totals = {
-        let current = current.clone();
-        move || current.0.borrow().stats.snapshot()
-    };
-    let mut watched = current.clone();
-    let reason = catch_panic(|| {
-        tui::run_replay(
-            &mut watched,
-            &mut pipe,
-            pane_rx,
-            opts,
-            &stop,
+    let counted = current.clone();
+    let run = setup.run(Source::Recording(current), pipe, scripts);
+    run.screen(|pipe, source, stop, opts| {
+        let totals = move || counted.0.borrow().stats.snapshot();
+        let screen = tui::Screen {
             cfg,
-            replay,
-            &totals,
-        )
-    });
-    for note in notes.iter().chain(pipe.all_notes()) {
-        crate::output::stderr_bounded(format!("perfwatch: {note}\n").as_bytes());
-    }
-    let scripts = scripts.finish();
-    scripts.print();
-    let folded_ok =
-        super::write_folded(folding.as_ref(), reason.as_ref().ok(), &mut std::io::sink());
-    let agent_ok = agent.finish();
-    let mut rec = current.0.borrow_mut();
-    rec.join(std::time::Duration::from_millis(200));
-    let reason = reason?;
-    let mut err = Vec::new();
-    let mut failed = summary(&rec, &late, &mut err);
-    if cli.output.is_some() && rec.counts.copied.get().is_none() {
-        let _ = writeln!(
-            err,
-            "perfwatch: error: the recording's copy (-o) was not finished"
-        );
-    }
-    failed |= cli.output.is_some() && !matches!(rec.counts.copied.get(), Some(Ok(_)));
-    crate::output::stderr_bounded(&err);
-    let code = exit_code(&reason, failed);
-    Ok(with_lost_output(
-        code,
-        scripts.output_lost || !folded_ok || !agent_ok,
-    ))
+            totals: &totals,
+            now: &|| 0,
+            replay: Some(replay),
+        };
+        tui::run(source, pipe, pane_rx, opts, stop, screen)
+    })
 }
 
 /// `--json`'s first line for a recording: what the file says about itself, as

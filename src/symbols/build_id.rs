@@ -34,7 +34,7 @@ impl BuildId {
     }
 
     /// Lower-case hex, as in `/usr/lib/debug/.build-id/xx/yyyy.debug`.
-    pub fn to_hex(&self) -> String {
+    pub(crate) fn to_hex(self) -> String {
         self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
     }
 }

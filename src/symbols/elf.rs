@@ -15,13 +15,13 @@ use object::read::{ReadCache, ReadRef, StringTable};
 
 use super::plt::{self, PltSymbol};
 use super::request::BuildId;
-pub use super::section::ElfError;
+pub(crate) use super::section::ElfError;
 use super::section::section_bytes;
 use super::table::{TableBuilder, TooLarge, rank};
 
 /// A `PT_LOAD` segment: file bytes `[offset, offset + filesz)` at `vaddr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Segment {
+pub struct Segment {
     pub offset: u64,
     pub filesz: u64,
     pub vaddr: u64,

@@ -7,17 +7,13 @@
 //! that it is a regular file, and only then opens that very inode for reading through
 //! `/proc/self/fd`, non-blocking. Paths inside a container resolve inside its root
 //! (`openat2` with `RESOLVE_IN_ROOT`), so that an absolute symlink there cannot lead out.
-// Still its own `unsafe` (open/openat2/fstatfs and descriptor hand-offs):
-// not moved into src/sys/ yet (issue 24).
-#![allow(unsafe_code)]
-
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// A regular file, open for reading, with what `fstat` said about it.
-pub(crate) struct Opened {
+pub struct Opened {
     pub file: File,
     pub dev: u64,
     pub ino: u64,
@@ -26,7 +22,7 @@ pub(crate) struct Opened {
 }
 
 #[derive(Debug)]
-pub(crate) enum OpenError {
+pub enum OpenError {
     /// Nothing there (or a process that has gone).
     NotFound,
     /// Something there that is not a regular file: never opened.
@@ -60,14 +56,8 @@ fn cstring(path: &[u8]) -> Result<CString, OpenError> {
     CString::new(path).map_err(|_| OpenError::NotFound)
 }
 
-pub(crate) fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
-    // SAFETY: a zeroed stat is a valid value of this plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a live descriptor and a stat buffer of the right type.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st)
+pub(crate) fn fstat(fd: &impl AsFd) -> io::Result<libc::stat> {
+    crate::sys::fs::fstat(fd.as_fd())
 }
 
 fn kind_name(mode: libc::mode_t) -> &'static str {
@@ -89,18 +79,13 @@ fn upgrade(path_fd: OwnedFd) -> Result<Opened, OpenError> {
         return Err(OpenError::NotRegular(kind_name(st.st_mode)));
     }
     let proc_path = cstring(format!("/proc/self/fd/{}", path_fd.as_raw_fd()).as_bytes())?;
-    // SAFETY: a NUL-terminated path; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            proc_path.as_ptr(),
+    let file = File::from(
+        crate::sys::fs::open(
+            &proc_path,
             libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY,
         )
-    };
-    if fd < 0 {
-        return Err(from_errno(io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor we just opened and own.
-    let file = unsafe { File::from_raw_fd(fd) };
+        .map_err(from_errno)?,
+    );
     let st2 = fstat(&file).map_err(OpenError::Io)?;
     if st2.st_dev != st.st_dev || st2.st_ino != st.st_ino {
         // Cannot happen through /proc/self/fd; refuse rather than trust it.
@@ -123,75 +108,30 @@ pub(crate) fn open_regular(path: &[u8], nofollow: bool) -> Result<Opened, OpenEr
     if nofollow {
         flags |= libc::O_NOFOLLOW;
     }
-    // SAFETY: a NUL-terminated path; the result is checked.
-    let fd = unsafe { libc::open(c.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(from_errno(io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor we just opened and own.
-    upgrade(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
+    upgrade(crate::sys::fs::open(&c, flags).map_err(from_errno)?)
 }
 
 /// Open `path` (absolute, as seen from inside the container) under `root` (such as
 /// `/proc/PID/root`), resolving every component, symlinks included, inside that root.
 pub(crate) fn open_in_root(root: &[u8], path: &[u8], nofollow: bool) -> Result<Opened, OpenError> {
     let root_c = cstring(root)?;
-    // SAFETY: a NUL-terminated path; the result is checked.
-    let dirfd = unsafe {
-        libc::open(
-            root_c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if dirfd < 0 {
-        return Err(from_errno(io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor we just opened and own.
-    let dirfd = unsafe { OwnedFd::from_raw_fd(dirfd) };
+    let dirfd = crate::sys::fs::open(&root_c, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .map_err(from_errno)?;
     let rel = path.strip_prefix(b"/").unwrap_or(path);
     let rel = cstring(if rel.is_empty() { b"." } else { rel })?;
     let mut flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
     if nofollow {
         flags |= libc::O_NOFOLLOW as u64;
     }
-    let how = OpenHow {
-        flags,
-        mode: 0,
-        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: openat2 with a live directory descriptor, a NUL-terminated path and an open_how
-    // of the size passed; the result is checked.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dirfd.as_raw_fd(),
-            rel.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(from_errno(io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor the kernel just gave us.
-    upgrade(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    upgrade(crate::sys::fs::openat2(dirfd.as_fd(), &rel, flags, resolve).map_err(from_errno)?)
 }
 
 /// The filesystem type (`statfs.f_type`) of an open file.
 pub(crate) fn fs_magic(file: &File) -> Option<i64> {
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a live descriptor and a statfs buffer of the right type.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
-        return None;
-    }
-    Some(st.f_type as i64)
+    crate::sys::fs::fstatfs(file.as_fd())
+        .ok()
+        .map(|st| st.f_type)
 }
 
 /// Filesystems whose `stat` reports another device than the one the kernel puts into MMAP2
@@ -232,7 +172,7 @@ mod tests {
 
         let fifo = dir.path().join("fifo");
         let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::fs::mkfifo(&c, 0o600).unwrap();
         // Opening a FIFO for reading would block until a writer comes: it must not.
         assert!(matches!(
             open_regular(fifo.as_os_str().as_bytes(), false),

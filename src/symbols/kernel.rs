@@ -31,10 +31,6 @@ impl KernelSymbols {
         self.table.is_empty()
     }
 
-    pub fn is_hidden(&self) -> bool {
-        self.hidden
-    }
-
     /// The function at `addr` (for tests and tools).
     pub fn lookup(&self, addr: u64) -> Option<KernelSymbol<'_>> {
         let (i, off) = self.table.find(addr)?;

@@ -119,7 +119,7 @@ pub(crate) enum Job {
     Panic,
 }
 
-pub(crate) enum Outcome {
+pub enum Outcome {
     Elf(Result<LoadedElf, LoadError>),
     Kernel(Result<KernelSymbols, LoadError>),
     PerfMap(Result<PerfMapRead, LoadError>),
@@ -184,26 +184,30 @@ pub(crate) struct ElfJob {
     pub max_bytes: usize,
 }
 
-/// The copy of the binary with build id `id` in perf's build-id cache
-/// (`~/.debug/.build-id/xx/yyyy.../elf`), if there is one: root's cache when perfwatch runs
-/// as root (never a user's: its links could point root's reads anywhere), else the user's
-/// own, read with the user's own rights.
-fn perf_cache(id: &BuildId) -> Option<Opened> {
+/// The file `what` (`elf`, the binary; `debug`, its debug file) of build id `id` in perf's
+/// build-id cache (`~/.debug/.build-id/xx/yyyy.../WHAT`): root's cache when perfwatch runs as
+/// root (never a user's: its links could point root's reads anywhere), else the user's own.
+fn perf_cache_path(id: &BuildId, what: &str) -> Option<PathBuf> {
     let hex = id.to_hex();
     let (head, rest) = (hex.get(..2)?, hex.get(2..)?);
-    // SAFETY: geteuid has no preconditions.
     let home = if crate::sys::geteuid() == 0 {
         PathBuf::from("/root")
     } else {
         PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
     };
-    let p = home.join(format!(".debug/.build-id/{head}/{rest}/elf"));
+    Some(home.join(format!(".debug/.build-id/{head}/{rest}/{what}")))
+}
+
+/// The copy of the binary with build id `id` in perf's build-id cache, if there is one, read
+/// with the user's own rights.
+fn perf_cache(id: &BuildId) -> Option<Opened> {
+    let p = perf_cache_path(id, "elf")?;
     fs::open_regular(p.as_os_str().as_encoded_bytes(), true).ok()
 }
 
 /// Why [`open_mapped`] gave no file; each says why, for a note.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenMappedError {
+pub(crate) enum OpenMappedError {
     /// A file is at the mapping's path, but not the one mapped (its device or inode differ:
     /// replaced since it was mapped), and the mapped one cannot be reached any more.
     Replaced(String),
@@ -225,7 +229,7 @@ impl std::fmt::Display for OpenMappedError {
 /// The file mapping `[start, end)` of process `pid` mapped, checked to be that file (as the
 /// symbolizer finds it, see [`ElfJob::open`]): for readers of other parts of the binary (the
 /// unwinder's unwind tables).
-pub fn open_mapped(
+pub(crate) fn open_mapped(
     file: &Arc<MappedFile>,
     pid: u32,
     start: u64,
@@ -415,7 +419,16 @@ impl ElfJob {
         plt: &[super::plt::PltSymbol],
     ) -> Option<(SymbolTable, String)> {
         let path = self.file.path_on_disk();
-        for (c, place) in debug_file::candidates(id, debuglink, path, &self.debug_dirs) {
+        // perf's build-id cache may hold the binary's debug file (`perf buildid-cache`,
+        // debuginfod's downloads), where perf report and perf script find it: so does this.
+        let cached = perf_cache_path(&id, "debug").map(|p| {
+            (
+                p.into_os_string().into_encoded_bytes(),
+                debug_file::Place::System,
+            )
+        });
+        let places = debug_file::candidates(id, debuglink, path, &self.debug_dirs);
+        for (c, place) in cached.into_iter().chain(places) {
             let Ok(file) = trusted::open(&c, &place.trust(owner)) else {
                 continue;
             };

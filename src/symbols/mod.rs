@@ -68,11 +68,12 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub use load::{OpenMappedError, open_mapped};
-pub use mounts::user_fs_of;
-pub use request::{BuildId, FileIdentity, MappedFile, Mapping, MappingKind, Request};
-pub use symbol::{Dso, DsoKind, Symbol, SymbolKey, Symbolized, UNKNOWN};
-pub use table::TooLarge;
+pub(crate) use load::{OpenMappedError, open_mapped};
+pub(crate) use mounts::user_fs_of;
+pub(crate) use request::{BuildId, MappingKind};
+pub use request::{FileIdentity, MappedFile, Mapping, Request};
+pub(crate) use symbol::{Dso, SymbolKey, UNKNOWN};
+pub use symbol::{DsoKind, Symbol, Symbolized};
 /// perfwatch's own vDSO (the unwinder reads its unwind tables), and a process's copy to compare.
 pub(crate) use vdso::{
     own_build_id as own_vdso_build_id, own_image as own_vdso, read_process_memory,
@@ -147,7 +148,8 @@ impl Default for Config {
 impl Config {
     /// An upper bound of the memory the caches hold with this configuration, in bytes: the
     /// table budget, both result-cache generations and the binary index.
-    pub fn memory_bound(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn memory_bound(&self) -> usize {
         // A result entry: 24 bytes of key and value, one control byte, at most half the
         // buckets of a power-of-two table empty.
         let results = 2 * self.result_entries.next_power_of_two() * 2 * 33;
@@ -334,7 +336,7 @@ impl Symbolizer {
     /// From now on, wait for no binary's first read past `at`: a stopping run names what
     /// it can within its grace and leaves the rest `[unknown]` (None: only the load
     /// timeout bounds a wait).
-    pub fn set_load_deadline(&mut self, at: Option<Instant>) {
+    pub(crate) fn set_load_deadline(&mut self, at: Option<Instant>) {
         self.loader.set_deadline(at);
     }
 

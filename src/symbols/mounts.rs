@@ -67,7 +67,7 @@ pub(crate) fn fstype_of(mountinfo: &[u8], maj: u32, min: u32) -> Option<&[u8]> {
 /// The type of the filesystem a mapped file is on, when it is one whose reads another
 /// program or machine answers ([`can_hang`]): the unwinder's check before it reads a binary
 /// (the symbolizer's own, through its cached [`Mounts`], is in `loading.rs`).
-pub fn user_fs_of(file: &super::MappedFile, pid: u32) -> Option<String> {
+pub(crate) fn user_fs_of(file: &super::MappedFile, pid: u32) -> Option<String> {
     let super::FileIdentity::Inode { maj, min, .. } = *file.identity() else {
         return None;
     };

@@ -9,7 +9,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-pub use super::build_id::BuildId;
+pub(crate) use super::build_id::BuildId;
 
 /// How a mapping identified its file, so that a different file found later at the same path
 /// is never read in its place.
@@ -130,7 +130,7 @@ impl MappedFile {
     /// The identity hash (stable for the same file; used as the dso part of a [`SymbolKey`]).
     ///
     /// [`SymbolKey`]: super::SymbolKey
-    pub fn identity_hash(&self) -> u64 {
+    pub(crate) fn identity_hash(&self) -> u64 {
         self.hash
     }
 
@@ -182,7 +182,7 @@ pub struct Mapping {
 
 impl Mapping {
     /// The offset in the file of `addr`: `addr - start + pgoff`.
-    pub fn file_offset(&self, addr: u64) -> u64 {
+    pub(crate) fn file_offset(&self, addr: u64) -> u64 {
         addr.wrapping_sub(self.start).wrapping_add(self.pgoff)
     }
 
@@ -248,14 +248,14 @@ impl Request {
     /// fork or of its last exec before the address was seen, as the process model knows
     /// it): the perf map of an exited process, or of the program before an exec, is
     /// forgotten, not used for the next one.
-    pub fn in_image(mut self, image: u64) -> Request {
+    pub(crate) fn in_image(mut self, image: u64) -> Request {
         self.image = image;
         self
     }
 
     /// [`in_image`](Self::in_image) with the image asked of `image` only for a user address
     /// (a kernel address has no program).
-    pub fn in_image_of(self, image: impl FnOnce() -> u64) -> Request {
+    pub(crate) fn in_image_of(self, image: impl FnOnce() -> u64) -> Request {
         match self.target {
             Target::Kernel => self,
             _ => self.in_image(image()),

@@ -45,7 +45,7 @@ pub struct Dso {
 /// name in brackets already (`[kernel.kallsyms]`, `[vdso]`, `[stack]`) as it is; and
 /// `[unknown]` where no binary is known. So that every unnamed frame of one binary folds into
 /// one node of a flame graph, and says where it was.
-pub fn unnamed_label(dso: &str, kind: DsoKind) -> String {
+pub(crate) fn unnamed_label(dso: &str, kind: DsoKind) -> String {
     if kind == DsoKind::Unknown {
         return UNKNOWN.to_string();
     }
@@ -93,7 +93,7 @@ impl Dso {
     }
 
     /// The build id of the file its symbols were read from, once read.
-    pub fn build_id(&self) -> Option<&super::request::BuildId> {
+    pub(crate) fn build_id(&self) -> Option<&super::request::BuildId> {
         self.build_id.get()
     }
 
@@ -196,7 +196,7 @@ impl Symbol {
 
     /// The name, or for an unknown function its binary's [`Dso::unnamed`] label: how a frame
     /// is named in folded stacks and `--plain` call chains.
-    pub fn frame_name(&self) -> &str {
+    pub(crate) fn frame_name(&self) -> &str {
         self.name.as_deref().unwrap_or(self.dso.unnamed())
     }
 
@@ -210,7 +210,7 @@ impl Symbol {
 }
 
 /// What an unknown symbol is shown as.
-pub const UNKNOWN: &str = "[unknown]";
+pub(crate) const UNKNOWN: &str = "[unknown]";
 
 /// The answer for one address: its symbol and the offset into it (a clone costs one
 /// reference count).

@@ -3,38 +3,11 @@
 //! same image is checked, not assumed: by build id when the mapping carries one, else by
 //! comparing the process's copy (`/proc/PID/mem`) while it lives. A vDSO that cannot be checked
 //! stays `[unknown]`.
-// Still its own `unsafe` (reads this process's vDSO image in place):
-// not moved into src/sys/ yet (issue 24).
-#![allow(unsafe_code)]
-
 use std::sync::OnceLock;
 
 /// perfwatch's own vDSO image, as mapped into this process.
 pub(crate) fn own_image() -> Option<&'static [u8]> {
-    static IMAGE: OnceLock<Option<&'static [u8]>> = OnceLock::new();
-    *IMAGE.get_or_init(|| {
-        let base = crate::sys::getauxval(libc::AT_SYSINFO_EHDR) as u64;
-        if base == 0 {
-            return None;
-        }
-        let maps = std::fs::read("/proc/self/maps").ok()?;
-        let (start, end) = maps.split(|&b| b == b'\n').find_map(|line| {
-            if !line.ends_with(b"[vdso]") {
-                return None;
-            }
-            let range = line.split(|&b| b == b' ').next()?;
-            let dash = range.iter().position(|&b| b == b'-')?;
-            let s = u64::from_str_radix(std::str::from_utf8(&range[..dash]).ok()?, 16).ok()?;
-            let e = u64::from_str_radix(std::str::from_utf8(&range[dash + 1..]).ok()?, 16).ok()?;
-            Some((s, e))
-        })?;
-        if start != base || end <= start || end - start > 1 << 20 {
-            return None;
-        }
-        // SAFETY: the kernel maps the vDSO readable at [start, end) for the life of the
-        // process, and nothing in perfwatch unmaps it.
-        Some(unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) })
-    })
+    crate::sys::vdso_image()
 }
 
 /// The build id of perfwatch's own vDSO.

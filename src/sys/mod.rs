@@ -9,8 +9,8 @@
 //! Not here yet (files that still allow `unsafe` themselves, each named in ARCHITECTURE.md):
 //! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the fatal-signal handlers
 //! and their saved state (src/frontend/tui/terminal.rs), the ring mapping (src/perf/ring.rs),
-//! descriptor hand-offs in src/output.rs and src/symbols/{fs,trusted}.rs, the vDSO image
-//! (src/symbols/vdso.rs) and the Python C API calls (src/script/).
+//! descriptor checks and raw writes in src/output.rs, and the Python C API calls
+//! (src/script/).
 
 pub mod fs;
 pub mod perf;
@@ -40,7 +40,7 @@ pub fn disposition(sig: c_int) -> Option<libc::sigaction> {
 }
 
 /// Give the allocator's free memory back to the system (glibc's `malloc_trim(0)`).
-pub fn malloc_trim() {
+pub(crate) fn malloc_trim() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of the allocator to the system.
     unsafe {
@@ -50,7 +50,7 @@ pub fn malloc_trim() {
 
 /// glibc's allocator tuned to at most `arenas` malloc arenas, trimming free memory past
 /// `trim_threshold` bytes at an arena's top (`mallopt(M_ARENA_MAX)`, `M_TRIM_THRESHOLD`).
-pub fn malloc_tune(arenas: c_int, trim_threshold: c_int) {
+pub(crate) fn malloc_tune(arenas: c_int, trim_threshold: c_int) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes the allocator's tuning; no pointer is passed.
     unsafe {
@@ -62,7 +62,7 @@ pub fn malloc_tune(arenas: c_int, trim_threshold: c_int) {
 }
 
 /// Give the calling thread (only) the nice value `nice`; -1 with errno when not allowed.
-pub fn set_thread_nice(nice: c_int) -> c_int {
+pub(crate) fn set_thread_nice(nice: c_int) -> c_int {
     // SAFETY: gettid and setpriority take no pointers; the thread id is this thread's.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
@@ -78,7 +78,7 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
 }
 
 /// `ppoll(2)` over `fds` with a timeout and no change of the signal mask.
-pub fn ppoll(fds: &mut [libc::pollfd], timeout: &libc::timespec) -> c_int {
+pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout: &libc::timespec) -> c_int {
     // SAFETY: as for poll; the timespec is borrowed for the call; a null mask changes nothing.
     unsafe {
         libc::ppoll(
@@ -103,7 +103,7 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> isize {
 }
 
 /// `uname(2)`: (sysname, nodename, release, version, machine), or `None` when it fails.
-pub fn uname() -> Option<[Vec<u8>; 5]> {
+pub(crate) fn uname() -> Option<[Vec<u8>; 5]> {
     // SAFETY: a zeroed utsname is a valid value of this plain C struct.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: uname writes into the struct we own.
@@ -126,7 +126,7 @@ pub fn uname() -> Option<[Vec<u8>; 5]> {
 }
 
 /// `sysconf(name)`: -1 for a name the system does not know.
-pub fn sysconf(name: c_int) -> c_long {
+pub(crate) fn sysconf(name: c_int) -> c_long {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(name) }
 }
@@ -138,13 +138,13 @@ pub fn geteuid() -> u32 {
 }
 
 /// `getauxval(type)`: 0 when the auxiliary vector has no such entry.
-pub fn getauxval(type_: c_ulong) -> c_ulong {
+pub(crate) fn getauxval(type_: c_ulong) -> c_ulong {
     // SAFETY: getauxval only reads the process's auxiliary vector.
     unsafe { libc::getauxval(type_) }
 }
 
 /// A new eventfd.
-pub fn eventfd(init: u32, flags: c_int) -> io::Result<OwnedFd> {
+pub(crate) fn eventfd(init: u32, flags: c_int) -> io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointers.
     let fd = unsafe { libc::eventfd(init, flags) };
     if fd < 0 {
@@ -177,10 +177,39 @@ pub fn setrlimit(resource: libc::__rlimit_resource_t, limit: &libc::rlimit) -> i
 }
 
 /// Set the calling thread's nice value (`setpriority` on its tid); best effort.
-pub fn nice_this_thread(nice: c_int) {
+pub(crate) fn nice_this_thread(nice: c_int) {
     // SAFETY: gettid and setpriority take no pointers; they act on this thread only.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, nice);
     }
+}
+
+/// This process's vDSO image, in place: the range `/proc/self/maps` names `[vdso]`, if it
+/// starts where the auxiliary vector says (`AT_SYSINFO_EHDR`) and is at most 1 MiB.
+pub(crate) fn vdso_image() -> Option<&'static [u8]> {
+    static IMAGE: std::sync::OnceLock<Option<&'static [u8]>> = std::sync::OnceLock::new();
+    *IMAGE.get_or_init(|| {
+        let base = getauxval(libc::AT_SYSINFO_EHDR) as u64;
+        if base == 0 {
+            return None;
+        }
+        let maps = std::fs::read("/proc/self/maps").ok()?;
+        let (start, end) = maps.split(|&b| b == b'\n').find_map(|line| {
+            if !line.ends_with(b"[vdso]") {
+                return None;
+            }
+            let range = line.split(|&b| b == b' ').next()?;
+            let dash = range.iter().position(|&b| b == b'-')?;
+            let s = u64::from_str_radix(std::str::from_utf8(&range[..dash]).ok()?, 16).ok()?;
+            let e = u64::from_str_radix(std::str::from_utf8(&range[dash + 1..]).ok()?, 16).ok()?;
+            Some((s, e))
+        })?;
+        if start != base || end <= start || end - start > 1 << 20 {
+            return None;
+        }
+        // SAFETY: the kernel maps the vDSO readable at [start, end) for the life of the
+        // process, and nothing in perfwatch unmaps it.
+        Some(unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) })
+    })
 }

@@ -21,7 +21,7 @@ pub fn open(attr: &mut perf_event_attr, pid: i32, cpu: i32, flags: c_ulong) -> i
 }
 
 /// PERF_EVENT_IOC_SET_OUTPUT: `fd`'s records go into the ring of `target` (-1: its own).
-pub fn set_output(fd: BorrowedFd<'_>, target: i32) -> io::Result<()> {
+pub(crate) fn set_output(fd: BorrowedFd<'_>, target: i32) -> io::Result<()> {
     // SAFETY: the ioctl takes a descriptor number, not a pointer; a wrong one is refused.
     if unsafe { pe::ioctls::SET_OUTPUT(fd.as_raw_fd(), target) } != 0 {
         return Err(io::Error::last_os_error());
@@ -49,7 +49,7 @@ pub fn enable(fd: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// PERF_EVENT_IOC_DISABLE.
-pub fn disable(fd: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn disable(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: the ioctl takes no pointer (argument 0).
     if unsafe { pe::ioctls::DISABLE(fd.as_raw_fd(), 0) } != 0 {
         return Err(io::Error::last_os_error());
@@ -58,7 +58,7 @@ pub fn disable(fd: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// The bytes of an attribute, as `perf_event_open` reads them.
-pub fn attr_bytes(a: &perf_event_attr) -> Vec<u8> {
+pub(crate) fn attr_bytes(a: &perf_event_attr) -> Vec<u8> {
     let n = std::mem::size_of::<perf_event_attr>();
     // SAFETY: `a` is a live, initialised plain C struct of `n` bytes without padding (the
     // kernel's ABI struct), read only for the duration of the borrow.

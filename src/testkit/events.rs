@@ -37,7 +37,7 @@ pub fn sample(cpu: u32, pid: u32, time: u64, period: u64) -> Event {
 }
 
 /// A sample of `pid` at `ip`.
-pub fn sample_at(cpu: u32, pid: u32, time: u64, ip: u64, period: u64) -> Event {
+pub(crate) fn sample_at(cpu: u32, pid: u32, time: u64, ip: u64, period: u64) -> Event {
     event(cpu, pid, pid, time, EventKind::sample(ip, period, 2))
 }
 
@@ -96,7 +96,8 @@ pub fn exit(cpu: u32, time: u64, pid: u32, ppid: u32) -> Event {
 }
 
 /// Thread `tid` of process `pid` exits.
-pub fn thread_exit(cpu: u32, time: u64, pid: u32, tid: u32) -> Event {
+#[cfg(test)]
+pub(crate) fn thread_exit(cpu: u32, time: u64, pid: u32, tid: u32) -> Event {
     event(
         cpu,
         pid,
@@ -118,7 +119,7 @@ pub fn comm(cpu: u32, time: u64, pid: u32, name: &[u8], exec: bool) -> Event {
 }
 
 /// Thread `tid` of `pid` takes the name `name`.
-pub fn comm_of(cpu: u32, time: u64, pid: u32, tid: u32, name: &[u8], exec: bool) -> Event {
+pub(crate) fn comm_of(cpu: u32, time: u64, pid: u32, tid: u32, name: &[u8], exec: bool) -> Event {
     event(
         cpu,
         pid,
@@ -174,7 +175,7 @@ pub fn mmap2(
 }
 
 /// The MMAP2 part of a mapping of inode `ino` on device 8:1, without build id.
-pub fn mmap2_extra(ino: u64, prot: u32, flags: u32) -> Mmap2Extra {
+pub(crate) fn mmap2_extra(ino: u64, prot: u32, flags: u32) -> Mmap2Extra {
     Mmap2Extra {
         maj: 8,
         min: 1,
@@ -187,7 +188,7 @@ pub fn mmap2_extra(ino: u64, prot: u32, flags: u32) -> Mmap2Extra {
 }
 
 /// An MMAP or MMAP2 record as given.
-pub fn mmap_record(cpu: u32, time: u64, m: MmapRecord) -> Event {
+pub(crate) fn mmap_record(cpu: u32, time: u64, m: MmapRecord) -> Event {
     event(cpu, m.pid, m.tid, time, EventKind::Mmap(Box::new(m)))
 }
 

@@ -3,7 +3,7 @@
 use crate::perf::record::*;
 
 /// Builds one record: header, body, padding to 8 bytes, then the sample_id trailer.
-pub struct RecordBuilder {
+pub(crate) struct RecordBuilder {
     ty: u32,
     misc: u16,
     body: Vec<u8>,
@@ -21,7 +21,8 @@ pub struct Ids {
 
 impl Ids {
     /// Task 100 (thread 101) on CPU 1 at 5 µs, event id 42: what unit tests use.
-    pub const EXAMPLE: Ids = Ids {
+    #[cfg(test)]
+    pub(crate) const EXAMPLE: Ids = Ids {
         pid: 100,
         tid: 101,
         time: 5_000,

@@ -58,7 +58,7 @@ pub enum End {
 }
 
 impl End {
-    pub const ALL: [End; 9] = [
+    pub(crate) const ALL: [End; 9] = [
         End::Complete,
         End::NoRegisters,
         End::EmptyStack,
@@ -167,7 +167,7 @@ pub struct ModuleMap {
 }
 
 /// What a process's unwinder was built from: its address space and that space's stamp.
-pub type SpaceKey = (usize, u64);
+pub(crate) type SpaceKey = (usize, u64);
 
 type Tables = Option<Arc<UnwindTables>>;
 

@@ -13,7 +13,7 @@ use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Object, ObjectSection, ReadCache};
 
 /// A section larger than this is not read (the unwinder then has less to go on).
-pub const MAX_SECTION: u64 = 64 << 20;
+pub(crate) const MAX_SECTION: u64 = 64 << 20;
 
 /// One loadable segment: file bytes `[offset, offset + filesz)` at stated address `vaddr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +58,7 @@ impl UnwindTables {
     /// the segment that holds it: a segment's offset and address agree modulo the page
     /// size, so a mapping that starts on the page before the segment's first byte is placed
     /// by the same difference.
-    pub fn svma_of_offset(&self, offset: u64) -> Option<u64> {
+    pub(crate) fn svma_of_offset(&self, offset: u64) -> Option<u64> {
         const PAGE: u64 = 4096;
         self.segments
             .iter()
@@ -76,7 +76,7 @@ impl UnwindTables {
     /// (partly) without unwind tables (`-fno-asynchronous-unwind-tables -g`), and its
     /// `.eh_frame` then holds the start files' rules only, so the `.debug_frame` is the one
     /// that covers its own code and is given instead.
-    pub fn section_info(&self) -> framehop::ExplicitModuleSectionInfo<Arc<[u8]>> {
+    pub(crate) fn section_info(&self) -> framehop::ExplicitModuleSectionInfo<Arc<[u8]>> {
         if self.debug_frame.is_some() {
             return framehop::ExplicitModuleSectionInfo {
                 base_svma: 0,
@@ -101,7 +101,7 @@ impl UnwindTables {
 }
 
 /// Read the unwind tables of a 64-bit ELF file.
-pub fn read_file(file: File) -> Result<UnwindTables, String> {
+pub(crate) fn read_file(file: File) -> Result<UnwindTables, String> {
     let cache = ReadCache::new(file);
     read(&cache)
 }

@@ -698,3 +698,18 @@ pub fn stop_time(err: &str) -> Option<u64> {
     let (s, ns) = rest.split_whitespace().next()?.split_once('.')?;
     Some(s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?)
 }
+
+/// One `--plain` sample line's pid, `sym` and `dso`.
+pub fn plain_sample(line: &str) -> Option<(u32, String, String)> {
+    let pid = line
+        .split(", pid: ")
+        .nth(1)?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()?;
+    let rest = line.split(", sym: ").nth(1)?;
+    let (sym, rest) = rest.split_once(", dso: ")?;
+    let (dso, _) = rest.split_once(", period: ")?;
+    Some((pid, sym.to_string(), dso.to_string()))
+}

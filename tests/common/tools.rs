@@ -30,6 +30,13 @@ int main(int argc, char **argv) {
 /// [`CALL_PATH_C`]'s path from the hot function out, as the symbolizer names it.
 pub const CALL_PATH: [&str; 4] = ["hot", "middle", "outer", "main"];
 
+/// A FIFO at `path` (`mkfifo`); the test fails if it cannot be made.
+#[track_caller]
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status_in_time().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
 /// The C program `src`, written to `dir/NAME.c` and built as `dir/NAME` with `cc FLAGS`;
 /// the test fails if it does not build.
 #[track_caller]
@@ -263,8 +270,7 @@ impl PerfRecord {
     pub fn start(dir: &Path, args: impl FnOnce(&mut Command)) -> PerfRecord {
         let (ctl, ack) = (dir.join("perf.ctl"), dir.join("perf.ack"));
         for f in [&ctl, &ack] {
-            let made = Command::new("mkfifo").arg(f).status_in_time().unwrap();
-            assert!(made.success(), "mkfifo {}", f.display());
+            mkfifo(f);
         }
         let control = format!("fifo:{},{}", ctl.display(), ack.display());
         let mut c = Command::new("perf");

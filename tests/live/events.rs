@@ -281,13 +281,7 @@ fn tracepoints_sample_every_nth_hit_with_c() {
     // child at context switches, splitting the period count between their copies.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&go)
-            .status_in_time()
-            .unwrap()
-            .success()
-    );
+    common::mkfifo(&go);
     let mut target = Command::new("sh")
         .arg("-c")
         .arg(format!(

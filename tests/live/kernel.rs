@@ -148,13 +148,7 @@ fn pid_mode_follows_a_running_process_and_stops_when_it_exits() {
     // before the first fork.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&go)
-            .status_in_time()
-            .unwrap()
-            .success()
-    );
+    common::mkfifo(&go);
     let script = format!("read x < '{}'; {}", go.display(), forker_script(n, None));
     let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
     let pid = target.id();
@@ -444,13 +438,7 @@ fn pid_mode_covers_every_thread_of_a_multithreaded_process() {
     // Four threads exist before perfwatch attaches; each forks and execs a child once let go.
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&go)
-            .status_in_time()
-            .unwrap()
-            .success()
-    );
+    common::mkfifo(&go);
     let py = format!(
         "import os, threading\n\
          gate = threading.Event()\n\

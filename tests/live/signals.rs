@@ -255,20 +255,12 @@ fn hup_and_quit_ignored_at_start_stay_ignored_int_stops_a_background_job() {
 #[test]
 fn int_and_term_stop_perfwatch_even_when_ignored_at_start() {
     require_perf!();
-    use std::os::unix::process::CommandExt;
     for (sig, code) in [(libc::SIGINT, 0), (libc::SIGTERM, 143)] {
         let mut cmd = perfwatch();
         cmd.args(["--plain", "-e", "dummy", "-d", "30"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: only async-signal-safe calls (signal) between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_IGN);
-                libc::signal(libc::SIGTERM, libc::SIG_IGN);
-                Ok(())
-            });
-        }
+        ignore_int_and_term(&mut cmd);
         let mut child = cmd.spawn().unwrap();
         let mut out = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
@@ -305,7 +297,6 @@ fn int_and_term_stop_perfwatch_even_when_ignored_at_start() {
 #[test]
 fn a_command_keeps_the_signals_ignored_at_perfwatch_start() {
     require_perf!();
-    use std::os::unix::process::CommandExt;
     let mut cmd = perfwatch();
     cmd.args([
         "--plain",
@@ -318,14 +309,7 @@ fn a_command_keeps_the_signals_ignored_at_perfwatch_start() {
     ])
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (signal) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_IGN);
-            libc::signal(libc::SIGTERM, libc::SIG_IGN);
-            Ok(())
-        });
-    }
+    ignore_int_and_term(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let (status, _) = wait_exit(&mut child, Duration::from_secs(15));
     let err = stderr_of(&mut child);
@@ -435,4 +419,18 @@ fn a_child_past_its_deadline_is_killed_and_fails_the_test_with_its_output() {
     );
     // Killed and reaped, not left behind.
     assert!(!alive(pid), "the child {pid} is still there");
+}
+
+/// `cmd` starts with SIGINT and SIGTERM ignored, as under `nohup` or a shell's `trap '' INT
+/// TERM`.
+fn ignore_int_and_term(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls (signal) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            Ok(())
+        });
+    }
 }

@@ -61,16 +61,7 @@ fn jit(dir: &Path, name: &str) -> PathBuf {
 
 /// One `--plain` sample line's pid and `sym`.
 fn plain_sample(line: &str) -> Option<(u32, String)> {
-    let pid = line
-        .split(", pid: ")
-        .nth(1)?
-        .split(',')
-        .next()?
-        .parse()
-        .ok()?;
-    let rest = line.split(", sym: ").nth(1)?;
-    let (sym, _) = rest.split_once(", dso: ")?;
-    Some((pid, sym.to_string()))
+    common::plain_sample(line).map(|(pid, sym, _)| (pid, sym))
 }
 
 /// The pid of each command name, from the comm records of `--plain` output.

@@ -1057,21 +1057,6 @@ fn kernel_samples_of_a_syscall_heavy_command_name_kernel_functions() {
     );
 }
 
-/// One `--plain` sample line's pid, `sym` and `dso`.
-fn plain_sample(line: &str) -> Option<(u32, String, String)> {
-    let pid = line
-        .split(", pid: ")
-        .nth(1)?
-        .split(',')
-        .next()?
-        .parse()
-        .ok()?;
-    let rest = line.split(", sym: ").nth(1)?;
-    let (sym, rest) = rest.split_once(", dso: ")?;
-    let (dso, _) = rest.split_once(", period: ")?;
-    Some((pid, sym.to_string(), dso.to_string()))
-}
-
 #[test]
 fn perfwatch_names_programs_functions_a_stripped_copys_binary_and_a_jits_code() {
     require_perf!();
@@ -1148,7 +1133,9 @@ int main(void) {
     let samples: Vec<(String, String, String)> = text
         .lines()
         .filter(|l| l.contains("{ type: sample,"))
-        .map(|l| plain_sample(l).unwrap_or_else(|| panic!("a sample without sym and dso: {l}")))
+        .map(|l| {
+            common::plain_sample(l).unwrap_or_else(|| panic!("a sample without sym and dso: {l}"))
+        })
         .map(|(pid, sym, dso)| (comms.get(&pid).cloned().unwrap_or_default(), sym, dso))
         .collect();
     let of = |comm: &str, bin: &str| -> Vec<&String> {

@@ -78,39 +78,19 @@ impl Screen {
     }
 
     fn spawn_sized(cmd: CommandBuilder, rows: u16, cols: u16) -> Screen {
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("openpty");
-        let child = pair.slave.spawn_command(cmd).expect("spawn perfwatch");
-        drop(pair.slave);
-        let mut reader = pair.master.try_clone_reader().expect("reader");
-        let writer = pair.master.take_writer().expect("writer");
-        let (tx, rx) = unbounded();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if tx.send(buf[..n].to_vec()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
+        let Pty {
+            child,
+            writer,
+            rx,
+            master,
+        } = Pty::open(cmd, rows, cols);
         Screen {
             parser: vt100::Parser::new(nz(rows), nz(cols), 0),
             rx,
             raw: Vec::new(),
             writer,
             child,
-            master: pair.master,
+            master,
         }
     }
 
@@ -1501,4 +1481,51 @@ fn a_piped_recording_refuses_jumps_back_in_the_status_bar() {
     s.send("q");
     assert!(exit_status(&mut s, "q").success());
     assert!(!s.parser.screen().alternate_screen());
+}
+
+/// A pty running a command: its child, the master (and its writer), and what the master
+/// reads, in chunks, from a thread of its own. The tui group's screens stand on it.
+pub(crate) struct Pty {
+    pub child: Box<dyn Child + Send + Sync>,
+    pub writer: Box<dyn Write + Send>,
+    pub rx: Receiver<Vec<u8>>,
+    pub master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl Pty {
+    /// `cmd` on a new `cols`×`rows` pty.
+    pub(crate) fn open(cmd: CommandBuilder, rows: u16, cols: u16) -> Pty {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let child = pair.slave.spawn_command(cmd).expect("spawn perfwatch");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("reader");
+        let writer = pair.master.take_writer().expect("writer");
+        let (tx, rx) = unbounded();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if tx.send(buf[..n].to_vec()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Pty {
+            child,
+            writer,
+            rx,
+            master: pair.master,
+        }
+    }
 }

@@ -2,11 +2,13 @@
 //! shows at 80×24, a fork storm in the tree, and an orphan in the tree, read through a
 //! terminal emulator (vt100).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, unbounded};
-use portable_pty::{Child, CommandBuilder, PtySize, native_pty_system};
+use crossbeam_channel::Receiver;
+use portable_pty::{Child, CommandBuilder};
+
+use super::tui_pty::Pty;
 
 struct Screen {
     parser: vt100::Parser,
@@ -22,39 +24,19 @@ impl Screen {
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
         cmd.args(args);
         cmd.env("TERM", "xterm-256color");
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("openpty");
-        let child = pair.slave.spawn_command(cmd).expect("spawn perfwatch");
-        drop(pair.slave);
-        let mut reader = pair.master.try_clone_reader().expect("reader");
-        let writer = pair.master.take_writer().expect("writer");
-        let (tx, rx) = unbounded();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if tx.send(buf[..n].to_vec()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
+        let Pty {
+            child,
+            writer,
+            rx,
+            master,
+        } = Pty::open(cmd, rows, cols);
         let nz = |v: u16| std::num::NonZeroU16::new(v).expect("non-zero size");
         Screen {
             parser: vt100::Parser::new(nz(rows), nz(cols), 0),
             rx,
             writer,
             child,
-            _master: pair.master,
+            _master: master,
         }
     }
 

@@ -333,7 +333,7 @@ impl<'a> Value<'a> {
 
     /// Append an array's elements as `[1,2,3]` (decimal, no spaces: both `--plain` and
     /// JSON); nothing for other values.
-    pub fn write_elements(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_elements(&self, out: &mut Vec<u8>) {
         if !matches!(self, Value::Array { .. }) {
             return;
         }

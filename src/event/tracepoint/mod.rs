@@ -23,8 +23,9 @@
 mod field;
 pub mod printfmt;
 
+pub use field::Value;
 use field::parse_field;
-pub use field::{Field, FieldType, Location, Value};
+pub(crate) use field::{Field, FieldType};
 use printfmt::PrintFmt;
 
 /// A parsed format file.

@@ -16,12 +16,12 @@ use super::input::{Action, map_key};
 use super::layout::Drawn;
 pub use super::layout::Pane;
 use super::log::{Log, LogView};
-pub use super::panes::{Panes, ScriptPane};
+pub(crate) use super::panes::Panes;
+pub use super::rates::RateUnit;
 use super::rates::is_dummy;
-pub use super::rates::{EventRates, RATE_SECONDS, RateUnit, Rates, ipc};
-pub use super::task_rows::{StreamView, TASK_ROWS, TaskEvent, TaskRow};
+pub(crate) use super::task_rows::{StreamView, TaskRow};
 use super::top_symbols::SymbolsView;
-pub use super::top_tasks::{TopSort, TopView};
+pub(crate) use super::top_tasks::TopView;
 use super::tree::{TreeRow, TreeView};
 use crate::event::Chunk;
 use crate::event::{Event, EventKind};
@@ -37,7 +37,7 @@ mod keys;
 pub(crate) mod tests;
 
 /// Log entries kept by default (`--history`).
-pub const DEFAULT_HISTORY: usize = 10_000;
+pub(crate) const DEFAULT_HISTORY: usize = 10_000;
 const NS: u64 = 1_000_000_000;
 
 /// What the app shows about the monitor itself.
@@ -165,7 +165,7 @@ impl Narrow {
 
 /// The filter being edited (`/`).
 #[derive(Clone, Debug)]
-pub struct FilterEdit {
+pub(crate) struct FilterEdit {
     pub text: String,
     /// The parse error of `text`, shown under it.
     pub error: Option<String>,
@@ -393,8 +393,13 @@ impl App {
         self.folding = folding;
     }
 
+    /// The `--folded` stacks fed so far, handed back at the end of the run.
+    pub(crate) fn take_folding(&mut self) -> Option<crate::folded::Folding> {
+        self.folding.take()
+    }
+
     fn ingest(&mut self, ev: Event, tasks: &ProcessModel) {
-        if let Some(f) = &self.folding {
+        if let Some(f) = &mut self.folding {
             f.observe(&ev, tasks);
         }
         if let (Some(n), EventKind::Fork(t)) = (self.narrow.as_mut(), &ev.kind) {
@@ -549,7 +554,7 @@ impl App {
     /// A replay read again from its start (a jump back), or a pipe's start learnt: the panes
     /// start afresh from `start_ns` on `model` (the new read's); the view state (filter,
     /// samples shown, focus, how panes are shown) stays, scrolls and narrowing go.
-    pub fn restart(&mut self, model: ModelHandle, start_ns: u64) {
+    pub(crate) fn restart(&mut self, model: ModelHandle, start_ns: u64) {
         let filter = self.filter().clone();
         let samples = self.samples_in_log() && !filter.names_samples();
         let scripts = std::mem::take(&mut self.live.scripts);

@@ -20,7 +20,7 @@ fn rate_text(unit: RateUnit, v: f64) -> String {
     }
 }
 
-pub fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
+pub(crate) fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
     let data = app.shown();
     let r = &data.rates;
     let n = r.cpus().len();

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 /// The environment variable that asks for the report.
-pub const ENV: &str = "PERFWATCH_FRAME_TIMES";
+pub(crate) const ENV: &str = "PERFWATCH_FRAME_TIMES";
 
 /// Bucket width: 50 µs, up to [`BUCKETS`] × 50 µs = 200 ms; longer frames go to the last
 /// bucket (their exact maximum is kept apart).
@@ -49,7 +49,7 @@ impl Histogram {
 
     /// The duration at quantile `q` (0..=1): the upper edge of its bucket, never more than
     /// the longest; zero when empty.
-    pub fn quantile(&self, q: f64) -> Duration {
+    pub(crate) fn quantile(&self, q: f64) -> Duration {
         if self.n == 0 {
             return Duration::ZERO;
         }

@@ -7,7 +7,7 @@ use super::replay::ReplayCmd;
 
 /// What a key asks for (outside filter editing, which takes text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Quit,
     Pause,
     EditFilter,
@@ -47,7 +47,7 @@ pub enum Action {
 
 /// What a pane did with a key it was given (each pane's `on_key`, dispatched by focus).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Handled {
+pub(crate) enum Handled {
     /// Done (or nothing to do).
     Done,
     /// Not a key of this pane: the app decides.
@@ -59,10 +59,10 @@ pub enum Handled {
 }
 
 /// What Enter says when no row is selected.
-pub const NOTHING_SELECTED: &str = "Enter: select a task or a symbol first";
+pub(crate) const NOTHING_SELECTED: &str = "Enter: select a task or a symbol first";
 
 /// A scrolling key as rows to move (negative: up), a page being `page` rows.
-pub fn scroll_delta(a: Action, page: usize) -> Option<isize> {
+pub(crate) fn scroll_delta(a: Action, page: usize) -> Option<isize> {
     let page = page.max(1) as isize;
     match a {
         Action::Up(n) => Some(-(n as isize)),
@@ -89,7 +89,7 @@ pub fn back(off: usize, delta: isize, len: usize, page: usize) -> usize {
 }
 
 /// The key table, as the help overlay shows it: (keys, what they do).
-pub const KEYS: &[(&str, &str)] = &[
+pub(crate) const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     ("space", "pause / resume the view (counting continues)"),
     (
@@ -140,7 +140,7 @@ pub const KEYS: &[(&str, &str)] = &[
 
 /// The replay keys (a recording: `perfwatch -i FILE` on a terminal), as the help overlay and
 /// the man page show them.
-pub const REPLAY_KEYS: &[(&str, &str)] = &[
+pub(crate) const REPLAY_KEYS: &[(&str, &str)] = &[
     (
         "space, p",
         "play / pause the replay (paused, nothing moves)",
@@ -150,7 +150,7 @@ pub const REPLAY_KEYS: &[(&str, &str)] = &[
     ("} / {", "jump to the end / the start"),
 ];
 
-pub fn map_key(key: KeyEvent) -> Action {
+pub(crate) fn map_key(key: KeyEvent) -> Action {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     match key.code {
         KeyCode::Char('q') | KeyCode::Char('Q') if !ctrl => Action::Quit,

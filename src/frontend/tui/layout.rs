@@ -27,7 +27,7 @@ pub enum Pane {
 /// What a frame drew where, returned by the drawing: what a click lands on, which middle
 /// panes did not fit (Tab shows them), and the rows of the focused pane (the PgUp/PgDn step).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Drawn {
+pub(crate) struct Drawn {
     pub areas: Vec<(Pane, Rect)>,
     pub folded: Vec<Pane>,
     pub page_rows: usize,
@@ -45,20 +45,20 @@ impl Default for Drawn {
 }
 
 /// The narrowest a key column may be.
-pub const KEY_COLUMN: u16 = 15;
+pub(crate) const KEY_COLUMN: u16 = 15;
 
 /// The widths of the task stream's columns but its command: time, event, pid, the parent
 /// at its narrowest, lifetime (see `tasks::stream_widths`).
-pub const STREAM_FIXED: [u16; 5] = [8, 6, 11, 10, 8];
+pub(crate) const STREAM_FIXED: [u16; 5] = [8, 6, 11, 10, 8];
 /// Top symbols' columns but the symbol, with call chains (child, self) and without; the
 /// binary's at its narrowest (see `ui::symbol_widths`).
-pub const SYMBOLS_FIXED_CHAINS: [u16; 5] = [6, 6, 7, 3, 8];
-pub const SYMBOLS_FIXED: [u16; 4] = [6, 7, 3, 8];
+pub(crate) const SYMBOLS_FIXED_CHAINS: [u16; 5] = [6, 6, 7, 3, 8];
+pub(crate) const SYMBOLS_FIXED: [u16; 4] = [6, 7, 3, 8];
 /// Top tasks' columns but the name: pid, samples, share.
-pub const TOP_FIXED: [u16; 3] = [7, 7, 6];
+pub(crate) const TOP_FIXED: [u16; 3] = [7, 7, 6];
 /// Top symbols draws a mark before each name (`+ ` when it has callers to open): the
 /// column is this much wider than the name it must keep readable.
-pub const SYMBOL_MARK: u16 = 2;
+pub(crate) const SYMBOL_MARK: u16 = 2;
 /// A script's pane shows free text: this wide at least.
 const SCRIPT_MIN: u16 = 30;
 /// CPU rows shown at most before the pane scrolls.
@@ -66,7 +66,7 @@ const MAX_CPU_ROWS: u16 = 8;
 
 /// The outer width of a pane whose fixed columns are `fixed` and whose key column is
 /// [`KEY_COLUMN`] wide: the columns, a blank between each two, the borders.
-pub const fn min_width(fixed: &[u16]) -> u16 {
+pub(crate) const fn min_width(fixed: &[u16]) -> u16 {
     let mut sum = KEY_COLUMN + 2;
     let mut i = 0;
     while i < fixed.len() {
@@ -116,7 +116,8 @@ pub struct Layout {
 
 impl Layout {
     /// Where `pane` is, if shown (any script for the scripts' column).
-    pub fn area_of(&self, pane: Pane) -> Option<Rect> {
+    #[cfg(test)]
+    pub(crate) fn area_of(&self, pane: Pane) -> Option<Rect> {
         let col = column_of(pane);
         if let Some((p, r)) = self.zoomed {
             return (column_of(p) == col).then_some(r);
@@ -130,7 +131,7 @@ impl Layout {
 }
 
 /// The place a pane takes: every script shares the scripts' column.
-pub fn column_of(pane: Pane) -> Pane {
+pub(crate) fn column_of(pane: Pane) -> Pane {
     match pane {
         Pane::Script(_) => Pane::Script(0),
         p => p,
@@ -264,7 +265,7 @@ fn stack<const N: usize>(area: Rect, heights: [u16; N]) -> [Rect; N] {
 }
 
 /// The name a pane goes by in the status bar.
-pub fn name_of(pane: Pane) -> &'static str {
+pub(crate) fn name_of(pane: Pane) -> &'static str {
     match pane {
         Pane::Cpus => "CPUs",
         Pane::Tasks => "Tasks",

@@ -19,7 +19,7 @@ use crate::process::ProcessModel;
 
 /// Is `ev` a periodic sample (kept in the samples ring)? Tracepoint samples are not: each
 /// one is an event the user asked to see.
-pub fn is_periodic_sample(ev: &Event) -> bool {
+pub(crate) fn is_periodic_sample(ev: &Event) -> bool {
     match &ev.kind {
         EventKind::Sample { event, .. } => {
             event.type_ != perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT
@@ -91,7 +91,7 @@ impl Ring {
 
 /// How the log is shown (the view's, one whether paused or not).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LogView {
+pub(crate) struct LogView {
     /// Rows scrolled back from the newest (0: following the tail).
     pub scroll: usize,
     /// Columns scrolled to the right (Right/Left).
@@ -117,7 +117,7 @@ impl LogView {
 
 /// The processes the views are narrowed to (Enter on a task: it and its children), as the
 /// app keeps them; `None`: all.
-pub type Narrowed<'a> = Option<&'a FxHashSet<u32>>;
+pub(crate) type Narrowed<'a> = Option<&'a FxHashSet<u32>>;
 
 /// Which entries the view keeps: the filter's, of the narrowed-to processes.
 #[derive(Clone, Copy)]
@@ -189,17 +189,12 @@ impl Log {
     }
 
     /// Are periodic samples in the view: asked for with `S`, or named by the filter?
-    pub fn samples_shown(&self) -> bool {
+    pub(crate) fn samples_shown(&self) -> bool {
         self.show_samples || self.filter.names_samples()
     }
 
-    /// Was `S` pressed to show periodic samples (whatever the filter says)?
-    pub fn samples_asked(&self) -> bool {
-        self.show_samples
-    }
-
     /// `S`: show or hide periodic samples. Returns whether they are now shown.
-    pub fn toggle_samples(&mut self) -> bool {
+    pub(crate) fn toggle_samples(&mut self) -> bool {
         self.show_samples = !self.show_samples;
         self.samples_shown()
     }
@@ -215,7 +210,7 @@ impl Log {
     }
 
     /// Select the view over the whole history again: after the narrowing changed.
-    pub fn refilter(&mut self, tasks: &ProcessModel, narrow: Narrowed) {
+    pub(crate) fn refilter(&mut self, tasks: &ProcessModel, narrow: Narrowed) {
         let sel = Selection {
             filter: &self.filter,
             narrow,

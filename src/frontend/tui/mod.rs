@@ -11,7 +11,7 @@
 
 pub mod app;
 mod cpus;
-pub mod frame_times;
+pub(crate) mod frame_times;
 pub mod input;
 pub mod layout;
 pub mod log;
@@ -22,7 +22,7 @@ pub mod replay;
 mod task_rows;
 pub mod tasks;
 pub mod terminal;
-pub mod top_symbols;
+pub(crate) mod top_symbols;
 mod top_tasks;
 pub mod tree;
 pub mod ui;
@@ -45,14 +45,14 @@ use crate::monitor::Monitor;
 use crate::pane::PaneMsg;
 use crate::pipeline::Pipeline;
 use crate::stats::Totals;
-use crate::stop::{SHUTDOWN_GRACE, StopReason, StopRule, Watched};
+use crate::stop::{StopReason, StopRule, Watched};
 use app::{App, AppConfig};
-pub use terminal::{TerminalGuard, restore_terminal};
+pub(crate) use terminal::{TerminalGuard, restore_terminal};
 
 /// The shortest time between two frames drawn for new records (input redraws at once).
-pub const FRAME: Duration = Duration::from_millis(100);
+pub(crate) const FRAME: Duration = Duration::from_millis(100);
 /// The frame period while only samples come (see the event loop).
-pub const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
+pub(crate) const SAMPLES_FRAME: Duration = Duration::from_millis(1000);
 
 /// The calling thread's CPU time (for the frame times).
 fn thread_cpu_ns() -> u64 {
@@ -60,7 +60,7 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// Options of a TUI run.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct TuiOptions {
     /// Log entries kept (`--history`).
     pub history: usize,
@@ -84,7 +84,7 @@ fn install_panic_hook() {
 /// write(2) calls. Unlike a `BufWriter`, dropping it discards an unfinished frame: after a
 /// panic the terminal has been restored, and half a frame must not be written over it.
 #[derive(Default)]
-pub struct FrameWriter {
+pub(crate) struct FrameWriter {
     buf: Vec<u8>,
 }
 
@@ -172,65 +172,38 @@ impl Drop for InputThread {
     }
 }
 
-/// Run the TUI until stopped; returns why, for `run::finish` to report after the terminal
-/// is restored.
-///
-/// `pipe` is the stream (the readers' batches, ordered, through the scripts if any);
-/// `panes` carries what scripts want shown in their panes.
-pub fn run(
-    mon: &mut Monitor,
-    pipe: &mut Pipeline,
-    panes: Option<Receiver<PaneMsg>>,
-    opts: TuiOptions,
-    stop: &StopRule,
-) -> anyhow::Result<StopReason> {
-    // Started-at in the events' clock: the monitor started just before.
-    let clockid = mon.info.clockid;
-    let start_ns = clock_ns(clockid)
-        .saturating_sub(mon.started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
-    let history = if opts.history == 0 {
-        app::DEFAULT_HISTORY
-    } else {
-        opts.history
-    };
-    let mut app = App::new(AppConfig::from_info(&mon.info, history, start_ns))
-        .with_model(pipe.model().clone());
-    if let Some(f) = opts.filter {
-        app.set_filter(f);
-    }
-    app.set_folding(opts.folded);
-    app.proc_alive = Some(proc_listing::latest);
-    if std::env::var_os(frame_times::ENV).is_some() {
-        app.frame_times = Some(Box::default());
-    }
-    let stats = mon.stats.clone();
-    let now = move || clock_ns(clockid);
-    on_terminal(
-        &mut app,
-        pipe,
-        mon,
-        panes,
-        stop,
-        &|| stats.snapshot(),
-        &now,
-        None,
-    )
+/// What a TUI run shows, besides the stream: the view's configuration (from the monitor's
+/// info, or a recording's), the source's counters, the events' clock, and for a recording
+/// its replay.
+pub struct Screen<'a> {
+    pub cfg: AppConfig,
+    /// The source's counters, read on each tick.
+    pub totals: &'a dyn Fn() -> Totals,
+    /// The events' clock, read for each frame (a replay has its own).
+    pub now: &'a dyn Fn() -> u64,
+    /// A recording replayed (see [`replay`]); `None` live.
+    pub replay: Option<replay::Replay<'a>>,
 }
 
-/// Replay a recording (`perfwatch -i FILE` on a terminal) until stopped: the same loop as
-/// live, its app fed through `replay`'s gate and ticked by its clock (see [`replay`]).
-/// `watched` is the recording's reader; `totals` its counters.
-#[allow(clippy::too_many_arguments)]
-pub fn run_replay(
+/// Run the TUI until stopped, live or replaying a recording; returns why, and the folded
+/// stacks it fed, for the run's owner to report after the terminal is restored.
+///
+/// `pipe` is the stream (the source's batches, ordered, through the scripts if any);
+/// `watched` its source; `panes` carries what scripts want shown in their panes.
+pub fn run(
     watched: &mut dyn Watched,
     pipe: &mut Pipeline,
     panes: Option<Receiver<PaneMsg>>,
     opts: TuiOptions,
     stop: &StopRule,
-    cfg: AppConfig,
-    replay: replay::Replay<'_>,
-    totals: &dyn Fn() -> Totals,
-) -> anyhow::Result<StopReason> {
+    screen: Screen<'_>,
+) -> anyhow::Result<crate::frontend::Outcome> {
+    let Screen {
+        cfg,
+        totals,
+        now,
+        replay,
+    } = screen;
     let mut app = App::new(AppConfig {
         history: if opts.history == 0 {
             app::DEFAULT_HISTORY
@@ -244,22 +217,28 @@ pub fn run_replay(
         app.set_filter(f);
     }
     app.set_folding(opts.folded);
-    app.replay = Some(replay.view());
-    // The recording's processes are not this machine's: no /proc look-ups.
-    app.proc_alive = None;
+    match &replay {
+        Some(r) => {
+            app.replay = Some(r.view());
+            // The recording's processes are not this machine's: no /proc look-ups.
+            app.proc_alive = None;
+        }
+        None => app.proc_alive = Some(proc_listing::latest),
+    }
     if std::env::var_os(frame_times::ENV).is_some() {
         app.frame_times = Some(Box::default());
     }
-    on_terminal(
-        &mut app,
-        pipe,
-        watched,
-        panes,
-        stop,
-        totals,
-        &|| 0,
-        Some(replay),
-    )
+    let reason = on_terminal(&mut app, pipe, watched, panes, stop, totals, now, replay)?;
+    Ok(crate::frontend::Outcome {
+        reason,
+        folded: app.take_folding(),
+    })
+}
+
+/// The events' clock's time when `mon` started: where a live TUI's panes start counting.
+pub(crate) fn started_ns(mon: &Monitor) -> u64 {
+    clock_ns(mon.info.clockid)
+        .saturating_sub(mon.started.elapsed().as_nanos().min(u64::MAX as u128) as u64)
 }
 
 /// The terminal taken, the loop run on it, the terminal restored.
@@ -328,7 +307,7 @@ pub struct LoopInputs<'a> {
 }
 
 /// The TUI's loop until a stop, then the shutdown: the readers are asked to stop, and their
-/// last records (and what the scripts hold) are taken within [`SHUTDOWN_GRACE`].
+/// last records (and what the scripts hold) are taken within [`crate::stop::SHUTDOWN_GRACE`].
 /// `input_done` is called as soon as the loop ends (to stop reading the terminal before
 /// waiting for the readers).
 pub fn run_loop<B: Backend>(
@@ -366,24 +345,28 @@ where
         suspend,
         replay.as_mut(),
     );
-    watched.request_stop();
-    if result.as_ref().is_ok_and(|r| r.is_natural()) {
-        // The run ended by itself: scripts get every event first, however long they take,
-        // with their progress in the footer; q, Ctrl-C or a signal cut that short.
-        let cut = || {
-            stop.signal().is_some()
-                || keys.try_iter().any(|e| match e {
-                    TermEvent::Key(k) if k.kind != KeyEventKind::Release => is_quit_key(&k),
-                    _ => false,
-                })
-        };
-        pipe.finish_natural(SHUTDOWN_GRACE, &cut, &mut |line| {
-            let _ = draw_with_bottom_line(term, app, &line);
-        });
-        input_done();
-    } else {
-        input_done();
-        pipe.finish(SHUTDOWN_GRACE);
+    // At a natural end, scripts get every event first, however long they take, with their
+    // progress in the footer (q, Ctrl-C or a signal cut that short): the terminal is read
+    // until then. Otherwise it is let go at once, before the wait for the readers.
+    let natural = result.as_ref().is_ok_and(|r| r.is_natural());
+    let mut input_done = Some(input_done);
+    if !natural {
+        if let Some(done) = input_done.take() {
+            done();
+        }
+    }
+    let cut = || {
+        stop.signal().is_some()
+            || keys.try_iter().any(|e| match e {
+                TermEvent::Key(k) if k.kind != KeyEventKind::Release => is_quit_key(&k),
+                _ => false,
+            })
+    };
+    pipe.shut_down(watched, natural, &cut, &mut |line| {
+        let _ = draw_with_bottom_line(term, app, &line);
+    });
+    if let Some(done) = input_done.take() {
+        done();
     }
     // A replay ends where it is: what the pipeline held beyond its position is not shown
     // (nor fed to `--folded`).

@@ -30,7 +30,7 @@ const NS: u64 = 1_000_000_000;
 
 /// A script's pane: what its `on_tick()` returned, and its printed messages.
 #[derive(Clone, Debug, Default)]
-pub struct ScriptPane {
+pub(crate) struct ScriptPane {
     /// The script's name, escaped.
     pub name: String,
     pub lines: Vec<String>,
@@ -40,7 +40,7 @@ pub struct ScriptPane {
 
 /// What the panes show.
 #[derive(Clone)]
-pub struct Panes {
+pub(crate) struct Panes {
     /// Rates of the other events of the list, and the IPC pair.
     pub(crate) event_rates: EventRates,
     pub(crate) rates: Rates,

@@ -9,7 +9,7 @@ use crate::event::{Event, EventDesc, EventKind};
 const NS: u64 = 1_000_000_000;
 
 /// Seconds of per-CPU rate history (the sparklines).
-pub const RATE_SECONDS: usize = 60;
+pub(crate) const RATE_SECONDS: usize = 60;
 
 /// How long after a second ends its rate is final: a reader sends a batch at least every
 /// poll timeout ([`crate::perf::reader::POLL_TIMEOUT`], 250 ms), so records of a second
@@ -31,7 +31,7 @@ pub enum RateUnit {
 /// Instructions per cycle from the two counts (or rates) of the same span: None when no
 /// cycle was counted (or a figure is not a number), so that an idle CPU shows nothing rather
 /// than a division by zero.
-pub fn ipc(instructions: f64, cycles: f64) -> Option<f64> {
+pub(crate) fn ipc(instructions: f64, cycles: f64) -> Option<f64> {
     (cycles > 0.0 && instructions.is_finite() && cycles.is_finite() && instructions >= 0.0)
         .then(|| instructions / cycles)
 }
@@ -62,7 +62,7 @@ fn is_hw(d: &EventDesc, config: u32) -> bool {
 
 /// Per-CPU rates of the events besides the main one (`-e a,b,...`), and the IPC pair.
 #[derive(Clone, Debug, Default)]
-pub struct EventRates {
+pub(crate) struct EventRates {
     /// The main event's index in the list: its samples feed [`App::rates`].
     pub main: Option<u16>,
     /// The other sampling events, each with its rates.
@@ -123,7 +123,7 @@ impl EventRates {
 
 /// Per-CPU rates, one value per second, from sample periods bucketed by record time.
 #[derive(Clone, Debug)]
-pub struct Rates {
+pub(crate) struct Rates {
     unit: RateUnit,
     cpus: Vec<u32>,
     /// Index into `cpus` by CPU number.

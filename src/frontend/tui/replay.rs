@@ -23,7 +23,7 @@ use crate::stats::{CpuSnapshot, Totals};
 
 const NS: u64 = 1_000_000_000;
 /// How far `[` and `]` jump.
-pub const JUMP_NS: u64 = 10 * NS;
+pub(crate) const JUMP_NS: u64 = 10 * NS;
 
 /// How fast a replay plays.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Speed {
         }
     }
 
-    pub fn slower(self) -> Speed {
+    pub(crate) fn slower(self) -> Speed {
         match self {
             Speed::Max => Speed::Ten,
             _ => Speed::Real,
@@ -87,7 +87,7 @@ pub enum ReplayCmd {
 
 /// The replay's clock: a position in the recording's time (its events' clock, ns).
 #[derive(Clone, Debug)]
-pub struct ReplayClock {
+pub(crate) struct ReplayClock {
     /// The first sample's time (0 until known: a pipe's first record tells it).
     start: u64,
     /// The last record's time, once known (the file's header, or the end of the read).
@@ -150,7 +150,7 @@ impl ReplayClock {
 
     /// The records are in up to `complete` at `wall`: a seek that reached its target ends
     /// there; a clock that ran ahead of records not decoded yet (a slow pipe) waits for them.
-    pub fn advance(&mut self, complete: u64, wall: u64) {
+    pub(crate) fn advance(&mut self, complete: u64, wall: u64) {
         if let Some(t) = self.seek {
             let t = self.clamp(t);
             if complete >= t {
@@ -165,7 +165,7 @@ impl ReplayClock {
     }
 
     /// Space: pause at what is shown, or play on from it.
-    pub fn toggle(&mut self, wall: u64, complete: u64) {
+    pub(crate) fn toggle(&mut self, wall: u64, complete: u64) {
         let at = self.shown(wall, complete);
         self.seek = None;
         self.reanchor(at, wall);
@@ -173,7 +173,7 @@ impl ReplayClock {
     }
 
     /// Play at `speed` from what is shown.
-    pub fn set_speed(&mut self, speed: Speed, wall: u64, complete: u64) {
+    pub(crate) fn set_speed(&mut self, speed: Speed, wall: u64, complete: u64) {
         if self.seek.is_none() {
             let at = self.shown(wall, complete);
             self.reanchor(at, wall);
@@ -182,7 +182,7 @@ impl ReplayClock {
     }
 
     /// Seek to `t` (held at the ends): the records up to it go in as fast as they decode.
-    pub fn jump_to(&mut self, t: u64) {
+    pub(crate) fn jump_to(&mut self, t: u64) {
         // Held at the ends when used: an end learnt meanwhile holds it.
         self.seek = Some(t.max(self.start));
     }
@@ -197,7 +197,7 @@ impl ReplayClock {
     }
 
     /// The first record's time, learnt from the records (a pipe's header does not say it).
-    pub fn learn_start(&mut self, t: u64, wall: u64) {
+    pub(crate) fn learn_start(&mut self, t: u64, wall: u64) {
         if self.start == 0 && t > 0 {
             self.start = t;
             self.reanchor(t, wall);
@@ -206,14 +206,14 @@ impl ReplayClock {
 
     /// The recording goes on to `t` at least (a record after the header's last sample, or
     /// the end of the read).
-    pub fn extend_end(&mut self, t: u64) {
+    pub(crate) fn extend_end(&mut self, t: u64) {
         if let Some(e) = self.end.as_mut() {
             *e = (*e).max(t);
         }
     }
 
     /// The read ended: the recording ends at `t`.
-    pub fn set_end(&mut self, t: u64) {
+    pub(crate) fn set_end(&mut self, t: u64) {
         self.end = Some(self.end.unwrap_or(0).max(t).max(self.start));
     }
 
@@ -258,7 +258,7 @@ pub struct ReplayView {
 
 /// Read the recording again from its start: a new pipeline over a new read (Err: why it
 /// could not be).
-pub type Rewind<'a> = Box<dyn FnMut() -> Result<Pipeline, String> + 'a>;
+pub(crate) type Rewind<'a> = Box<dyn FnMut() -> Result<Pipeline, String> + 'a>;
 
 /// The gate between the pipeline and the app (see the module's doc).
 pub struct Replay<'a> {

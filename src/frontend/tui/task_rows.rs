@@ -10,18 +10,18 @@ use crate::event::{Event, EventKind};
 use crate::process::{Comm, ProcessModel};
 
 /// Rows of the task stream kept.
-pub const TASK_ROWS: usize = 2_000;
+pub(crate) const TASK_ROWS: usize = 2_000;
 
 /// How the task stream is shown (the view's, one whether paused or not).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct StreamView {
+pub(crate) struct StreamView {
     /// Rows scrolled back from the newest; the selection is the newest row shown.
     pub scroll: usize,
 }
 
 impl StreamView {
     /// A row came on a stream of now `len` rows: a view scrolled back stays on its rows.
-    pub fn row_came(&mut self, len: usize) {
+    pub(crate) fn row_came(&mut self, len: usize) {
         if self.scroll > 0 {
             self.scroll = (self.scroll + 1).min(len.saturating_sub(1));
         }
@@ -118,7 +118,7 @@ impl TaskRow {
 
     /// As [`TaskRow::command`], for a column `width` characters wide (see
     /// [`crate::cmdline::CmdLine::line_within`]).
-    pub fn command_within(&self, width: usize) -> String {
+    pub(crate) fn command_within(&self, width: usize) -> String {
         let name = self.comm.map_or_else(|| "?".to_string(), |c| c.display());
         match self.argv.as_deref() {
             Some(argv) if argv.is_gone() => format!("{name} [gone]"),
@@ -130,7 +130,7 @@ impl TaskRow {
 
 /// The row of the task stream for `ev`, if it is a fork, exit or comm record: names,
 /// parents and lifetimes as the model knew them at the event's time.
-pub fn row_of(ev: &Event, tasks: &ProcessModel) -> Option<TaskRow> {
+pub(crate) fn row_of(ev: &Event, tasks: &ProcessModel) -> Option<TaskRow> {
     let name = |tid: u32| tasks.comm_at(tid, ev.time).copied();
     match &ev.kind {
         EventKind::Fork(t) => {

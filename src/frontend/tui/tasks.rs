@@ -33,7 +33,7 @@ fn lifetime(ns: u64) -> String {
 }
 
 /// Draw the process tree; returns its rows (the PgUp/PgDn step).
-pub fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
+pub(crate) fn draw_tree(f: &mut Frame, area: Rect, app: &App) -> usize {
     use super::tree::Mark;
     let mut rows = app.tree_rows_unnamed();
     let processes: usize = rows.iter().map(|r| r.exited.max(1)).sum();
@@ -173,7 +173,7 @@ fn draw_detail(f: &mut Frame, lines: Vec<Line<'static>>, inner: Rect, rows: u16)
 
 /// Draw the task pane (the stream, or the tree with `t`); returns its rows (the PgUp/PgDn
 /// step).
-pub fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
+pub(crate) fn draw_tasks(f: &mut Frame, area: Rect, app: &App) -> usize {
     if app.tree {
         return draw_tree(f, area, app);
     }

@@ -31,7 +31,7 @@ use crossterm::terminal::{
 };
 
 /// Can this terminal show a full-screen view? `Err` says why not (for a note).
-pub fn capable(term: Option<&OsStr>) -> Result<(), String> {
+pub(crate) fn capable(term: Option<&OsStr>) -> Result<(), String> {
     match term {
         None => Err("TERM is not set".to_string()),
         Some(t) if t.is_empty() => Err("TERM is empty".to_string()),
@@ -42,7 +42,7 @@ pub fn capable(term: Option<&OsStr>) -> Result<(), String> {
 
 /// What a fatal-signal handler writes to put the terminal back: mouse reporting off (every
 /// mode crossterm turns on), attributes reset, the alternate screen left, the cursor shown.
-pub const RESTORE_SEQUENCE: &[u8] =
+pub(crate) const RESTORE_SEQUENCE: &[u8] =
     b"\x1b[?1006l\x1b[?1015l\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[0m\x1b[?1049l\x1b[?25h";
 
 /// The terminal attributes from before raw mode, saved once, for the signal handler.
@@ -87,7 +87,7 @@ fn tty_fd() -> io::Result<i32> {
 
 /// Save the terminal's attributes (once: before the first raw mode) and make fatal signals
 /// restore the terminal until [`disarm`]. Call before entering raw mode.
-pub fn arm() {
+pub(crate) fn arm() {
     if !SAVED.ready.load(Ordering::Acquire) {
         if let Ok(fd) = tty_fd() {
             let mut t = MaybeUninit::<libc::termios>::zeroed();
@@ -105,20 +105,20 @@ pub fn arm() {
 }
 
 /// The terminal has been restored: fatal signals no longer touch it.
-pub fn disarm() {
+pub(crate) fn disarm() {
     ARMED.store(false, Ordering::Release);
 }
 
 /// A fatal signal is being handled: the UI must not write another frame over the restored
 /// terminal.
-pub fn dying() -> bool {
+pub(crate) fn dying() -> bool {
     DYING.load(Ordering::Acquire)
 }
 
 /// Signals whose default action ends the process (with or without a core dump) and that
 /// perfwatch does not otherwise handle. SIGINT, SIGTERM, SIGHUP and SIGQUIT stop perfwatch
 /// cleanly (`signals.rs`); SIGPIPE is ignored by Rust.
-pub const FATAL_SIGNALS: [i32; 17] = [
+pub(crate) const FATAL_SIGNALS: [i32; 17] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGABRT,
@@ -256,7 +256,7 @@ extern "C" fn on_fatal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
 }
 
 /// The Ctrl-Z key, as raw mode delivers it.
-pub fn is_suspend_key(k: &KeyEvent) -> bool {
+pub(crate) fn is_suspend_key(k: &KeyEvent) -> bool {
     k.code == KeyCode::Char('z') && k.modifiers.contains(KeyModifiers::CONTROL)
 }
 
@@ -346,7 +346,7 @@ impl Drop for Suspend {
 /// in the same group, such as sudo) has a parent in another group of the same session.
 /// A stopped orphaned group would stay stopped for good (the kernel ignores SIGTSTP from the
 /// terminal for it, and sends it SIGHUP if it stops).
-pub fn job_control_parent() -> bool {
+pub(crate) fn job_control_parent() -> bool {
     // SAFETY: these calls have no memory preconditions.
     let (pgrp, sid) = unsafe { (libc::getpgrp(), libc::getsid(0)) };
     // SAFETY: as above.
@@ -380,12 +380,12 @@ fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
 }
 
 /// Raw mode, the alternate screen and mouse capture, for as long as it lives.
-pub struct TerminalGuard {
+pub(crate) struct TerminalGuard {
     active: bool,
 }
 
 /// Put the terminal back as it was. Safe to call twice.
-pub fn restore_terminal() {
+pub(crate) fn restore_terminal() {
     disarm();
     let _ = disable_raw_mode();
     let mut out = io::stdout();
@@ -409,7 +409,7 @@ impl TerminalGuard {
 
     /// Raw mode, the alternate screen (cleared) and mouse capture: at start, and again after
     /// a suspend.
-    pub fn reenter() -> io::Result<()> {
+    pub(crate) fn reenter() -> io::Result<()> {
         arm();
         enable_raw_mode()?;
         execute!(
@@ -421,7 +421,7 @@ impl TerminalGuard {
     }
 
     /// Restore now (and not again on drop).
-    pub fn restore(&mut self) {
+    pub(crate) fn restore(&mut self) {
         if std::mem::take(&mut self.active) {
             restore_terminal();
         }

@@ -20,14 +20,14 @@ use crate::event::Event;
 use crate::symbols::{Symbol, SymbolKey};
 
 /// Seconds the default view covers.
-pub const WINDOW_SECONDS: u64 = 10;
+pub(crate) const WINDOW_SECONDS: u64 = 10;
 
 /// Symbols kept for display at most (one per distinct function seen).
 const MAX_SYMBOLS: usize = 1 << 18;
 
 /// How the rows are ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortBy {
+pub(crate) enum SortBy {
     /// Most samples first (Children with call chains, as perf top -g sorts).
     Samples,
     /// Self samples first (with call chains; without, the same as Samples).
@@ -56,7 +56,7 @@ impl SortBy {
 
 /// What the pane shows instead of the symbol list.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Zoom {
+pub(crate) enum Zoom {
     /// The symbols.
     None,
     /// The tasks that run one symbol (Enter on a symbol).
@@ -65,13 +65,14 @@ pub enum Zoom {
 
 /// One row as drawn.
 #[derive(Clone, Debug)]
-pub struct SymRow {
+pub(crate) struct SymRow {
     /// 0 for a symbol, 1.. for its callers, down the chain.
     pub depth: usize,
     pub key: SymbolKey,
     /// Samples through this row (Children for a symbol, the path's for a caller).
     pub samples: u64,
-    /// Self samples (symbols only).
+    /// Self samples (symbols only): the rows are sorted by it; only the tests read it back.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub self_samples: u64,
     /// Share of all samples over the span, in percent.
     pub share: f64,
@@ -89,7 +90,7 @@ pub struct SymRow {
 
 /// The pane's data: what the samples counted (held still by a pause).
 #[derive(Clone)]
-pub struct TopSymbols {
+pub(crate) struct TopSymbols {
     graph: CallGraph<SymbolKey>,
     symbols: FxHashMap<SymbolKey, Arc<Symbol>>,
     /// Call chains were asked for (`-g`): Children and Self columns, callers.
@@ -100,7 +101,7 @@ pub struct TopSymbols {
 /// How the pane is shown (the view's, one whether paused or not): span, order, zoom,
 /// selection, open callers.
 #[derive(Clone, Debug)]
-pub struct SymbolsView {
+pub(crate) struct SymbolsView {
     pub span: Span,
     pub sort: SortBy,
     pub zoom: Zoom,
@@ -152,13 +153,8 @@ impl TopSymbols {
     }
 
     /// Whether any named sample came (the pane is shown from then on).
-    pub fn has_samples(&self) -> bool {
+    pub(crate) fn has_samples(&self) -> bool {
         self.graph.samples() > 0
-    }
-
-    /// Samples counted, and those of chains beyond the memory budget (counted, not kept).
-    pub fn counts(&self) -> (u64, u64) {
-        (self.graph.samples(), self.graph.not_kept())
     }
 
     /// Count a sample, by the names the symbolize step gave it.
@@ -267,13 +263,13 @@ impl TopSymbols {
     }
 
     /// The tasks that run `key` over `span`: (pid, samples), most first.
-    pub fn tasks_of(&self, span: Span, key: &SymbolKey) -> Vec<(u32, u64)> {
+    pub(crate) fn tasks_of(&self, span: Span, key: &SymbolKey) -> Vec<(u32, u64)> {
         self.graph.tags_of(span, key)
     }
 
     /// The rows the pane shows as `v` shows it: the tasks of the zoomed-in symbol, else the
     /// symbol rows.
-    pub fn shown_len(&self, v: &SymbolsView, narrow: Narrowed) -> usize {
+    pub(crate) fn shown_len(&self, v: &SymbolsView, narrow: Narrowed) -> usize {
         match &v.zoom {
             Zoom::Tasks(k) => self.tasks_of(v.span, k).len(),
             Zoom::None => self.rows(v, narrow).0.len(),
@@ -281,7 +277,7 @@ impl TopSymbols {
     }
 
     /// The name of `key` as shown.
-    pub fn name_of(&self, key: &SymbolKey) -> &str {
+    pub(crate) fn name_of(&self, key: &SymbolKey) -> &str {
         self.symbols
             .get(key)
             .map_or(crate::symbols::UNKNOWN, |s| s.display_name())
@@ -321,14 +317,14 @@ impl SymbolsView {
     }
 
     /// Enter on a symbol row: the tasks that run it.
-    pub fn zoom_selected(&mut self, t: &TopSymbols, narrow: Narrowed) {
+    pub(crate) fn zoom_selected(&mut self, t: &TopSymbols, narrow: Narrowed) {
         if let Some(r) = t.rows(self, narrow).0.get(self.selected) {
             self.zoom = Zoom::Tasks(r.key);
         }
     }
 
     /// `a`: the last seconds or since start.
-    pub fn toggle_span(&mut self) {
+    pub(crate) fn toggle_span(&mut self) {
         self.span = match self.span {
             Span::Recent => Span::SinceStart,
             Span::SinceStart => Span::Recent,
@@ -336,7 +332,7 @@ impl SymbolsView {
     }
 
     /// `s`: the next order.
-    pub fn next_sort(&mut self) {
+    pub(crate) fn next_sort(&mut self) {
         self.sort = self.sort.next();
     }
 

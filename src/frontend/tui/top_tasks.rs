@@ -9,7 +9,7 @@ use crate::process::ProcessModel;
 
 /// The order of Top tasks (`s` when it has the focus).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TopSort {
+pub(crate) enum TopSort {
     Samples,
     Id,
     Name,
@@ -35,7 +35,7 @@ impl TopSort {
 
 /// How Top tasks is shown (the view's, one whether paused or not).
 #[derive(Clone, Copy, Debug)]
-pub struct TopView {
+pub(crate) struct TopView {
     /// The selected row, from the top (the first row shown).
     pub scroll: usize,
     /// `H`: per thread rather than per process.
@@ -91,7 +91,7 @@ impl TopView {
     }
 
     /// `H`: per thread or per process (whatever pane has the focus), from the top.
-    pub fn toggle_threads(&mut self) {
+    pub(crate) fn toggle_threads(&mut self) {
         self.per_thread = !self.per_thread;
         self.scroll = 0;
     }

@@ -24,7 +24,7 @@ use crate::process::tree_log::TreeCursor;
 use crate::process::{Comm, Process, ProcessModel};
 
 /// How long a process that started or exited stays marked, in ns.
-pub const RECENT_NS: u64 = 5_000_000_000;
+pub(crate) const RECENT_NS: u64 = 5_000_000_000;
 
 /// pid 2: the kernel threads' parent. Its children are folded into a count.
 const KTHREADD: u32 = 2;
@@ -170,7 +170,7 @@ fn guides_prefix(guides: &[bool]) -> String {
 
 /// The tree's selection (the view's, one whether paused or not).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TreeView {
+pub(crate) struct TreeView {
     /// The selected row, from the top.
     pub sel: usize,
     /// The process on that row: the selection follows it when rows above come and go.

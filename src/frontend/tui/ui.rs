@@ -21,8 +21,8 @@ use crate::event::{Event, RecordType};
 use crate::filter::SYNTAX_HELP;
 
 /// The smallest terminal the layout fits in.
-pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 18;
+pub(crate) const MIN_WIDTH: u16 = 60;
+pub(crate) const MIN_HEIGHT: u16 = 18;
 
 /// Draw one frame into any backend, and keep in `app` what it drew where.
 pub fn render<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<(), B::Error> {
@@ -38,7 +38,7 @@ pub fn render<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<(), B
 /// ([`App::shown`]: the data held at a pause, else the live data) as the view state says,
 /// where [`super::layout`] puts them. Returns what it drew where; None on a terminal too
 /// small to draw the panes.
-pub fn draw(f: &mut Frame, app: &App) -> Option<Drawn> {
+pub(crate) fn draw(f: &mut Frame, app: &App) -> Option<Drawn> {
     use super::layout::{Spec, layout};
     let data = app.shown();
     let area = f.area();
@@ -568,7 +568,7 @@ fn draw_script(f: &mut Frame, area: Rect, app: &App, i: usize, hidden: usize) {
 }
 
 /// The colour of a record type, in the log, the status bar and the help.
-pub fn type_style(t: RecordType) -> Style {
+pub(crate) fn type_style(t: RecordType) -> Style {
     let c = match t {
         RecordType::Sample => Color::Gray,
         RecordType::Fork => Color::Green,

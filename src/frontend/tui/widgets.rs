@@ -9,13 +9,13 @@ use ratatui::widgets::{Block, Borders};
 
 use super::app::App;
 
-pub fn hms(secs: f64) -> String {
+pub(crate) fn hms(secs: f64) -> String {
     let s = secs.max(0.0) as u64;
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// A count or rate with an SI suffix: `950`, `12.3k`, `2.31G`.
-pub fn si(v: f64) -> String {
+pub(crate) fn si(v: f64) -> String {
     let a = v.abs();
     let (d, s) = if a >= 1e12 {
         (1e12, "T")
@@ -38,7 +38,7 @@ pub fn si(v: f64) -> String {
     }
 }
 
-pub fn pane_block(title: String, focused: bool) -> Block<'static> {
+pub(crate) fn pane_block(title: String, focused: bool) -> Block<'static> {
     let style = if focused {
         Style::default()
             .fg(Color::Cyan)
@@ -56,7 +56,7 @@ pub fn pane_block(title: String, focused: bool) -> Block<'static> {
 }
 
 /// Seconds since the start, as the streams show times.
-pub fn rel(app: &App, t: u64) -> String {
+pub(crate) fn rel(app: &App, t: u64) -> String {
     let ns = t.saturating_sub(app.cfg.start_ns);
     format!("{:>8.3}", ns as f64 / 1e9)
 }
@@ -67,7 +67,7 @@ pub fn window(len: usize, back: usize, rows: usize) -> (usize, usize) {
     (end.saturating_sub(rows), end)
 }
 
-pub fn scroll_note(back: usize, paused: bool) -> String {
+pub(crate) fn scroll_note(back: usize, paused: bool) -> String {
     match (back, paused) {
         (0, false) => String::new(),
         (0, true) => " [paused]".into(),
@@ -77,7 +77,7 @@ pub fn scroll_note(back: usize, paused: bool) -> String {
 
 /// Column widths: the fixed ones as given (0 marks a flexible column), the flexible ones
 /// sharing what is left, with one blank between columns.
-pub fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
+pub(crate) fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
     let gaps = spec.len().saturating_sub(1) as u16;
     let fixed: u16 = spec.iter().sum();
     let flex = spec.iter().filter(|w| **w == 0).count() as u16;
@@ -103,7 +103,7 @@ pub fn grid_widths(total: u16, spec: &[u16]) -> Vec<u16> {
 
 /// A table drawn cell by cell into computed rectangles. ratatui's `Table` lays its columns
 /// out with the constraint solver on every frame, which cost more than everything else drawn.
-pub fn draw_grid<'a>(
+pub(crate) fn draw_grid<'a>(
     f: &mut Frame,
     block: Block<'a>,
     area: Rect,
@@ -135,7 +135,11 @@ pub fn draw_grid<'a>(
 }
 
 /// The rows a pane shows: `len` of them from `start`, with their indexes in `rows`.
-pub fn shown_rows<T>(rows: &[T], start: usize, len: usize) -> impl Iterator<Item = (usize, &T)> {
+pub(crate) fn shown_rows<T>(
+    rows: &[T],
+    start: usize,
+    len: usize,
+) -> impl Iterator<Item = (usize, &T)> {
     rows.iter().enumerate().skip(start).take(len)
 }
 

@@ -236,7 +236,7 @@ impl PrintFmt {
     }
 
     /// True when a conversion shows a kernel address as a function (`%ps`).
-    pub fn shows_symbols(&self) -> bool {
+    pub(crate) fn shows_symbols(&self) -> bool {
         self.pieces.iter().any(|p| {
             matches!(
                 p,

@@ -1,7 +1,8 @@
 use super::*;
 use crate::event::EventDesc;
 use crate::frontend::tui::panes::PANE_MESSAGES;
-use crate::frontend::tui::rates::RATE_LAG_NS;
+use crate::frontend::tui::rates::{RATE_LAG_NS, RATE_SECONDS, ipc};
+use crate::frontend::tui::top_tasks::TopSort;
 use crate::testkit::events::{batch, event, fork, sample, task};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
