@@ -44,11 +44,22 @@ impl Agent {
 
     /// How long the readers sleep on a ring under its wakeup watermark: a second in the
     /// headless agent (the endpoint's freshness), else the interactive default.
+    /// A `--pprof-every` profile is cut at the first records after its period ends, so the
+    /// readers then wake at least four times a period (a profile holds its period, give or
+    /// take a quarter; with a second's wake-up, a 1 s profile could hold none and the next
+    /// two).
     pub fn reader_idle_wake(cli: &Cli) -> std::time::Duration {
-        if Self::headless(cli) {
-            crate::perf::reader::AGENT_IDLE_WAKE
-        } else {
-            crate::perf::reader::POLL_TIMEOUT
+        use crate::perf::reader::{AGENT_IDLE_WAKE, POLL_TIMEOUT};
+        if !Self::headless(cli) {
+            return POLL_TIMEOUT;
+        }
+        let period = cli
+            .pprof_every
+            .first()
+            .and_then(|p| crate::cli::duration(&p.to_string_lossy()).ok());
+        match period {
+            Some(p) => AGENT_IDLE_WAKE.min(p / 4).max(POLL_TIMEOUT),
+            None => AGENT_IDLE_WAKE,
         }
     }
 
@@ -210,6 +221,25 @@ mod tests {
         let cli = Cli::try_parse_from(args).unwrap();
         let c = Agent::symbols(&cli, crate::symbols::Config::default());
         (c.table_budget, c.result_entries)
+    }
+
+    #[test]
+    fn the_readers_wake_four_times_a_pprof_period_in_the_headless_agent() {
+        use crate::perf::reader::{AGENT_IDLE_WAKE, POLL_TIMEOUT};
+        use std::time::Duration;
+        let wake = |args: &[&str]| Agent::reader_idle_wake(&Cli::try_parse_from(args).unwrap());
+        assert_eq!(
+            wake(&["perfwatch", "-a", "--metrics", "9464"]),
+            POLL_TIMEOUT
+        );
+        assert_eq!(
+            wake(&["perfwatch", "-a", "--quiet", "--metrics", "9464"]),
+            AGENT_IDLE_WAKE
+        );
+        let every = |p: &str| wake(&["perfwatch", "-a", "--quiet", "--pprof-every", p, "/tmp"]);
+        assert_eq!(every("1s"), Duration::from_millis(250));
+        assert_eq!(every("2s"), Duration::from_millis(500));
+        assert_eq!(every("60s"), AGENT_IDLE_WAKE);
     }
 
     #[test]
