@@ -432,7 +432,7 @@ fn a_recording_comes_out_in_perf_scripts_order_ties_and_all() {
         &["1000", "20"],
     );
     // "out of time order" only where perf warns too (perfwatch_json checks it).
-    let (records, stderr) = perfwatch_json(&data);
+    let (records, _) = perfwatch_json(&data);
     let ours: Vec<(u64, u64, String)> = records
         .iter()
         .filter(|r| r["type"] == "sample")
@@ -458,9 +458,9 @@ fn a_recording_comes_out_in_perf_scripts_order_ties_and_all() {
         unordered(&theirs),
         unordered(&ours)
     );
-    if unordered(&theirs) == 0 {
-        assert!(!stderr.contains("out of time order"), "{stderr}");
-    }
+    // perfwatch says "out of time order" only where perf script warns of out-of-order
+    // events too (perfwatch_json checked it): the record perf reorders may be a fork, comm
+    // or mmap, which the samples' order above does not show.
     if let Some(i) = (0..ours.len()).find(|&i| ours[i] != theirs[i]) {
         panic!(
             "sample {i} of {}: perfwatch {:?}, perf script {:?}",

@@ -19,7 +19,7 @@ fn nz(v: u16) -> std::num::NonZeroU16 {
     std::num::NonZeroU16::new(v).expect("non-zero size")
 }
 
-struct Screen {
+pub(crate) struct Screen {
     parser: vt100::Parser,
     rx: Receiver<Vec<u8>>,
     raw: Vec<u8>,
@@ -46,7 +46,7 @@ impl Screen {
     }
 
     /// perfwatch `args` on a `rows`x`cols` terminal.
-    fn spawn_at(args: &[&str], rows: u16, cols: u16) -> Screen {
+    pub(crate) fn spawn_at(args: &[&str], rows: u16, cols: u16) -> Screen {
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
         cmd.args(args);
         cmd.env("TERM", "xterm-256color");
@@ -54,7 +54,7 @@ impl Screen {
     }
 
     /// `q`, and perfwatch ends with status 0.
-    fn quit_ok(&mut self) {
+    pub(crate) fn quit_ok(&mut self) {
         self.send("q");
         assert!(exit_status(self, "q").success());
     }
@@ -94,7 +94,7 @@ impl Screen {
         }
     }
 
-    fn pump(&mut self, wait: Duration) {
+    pub(crate) fn pump(&mut self, wait: Duration) {
         if let Ok(b) = self.rx.recv_timeout(wait) {
             self.parser.process(&b);
             self.raw.extend_from_slice(&b);
@@ -105,12 +105,12 @@ impl Screen {
         }
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.parser.screen().contents()
     }
 
     /// Poll the screen until `cond` holds; panic with the screen after `timeout`.
-    fn wait_for(&mut self, what: &str, timeout: Duration, cond: impl Fn(&str) -> bool) {
+    pub(crate) fn wait_for(&mut self, what: &str, timeout: Duration, cond: impl Fn(&str) -> bool) {
         let deadline = Instant::now() + timeout;
         loop {
             self.pump(Duration::from_millis(50));
@@ -143,7 +143,7 @@ impl Screen {
         }
     }
 
-    fn send(&mut self, s: &str) {
+    pub(crate) fn send(&mut self, s: &str) {
         self.writer.write_all(s.as_bytes()).expect("write to pty");
         self.writer.flush().expect("flush pty");
     }

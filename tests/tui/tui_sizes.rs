@@ -2,116 +2,9 @@
 //! shows at 80×24, a fork storm in the tree, and an orphan in the tree, read through a
 //! terminal emulator (vt100).
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-use portable_pty::{Child, CommandBuilder};
-
-use super::tui_pty::Pty;
-
-struct Screen {
-    parser: vt100::Parser,
-    rx: Receiver<Vec<u8>>,
-    writer: Box<dyn Write + Send>,
-    child: Box<dyn Child + Send + Sync>,
-    _master: Box<dyn portable_pty::MasterPty + Send>,
-}
-
-impl Screen {
-    /// perfwatch `args` on a `cols`×`rows` terminal.
-    fn spawn(args: &[&str], cols: u16, rows: u16) -> Screen {
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_perfwatch"));
-        cmd.args(args);
-        cmd.env("TERM", "xterm-256color");
-        let Pty {
-            child,
-            writer,
-            rx,
-            master,
-        } = Pty::open(cmd, rows, cols);
-        let nz = |v: u16| std::num::NonZeroU16::new(v).expect("non-zero size");
-        Screen {
-            parser: vt100::Parser::new(nz(rows), nz(cols), 0),
-            rx,
-            writer,
-            child,
-            _master: master,
-        }
-    }
-
-    fn pump(&mut self, wait: Duration) {
-        if let Ok(b) = self.rx.recv_timeout(wait) {
-            self.parser.process(&b);
-        }
-        while let Ok(b) = self.rx.try_recv() {
-            self.parser.process(&b);
-        }
-    }
-
-    fn text(&self) -> String {
-        self.parser.screen().contents()
-    }
-
-    /// Poll the screen until `cond` holds; panic with the screen after `timeout`.
-    fn wait_for(&mut self, what: &str, timeout: Duration, cond: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.pump(Duration::from_millis(50));
-            // Held on a whole frame: a frame comes in several reads, and a test that saw
-            // one part of it (a pane's title) would read another (its header) half drawn.
-            if cond(&self.text()) && {
-                self.settle();
-                cond(&self.text())
-            } {
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; screen:\n{}", self.text());
-            }
-        }
-    }
-
-    /// Read until nothing more has come for 60 ms (at most 1 s): the frame being drawn is
-    /// then whole.
-    fn settle(&mut self) {
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until {
-            match self.rx.recv_timeout(Duration::from_millis(60)) {
-                Ok(b) => {
-                    self.parser.process(&b);
-                }
-                Err(_) => return,
-            }
-        }
-    }
-
-    fn send(&mut self, s: &str) {
-        self.writer.write_all(s.as_bytes()).expect("write to pty");
-        self.writer.flush().expect("flush pty");
-    }
-
-    /// `q`, and perfwatch ends with status 0 within 10 s.
-    fn quit_ok(&mut self) {
-        self.send("q");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            self.pump(Duration::from_millis(50));
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                assert!(status.success(), "q: {status:?}");
-                return;
-            }
-            assert!(Instant::now() < deadline, "perfwatch did not quit on q");
-        }
-    }
-}
-
-impl Drop for Screen {
-    fn drop(&mut self) {
-        // A failed test must not leave perfwatch running.
-        let _ = self.child.kill();
-    }
-}
+use super::tui_pty::Screen;
 
 /// The width of the column headed `name` in a pane's header line `line`: up to the next
 /// header, or the pane's right border.
@@ -140,10 +33,10 @@ const BUSY: &str =
 #[test]
 fn at_80x24_each_pane_shown_keeps_its_key_column_and_tab_reaches_the_others() {
     require_perf!();
-    let mut s = Screen::spawn(
+    let mut s = Screen::spawn_at(
         &["-e", "cpu-clock", "-F", "499", "--", "sh", "-c", BUSY],
-        80,
         24,
+        80,
     );
     s.wait_for(
         "Top symbols and Top tasks folded, and an exec row",
@@ -261,7 +154,7 @@ fn a_fork_storm_is_one_row_in_the_tree() {
     // Until perfwatch ends it (at q), so that the tree always has children that exited in
     // the last seconds; bounded all the same.
     let storm = "i=0; while [ $i -lt 100000 ]; do /bin/true; i=$((i+1)); done";
-    let mut s = Screen::spawn(&["-e", "dummy", "--", "sh", "-c", storm], 160, 45);
+    let mut s = Screen::spawn_at(&["-e", "dummy", "--", "sh", "-c", storm], 45, 160);
     // Dozens of them first (three rows each: fork, exec, exit).
     s.wait_for("execs of true", Duration::from_secs(30), |t| {
         t.lines()
@@ -351,7 +244,7 @@ fn an_orphan_shows_under_its_new_parent_in_the_tree() {
         r#"sh -c "sleep 42.5 & echo \$! > '{}'"; sleep 30"#,
         pidfile.display()
     );
-    let mut s = Screen::spawn(&["-e", "dummy", "--", "sh", "-c", &script], 160, 45);
+    let mut s = Screen::spawn_at(&["-e", "dummy", "--", "sh", "-c", &script], 45, 160);
     let deadline = Instant::now() + Duration::from_secs(30);
     let sleep: u32 = loop {
         s.pump(Duration::from_millis(50));
