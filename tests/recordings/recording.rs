@@ -1237,11 +1237,10 @@ fn compressed_recordings_read_as_perf_script_reads_them() {
     let (plain_records, _) = perfwatch_json(&plain);
     let (za, zb) = hot_shares(&records);
     let (pa, pb) = hot_shares(&plain_records);
+    // Two executions of the workload: their shares differ by chance (0.75 and 0.62 for hot_a
+    // in one CI run), so only what does not: both name both functions, hot_a the most.
     assert!(za > zb && zb > 0.0, "-z: hot_a {za}, hot_b {zb}");
-    assert!(
-        (za - pa).abs() < 0.1 && (zb - pb).abs() < 0.1,
-        "hot_a/hot_b shares: -z {za}/{zb}, without -z {pa}/{pb}"
-    );
+    assert!(pa > pb && pb > 0.0, "without -z: hot_a {pa}, hot_b {pb}");
 
     // Pipe mode: perf record -z -o - | perfwatch -i -, and perf script on the same bytes.
     let mut perf = Command::new("perf")
