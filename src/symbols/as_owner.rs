@@ -257,28 +257,13 @@ fn absent_at(dir: &OwnedFd, path: &str, resolve: u64) -> bool {
     let Ok(name) = CString::new(path) else {
         return false;
     };
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve,
-    };
-    // SAFETY: a directory fd we own, a NUL-terminated name and an open_how of the size
-    // given, all alive for the call; a descriptor returned is closed at once.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd >= 0 {
-        // SAFETY: a descriptor openat2 just returned, owned by nobody else.
-        drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-        return false;
+    use std::os::fd::AsFd;
+    // A descriptor returned is closed at once (dropped).
+    let flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    match crate::sys::fs::openat2(dir.as_fd(), &name, flags, resolve) {
+        Ok(_) => false,
+        Err(e) => e.raw_os_error() == Some(libc::ENOENT),
     }
-    io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
 }
 
 /// perfwatch's own `/tmp` (`O_PATH`), unless its filesystem is one whose lookups can wait on

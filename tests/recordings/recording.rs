@@ -1290,21 +1290,7 @@ fn compressed_recordings_read_as_perf_script_reads_them() {
         .unwrap()
         .output_in_time()
         .unwrap();
-    let mut theirs: Vec<(i64, u64, u64)> = String::from_utf8_lossy(&perf.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let tid = w.next()?.parse().ok()?;
-            let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
-            let ip = u64::from_str_radix(w.next()?, 16).ok()?;
-            Some((
-                tid,
-                s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
-                ip,
-            ))
-        })
-        .collect();
-    theirs.sort_unstable();
+    let theirs = tid_time_ip(&String::from_utf8_lossy(&perf.stdout));
     assert!(ours.len() > 100, "{} samples from the pipe", ours.len());
     assert_eq!(ours, theirs, "the piped samples (tid, time, ip)");
 
@@ -1544,21 +1530,28 @@ fn format_perf_works_live_and_its_lines_parse_as_perf_scripts_do() {
 /// `perf script -F tid,time,ip --ns -i FILE`: each sample's (tid, time, ip) (a tid of -1
 /// where the kernel took a sample outside any task).
 fn perf_samples(file: &Path) -> Vec<(i64, u64, u64)> {
-    let mut v: Vec<(i64, u64, u64)> =
-        perf_out(&["script", "-G", "-F", "tid,time,ip", "--ns"], file)
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                let tid = w.next()?.parse().ok()?;
-                let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
-                let ip = u64::from_str_radix(w.next()?, 16).ok()?;
-                Some((
-                    tid,
-                    s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
-                    ip,
-                ))
-            })
-            .collect();
+    tid_time_ip(&perf_out(
+        &["script", "-G", "-F", "tid,time,ip", "--ns"],
+        file,
+    ))
+}
+
+/// `perf script -F tid,time,ip --ns`'s lines as (tid, time, ip), sorted.
+fn tid_time_ip(text: &str) -> Vec<(i64, u64, u64)> {
+    let mut v: Vec<(i64, u64, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let tid = w.next()?.parse().ok()?;
+            let (s, ns) = w.next()?.trim_end_matches(':').split_once('.')?;
+            let ip = u64::from_str_radix(w.next()?, 16).ok()?;
+            Some((
+                tid,
+                s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
+                ip,
+            ))
+        })
+        .collect();
     v.sort_unstable();
     v
 }
