@@ -321,6 +321,7 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
     if size % entry != 0 {
         return Err(ElfError::Corrupt("symbol table size"));
     }
+    let admits = admits::<Elf, R>(sections, endian);
     let read_strings = |builder: &mut TableBuilder| -> Result<StringTable<'d>, ElfError> {
         builder.hold(strtab_size).map_err(too_large)?;
         let strings = section_bytes::<Elf, R>(strtab, endian, data, max_section)?;
@@ -332,8 +333,16 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
         let bytes = section_bytes::<Elf, R>(sh, endian, data, max_section)?;
         let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(bytes)
             .map_err(|_| ElfError::Corrupt("symbol table size"))?;
-        return add_symbols::<Elf, R>(sections, syms, endian, Some(strings), Some(builder), &mut 0)
-            .map_err(too_large);
+        return add_symbols::<Elf, R>(
+            sections,
+            &admits,
+            syms,
+            endian,
+            Some(strings),
+            Some(builder),
+            &mut 0,
+        )
+        .map_err(too_large);
     };
     use std::os::unix::fs::FileExt;
     let chunk = SYMTAB_CHUNK / entry * entry;
@@ -354,8 +363,9 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
             let syms: &[Elf::Sym] = object::pod::slice_from_all_bytes(&buf[..len])
                 .map_err(|_| ElfError::Corrupt("symbol table size"))?;
             let to = (pass == 2).then_some(&mut *builder);
-            functions += add_symbols::<Elf, R>(sections, syms, endian, strings, to, &mut names)
-                .map_err(too_large)?;
+            functions +=
+                add_symbols::<Elf, R>(sections, &admits, syms, endian, strings, to, &mut names)
+                    .map_err(too_large)?;
             done += len;
         }
         match pass {
@@ -370,9 +380,41 @@ fn symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
     Ok(n)
 }
 
-/// Add the functions among `syms`; how many.
+/// A section whose labels count as functions: its name has "text" in it (perf's
+/// `elf_sec__is_text`).
+const TEXT: u8 = 1;
+/// A section whose objects an instruction pointer can fall in: executable. perf keeps every
+/// object; only these can ever be a sample's symbol.
+const EXECUTABLE: u8 = 2;
+
+/// For each section, by index: which symbols besides functions it gives the table. perf
+/// (`dso__load_sym`) keeps labels (STT_NOTYPE, not hidden or internal) in text sections and
+/// objects beside the functions: `_dl_start_user` in ld.so, an assembler routine's entry.
+fn admits<'d, Elf: FileHeader, R: ReadRef<'d>>(
+    sections: &SectionTable<'d, Elf, R>,
+    endian: Elf::Endian,
+) -> Vec<u8> {
+    sections
+        .iter()
+        .map(|sh| {
+            let flags: u64 = sh.sh_flags(endian).0;
+            let name = sections.section_name(endian, sh).unwrap_or(&[]);
+            let text = name.windows(4).any(|w| w == b"text");
+            (if text { TEXT } else { 0 })
+                | (if flags & elf::SHF_EXECINSTR.0 != 0 {
+                    EXECUTABLE
+                } else {
+                    0
+                })
+        })
+        .collect()
+}
+
+/// Add the functions (and the labels and objects perf counts as symbols) among `syms`; how
+/// many.
 fn add_symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
     sections: &SectionTable<'d, Elf, R>,
+    admits: &[u8],
     syms: &[Elf::Sym],
     endian: Elf::Endian,
     strings: Option<StringTable<'d>>,
@@ -381,14 +423,24 @@ fn add_symbols<'d, Elf: FileHeader, R: ReadRef<'d>>(
 ) -> Result<usize, TooLarge> {
     let mut n = 0;
     for sym in syms {
-        let ty = sym.st_type();
-        if ty != elf::STT_FUNC && ty != elf::STT_GNU_IFUNC {
-            continue;
-        }
-        let start: u64 = sym.st_value(endian).into();
+        // `index()`: neither SHN_UNDEF nor SHN_ABS (nor another reserved index).
         let Some(shndx) = sym.st_shndx(endian).index() else {
             continue;
         };
+        let admit = admits.get(shndx as usize).copied().unwrap_or(0);
+        let wanted = match sym.st_type() {
+            elf::STT_FUNC | elf::STT_GNU_IFUNC => true,
+            elf::STT_OBJECT => admit & EXECUTABLE != 0,
+            elf::STT_NOTYPE => {
+                let vis = sym.st_visibility();
+                admit & TEXT != 0 && vis != elf::STV_HIDDEN && vis != elf::STV_INTERNAL
+            }
+            _ => false,
+        };
+        if !wanted {
+            continue;
+        }
+        let start: u64 = sym.st_value(endian).into();
         if start == 0 {
             continue;
         }

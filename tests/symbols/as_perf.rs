@@ -445,3 +445,69 @@ int main(int argc, char **argv) {
         }
     }
 }
+
+/// perf counts more than functions as symbols: labels (`STT_NOTYPE`) in text sections and
+/// objects (ld.so's `_dl_start_user`, an assembler routine's entry, a table of code marked
+/// `@object`). A program whose hot loops start at a global label, a local label and an
+/// object in `.text` is named as perf names it, not after the function before them.
+#[test]
+fn labels_and_objects_in_text_are_named_as_perf_names_them() {
+    require_perf!();
+    require_perf_tool!();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(
+        dir.path(),
+        "labels",
+        r#"
+#include <stdlib.h>
+void spin_global(long n);
+void spin_local(long n);
+void spin_object(long n);
+__asm__(".text\n"
+        ".globl spin_global\n"
+        "spin_global: mov %rdi, %rax\n"
+        "1: dec %rax\n jnz 1b\n ret\n"
+        "spin_local: mov %rdi, %rax\n"
+        "2: dec %rax\n jnz 2b\n ret\n"
+        ".type spin_object, @object\n"
+        "spin_object: mov %rdi, %rax\n"
+        "3: dec %rax\n jnz 3b\n ret\n"
+        ".size spin_object, 13\n");
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    for (int i = 0; i < 4; i++) {
+        spin_global(n);
+        spin_local(n);
+        spin_object(n);
+    }
+    return 0;
+}
+"#,
+        &[],
+    );
+    let (data, said) = side_by_side(
+        dir.path(),
+        &[prog.to_str().unwrap(), "60000000"],
+        &["--json"],
+    );
+    let perf = perf_names(&data);
+    let pw = perfwatch_names(&dir.path().join("perfwatch.out"));
+    let mut differ = Vec::new();
+    let mut both = std::collections::HashSet::new();
+    for (addr, p) in &perf {
+        if let Some(w) = pw.get(addr) {
+            if w != p && !perf_61_init_over_plt(p, w) {
+                differ.push(format!("{addr:#x}: perf {p}, perfwatch {w}"));
+            }
+            both.insert(p.as_str());
+        }
+    }
+    println!("named by both: {both:?}\n{said}");
+    assert!(differ.is_empty(), "names differ:\n{}", differ.join("\n"));
+    for name in ["spin_global", "spin_local", "spin_object"] {
+        assert!(
+            both.contains(name),
+            "no sample in {name} named by both: {both:?}"
+        );
+    }
+}
