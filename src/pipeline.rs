@@ -236,7 +236,14 @@ impl Pipeline {
             .clone()
             .filter(|_| opts.model)
             .map(|(max, shared)| {
-                crate::unwinding::Unwind::new(crate::unwind::Config::default(), max, Some(shared))
+                let unwind = crate::unwinding::Unwind::new(
+                    crate::unwind::Config::default(),
+                    max,
+                    Some(shared),
+                );
+                // perf's lines: its DWARF unwinders give each caller's address less one.
+                let perfs = opts.symbols.as_ref().is_some_and(|c| c.returns_by_address);
+                unwind.callers_less_one(perfs)
             });
         Pipeline {
             own_helpers: Default::default(),

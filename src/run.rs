@@ -418,6 +418,7 @@ fn pipeline_options(
         batch_wait: Some(BATCH_WAIT),
         read_user_fs: cli.read_user_fs,
         preload_kernel: true,
+        returns_by_address: cli.format == Some(LineFormat::Perf),
         ..crate::symbols::Config::default()
     });
     PipelineOptions {

@@ -88,6 +88,9 @@ pub(crate) struct Symbolize {
     stacks: FxHashMap<u64, usize>,
     /// Samples that share an earlier one's names: (index, index of the earlier one).
     same: Vec<(usize, usize)>,
+    /// [`Config::returns_by_address`]: a frame is named by its address, not its
+    /// [`Frame::lookup_ip`](crate::callchain::Frame::lookup_ip).
+    returns_by_address: bool,
 }
 
 /// The stack of a sample without tracepoint arguments to name: what decides its names
@@ -137,6 +140,7 @@ fn ask(
 impl Symbolize {
     pub fn new(config: Config) -> Symbolize {
         Symbolize {
+            returns_by_address: config.returns_by_address,
             sym: Symbolizer::new(config),
             requests: Vec::new(),
             answers: Vec::new(),
@@ -228,13 +232,15 @@ impl Symbolize {
                 continue;
             };
             self.slots.push((i, self.asks.len()));
+            let by_address = self.returns_by_address;
             let (asked, requests, slot) = (&mut self.asked, &mut self.requests, &mut self.asks);
             let mut ask =
                 |addr: u64, context: Context| ask(model, asked, requests, ev, addr, context);
             slot.push(ask(*ip, Context::of_cpumode(*misc)));
             if let Some(chain) = callchain {
                 for f in chain.frames() {
-                    slot.push(ask(f.lookup_ip(), f.context));
+                    let at = if by_address { f.ip } else { f.lookup_ip() };
+                    slot.push(ask(at, f.context));
                 }
             }
             // A tracepoint's `%ps` arguments (kernel functions).
@@ -258,6 +264,7 @@ impl Symbolize {
         self.sym.resolve(&self.requests, &mut self.answers);
         let answers = &self.answers;
         let answer = |n: u32| answers.get(n as usize).cloned();
+        let by_address = self.returns_by_address;
         let mut next_args = 0;
         for (k, (at, from)) in self.slots.iter().enumerate() {
             let to = self.slots.get(k + 1).map_or(self.asks.len(), |&(_, to)| to);
@@ -265,8 +272,8 @@ impl Symbolize {
             let EventKind::Sample { sym, callchain, .. } = &mut events[*at].kind else {
                 continue;
             };
-            // A return address was looked up by the byte before it (inside the call); its
-            // offset is shown from the address itself, as perf shows it.
+            // A return address was looked up by the byte before it (inside the call), unless
+            // named by itself; its offset is shown from the address itself, as perf shows it.
             let frames: Box<[Option<Symbolized>]> = match callchain {
                 Some(chain) => {
                     // Allocated once at its size: the frames' iterator does not know its
@@ -275,7 +282,7 @@ impl Symbolize {
                     v.extend(chain.frames().zip(&slot[1..]).map(|(f, &n)| {
                         let s = answers.get(n as usize)?;
                         Some(match s.offset() {
-                            Some(off) if !f.exact => {
+                            Some(off) if !f.exact && !by_address => {
                                 Symbolized::new(s.symbol().clone(), off + (f.ip - f.lookup_ip()))
                             }
                             _ => s.clone(),

@@ -28,6 +28,8 @@ pub(crate) struct Unwind {
     frames: Vec<u64>,
     /// Where the counters go for the summary.
     shared: Option<Arc<Mutex<Stats>>>,
+    /// [`Unwind::callers_less_one`].
+    less_one: bool,
 }
 
 impl Unwind {
@@ -39,6 +41,17 @@ impl Unwind {
             max_frames: max_frames.max(1) as usize,
             frames: Vec::new(),
             shared,
+            less_one: false,
+        }
+    }
+
+    /// Give each caller's address less one (inside its call), as perf's DWARF unwinders
+    /// (libdw's and libunwind's) put them in the chain perf script prints: for `--format
+    /// perf`, which names every address by itself.
+    pub fn callers_less_one(self, on: bool) -> Unwind {
+        Unwind {
+            less_one: on,
+            ..self
         }
     }
 
@@ -86,6 +99,11 @@ impl Unwind {
                 self.max_frames,
                 &mut self.frames,
             );
+            if self.less_one {
+                for f in self.frames.iter_mut().skip(1) {
+                    *f = f.saturating_sub(1);
+                }
+            }
             *callchain = Some(join(callchain.as_ref(), &self.frames));
         }
         if any && let Some(shared) = &self.shared {

@@ -10,5 +10,6 @@
 mod common;
 
 mod fleet;
+mod format_perf;
 mod outputs;
 mod recording;

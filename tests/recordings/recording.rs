@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn build(dir: &Path) -> PathBuf {
+pub(crate) fn build(dir: &Path) -> PathBuf {
     common::cc(
         dir,
         "prog",
@@ -52,7 +52,7 @@ fn build(dir: &Path) -> PathBuf {
 
 /// `perf record -o FILE ARGS...`, which must succeed.
 #[track_caller]
-fn perf_record(file: &Path, args: &[&str]) {
+pub(crate) fn perf_record(file: &Path, args: &[&str]) {
     let mut argv = vec!["record".as_ref(), "-o".as_ref(), file.as_os_str()];
     argv.extend(args.iter().map(std::ffi::OsStr::new));
     common::perf_ok(&argv);
@@ -61,7 +61,7 @@ fn perf_record(file: &Path, args: &[&str]) {
 /// [`PROG_C`] built in a new directory and recorded there into `name` by `perf record
 /// PERF_ARGS -- prog PROG_ARGS`: the directory, the program and the recording.
 #[track_caller]
-fn record_prog(
+pub(crate) fn record_prog(
     name: &str,
     perf_args: &[&str],
     prog_args: &[&str],
@@ -79,7 +79,7 @@ fn record_prog(
 
 /// `perf ARGS...` on `file`, its stdout.
 #[track_caller]
-fn perf_out(args: &[&str], file: &Path) -> String {
+pub(crate) fn perf_out(args: &[&str], file: &Path) -> String {
     let mut argv: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
     argv.extend(["-i".as_ref(), file.as_os_str()]);
     String::from_utf8_lossy(&common::perf_ok(&argv).stdout).into_owned()
@@ -130,7 +130,7 @@ fn order_said_as_perf_says_it(file: &Path, ours: &str) {
     );
 }
 
-fn perfwatch_cmd() -> Command {
+pub(crate) fn perfwatch_cmd() -> Command {
     common::perfwatch()
 }
 
@@ -1311,218 +1311,6 @@ fn compressed_recordings_read_as_perf_script_reads_them() {
         .exited(1)
         .said(&["compressed record at byte", "does not decompress"])
         .never_said(&["panicked"]);
-}
-
-/// `perfwatch -i FILE --format perf`: its stdout (and it must have decoded every sample).
-/// Records out of time order are not refused here: on a loaded machine perf's rounds can
-/// overlap more than perf promises, and the lines compared say whether the order is perf's.
-#[track_caller]
-fn perfwatch_perf_lines(file: &Path) -> String {
-    let r = common::run(
-        perfwatch_cmd()
-            .arg("-i")
-            .arg(file)
-            .args(["--format", "perf"]),
-    );
-    r.exited(0).never_said(&["not decoded"]);
-    r.stdout.clone()
-}
-
-/// The two texts are the same lines; else the first lines where they differ.
-#[track_caller]
-fn same_lines(what: &str, perf: &str, ours: &str) {
-    if perf == ours {
-        return;
-    }
-    let (p, o): (Vec<&str>, Vec<&str>) = (perf.lines().collect(), ours.lines().collect());
-    let at = p
-        .iter()
-        .zip(&o)
-        .position(|(a, b)| a != b)
-        .unwrap_or(p.len().min(o.len()));
-    let show = |l: &[&str]| l[at.saturating_sub(2)..(at + 4).min(l.len())].join("\n");
-    panic!(
-        "{what}: perf script printed {} lines, perfwatch --format perf {}; first difference at line {}:\n--- perf script\n{}\n--- perfwatch\n{}",
-        p.len(),
-        o.len(),
-        at + 1,
-        show(&p),
-        show(&o)
-    );
-}
-
-/// The sample blocks (a header line and its call chain lines) of `text` whose command is
-/// `comm`.
-fn blocks_of(text: &str, comm: &str) -> String {
-    let mut out = String::new();
-    let mut keep = false;
-    for line in text.lines() {
-        if !line.starts_with('\t') && !line.is_empty() {
-            keep = line.split_whitespace().next() == Some(comm);
-        }
-        if keep {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-#[test]
-fn format_perf_prints_what_perf_script_prints_for_clock_samples() {
-    require_perf!();
-    let _tracefs = require_tracefs!();
-    // A command's recording (no CPU column), with forks, exits, comm and mmap records.
-    let (dir, prog, data) = record_prog(
-        "task.data",
-        &["-e", "cpu-clock", "-F", "2000"],
-        &["500", "20"],
-    );
-    let perf = perf_out(&["script"], &data);
-    assert!(perf.contains(" hot_a+0x"), "{perf}");
-    same_lines("per task", &perf, &perfwatch_perf_lines(&data));
-    // With call chains: a line per frame, a blank line after each sample.
-    let chains = dir.path().join("task-g.data");
-    let p = prog.to_str().unwrap();
-    perf_record(
-        &chains,
-        &["-e", "cpu-clock", "-F", "2000", "-g", "--", p, "500", "20"],
-    );
-    let perf = perf_out(&["script"], &chains);
-    assert!(
-        perf.contains("\n\t") && perf.contains(" hot_a+0x"),
-        "{perf}"
-    );
-    same_lines("per task, -g", &perf, &perfwatch_perf_lines(&chains));
-    // A tracepoint beside the clock, with call chains: the tracepoint's fields, then its
-    // (kernel) chain; the event column as wide as the longest name.
-    let mixed = dir.path().join("mixed.data");
-    perf_record(
-        &mixed,
-        &[
-            "-g",
-            "-e",
-            "sched:sched_process_fork,cpu-clock",
-            "-F",
-            "2000",
-            "--",
-            p,
-            "300",
-            "5",
-        ],
-    );
-    let perf = perf_out(&["script"], &mixed);
-    assert!(perf.contains(" sched:sched_process_fork: comm="), "{perf}");
-    same_lines(
-        "a tracepoint and a clock, -g",
-        &perf,
-        &perfwatch_perf_lines(&mixed),
-    );
-    // The whole system with call chains (the CPU column): the program's samples, named
-    // after the program renamed itself (the other programs of a shared machine may be
-    // binaries replaced since they started, which perfwatch refuses to read by design).
-    let wide = dir.path().join("wide.data");
-    perf_record(
-        &wide,
-        &[
-            "-a",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "2000",
-            "-g",
-            "--",
-            p,
-            "500",
-            "0",
-            "pwfmtwide",
-        ],
-    );
-    let perf = blocks_of(&perf_out(&["script"], &wide), "pwfmtwide");
-    assert!(perf.contains("] ") && perf.contains(" hot_b+0x"), "{perf}");
-    let ours = blocks_of(&perfwatch_perf_lines(&wide), "pwfmtwide");
-    same_lines("system-wide, -g", &perf, &ours);
-}
-
-#[test]
-fn format_perf_prints_what_perf_script_prints_for_tracepoints() {
-    require_perf!();
-    let _tracefs = require_tracefs!();
-    let events = [
-        "sched:sched_switch",
-        "sched:sched_wakeup",
-        "sched:sched_process_exec",
-        "sched:sched_process_exit",
-        "sched:sched_process_fork",
-        "raw_syscalls:sys_enter",
-        "raw_syscalls:sys_exit",
-        "irq:irq_handler_entry",
-        "irq:irq_handler_exit",
-        "irq:softirq_entry",
-        "irq:softirq_exit",
-        "irq:softirq_raise",
-    ];
-    let list = events.join(",");
-    let (_dir, _prog, data) = record_prog("tp.data", &["-a", "-e", &list], &["300", "10"]);
-    let perf = perf_out(&["script"], &data);
-    // The program's own: forks, exits, its exec, its system calls, switches.
-    for e in &events[..7] {
-        assert!(perf.contains(&format!(" {e}: ")), "no {e} in {perf}");
-    }
-    same_lines("tracepoints", &perf, &perfwatch_perf_lines(&data));
-}
-
-#[test]
-fn format_perf_works_live_and_its_lines_parse_as_perf_scripts_do() {
-    require_perf!();
-    let _tracefs = require_tracefs!();
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build(dir.path());
-    let r = common::run(
-        perfwatch_cmd()
-            .args(["--format", "perf", "-e"])
-            .args(["cpu-clock/freq=2000/,sched:sched_process_fork", "--"])
-            .arg(&prog)
-            .args(["1000", "7", "pwfmtlive"]),
-    );
-    r.exited(0);
-    // `comm tid [cpu] secs.usecs: [period] event: ...`, parsed as perf script's lines are.
-    let mut forks = 0;
-    let mut named = 0;
-    for line in r.stdout.lines() {
-        let (head, rest) = line.split_once(": ").unwrap_or_else(|| panic!("{line}"));
-        let f: Vec<&str> = head.split_whitespace().collect();
-        assert_eq!(f.len(), 4, "comm tid [cpu] time: {line}");
-        assert_eq!(head.find(f[0]).map(|i| i + f[0].len()), Some(16), "{line}");
-        assert!(f[1].parse::<u32>().is_ok() && f[2].starts_with('[') && f[2].ends_with(']'));
-        let (secs, usecs) = f[3].split_once('.').unwrap();
-        assert!(secs.parse::<u64>().is_ok() && usecs.len() == 6, "{line}");
-        if let Some(fields) = rest.trim_start().strip_prefix("sched:sched_process_fork: ") {
-            assert!(fields.starts_with("comm=pwfmtlive pid="), "{line}");
-            assert!(
-                fields.contains(" child_comm=pwfmtlive child_pid="),
-                "{line}"
-            );
-            forks += 1;
-            continue;
-        }
-        // `period cpu-clock: ip sym+off (dso)`
-        let (period, rest) = rest.trim_start().split_once(' ').unwrap();
-        assert!(period.parse::<u64>().is_ok(), "{line}");
-        let rest = rest.trim_start().strip_prefix("cpu-clock: ").expect(line);
-        let (ip, rest) = rest.trim_start().split_once(' ').unwrap();
-        assert!(u64::from_str_radix(ip, 16).is_ok(), "{line}");
-        let (sym, dso) = rest.split_once(" (").unwrap();
-        assert!(dso.ends_with(')'), "{line}");
-        if f[0] == "pwfmtlive" && (sym.starts_with("hot_a+0x") || sym.starts_with("hot_b+0x")) {
-            assert_eq!(&dso[..dso.len() - 1], prog.to_str().unwrap(), "{line}");
-            named += 1;
-        }
-    }
-    assert_eq!(forks, 7, "{}", r.stdout);
-    // The program spins for a wall-clock second: on a loaded machine it gets a share of a
-    // CPU, so few samples are asked for.
-    assert!(named >= 10, "{named} samples in hot_a/hot_b: {}", r.stdout);
 }
 
 // ---- Out: `-o FILE` and `-o -` ----
