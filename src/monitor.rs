@@ -241,6 +241,7 @@ impl Monitor {
         if !matches!(target, Target::Command { .. }) {
             open::enable(&opened.rings).context("cannot enable the perf events")?;
         }
+        let reopen = reopen(&open_cfg, &opened.events, cfg.raw.is_some());
         let mut threads = Vec::with_capacity(opened.rings.len());
         for mut ring in opened.rings {
             ring.raw = cfg.raw.clone();
@@ -251,6 +252,7 @@ impl Monitor {
                 stop.clone(),
                 stats.clone(),
                 cfg.idle_wake,
+                Some(reopen.clone()),
             )
             .context("cannot start a reader thread")?;
             threads.push(h);
@@ -368,6 +370,40 @@ impl Monitor {
             let _ = t.join();
         }
     }
+}
+
+/// How a reader opens its CPU's events again when the CPU comes back online: the same
+/// events (after any fallback) on that CPU alone, enabled. A system-wide run's only: a task's
+/// inherited events follow the tasks it forks from the moment they are opened, so opened
+/// again they would miss those it forked before. Not with `-o`, whose file names the events'
+/// ids once. Where it cannot, the reader says why.
+fn reopen(cfg: &OpenConfig, events: &[EventSpec], writing: bool) -> reader::Reopen {
+    let system = matches!(cfg.target, Target::System);
+    let cfg = OpenConfig {
+        events: events.to_vec(),
+        cpus: Vec::new(),
+        ..cfg.clone()
+    };
+    Arc::new(move |cpu| {
+        if !system {
+            return Err(
+                "a task's events follow the tasks it forks from their start, and \
+                        opened again would miss those"
+                    .into(),
+            );
+        }
+        if writing {
+            return Err("-o writes each event's ids once, at the start".into());
+        }
+        let opened = open::open(&OpenConfig {
+            cpus: vec![cpu],
+            ..cfg.clone()
+        })
+        .map_err(|e| e.to_string())?;
+        let ring = opened.rings.into_iter().next().ok_or("nothing opened")?;
+        open::enable(std::slice::from_ref(&ring)).map_err(|e| e.to_string())?;
+        Ok(ring)
+    })
 }
 
 impl Drop for Monitor {

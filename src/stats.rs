@@ -34,8 +34,12 @@ pub struct CpuStats {
     pub dropped: AtomicU64,
     /// Set when this CPU's reader has ended.
     pub ended: std::sync::atomic::AtomicBool,
-    /// Set when the reader ended because its CPU went offline.
+    /// Set while the CPU is offline (its events went with it).
     pub offline: std::sync::atomic::AtomicBool,
+    /// Times its events were opened again after it came back online.
+    pub returns: std::sync::atomic::AtomicU32,
+    /// Why its events were not opened again when it came back online.
+    pub unwatched: std::sync::OnceLock<String>,
     /// Set when this CPU's reader failed (a panic: a bug), with what it said.
     pub failure: std::sync::OnceLock<String>,
 }
@@ -81,6 +85,10 @@ pub struct CpuSnapshot {
     pub counts: Counts,
     pub ended: bool,
     pub offline: bool,
+    /// [`CpuStats::returns`].
+    pub returns: u32,
+    /// [`CpuStats::unwatched`].
+    pub unwatched: Option<String>,
 }
 
 /// `$t`'s counters are reached through it (`snapshot.lost`, `totals.records`).
@@ -128,6 +136,8 @@ impl CpuStats {
             },
             ended: self.ended.load(Relaxed),
             offline: self.offline.load(Relaxed),
+            returns: self.returns.load(Relaxed),
+            unwatched: self.unwatched.get().cloned(),
         }
     }
 }
@@ -233,11 +243,26 @@ impl Totals {
                 c.lost,
                 c.lost_samples,
                 c.dropped,
-                if c.offline { " (went offline)" } else { "" }
+                hotplug(c)
             );
         }
         s.push('\n');
         s
+    }
+}
+
+/// What a CPU's summary line says of its going offline and coming back.
+fn hotplug(c: &CpuSnapshot) -> String {
+    let back = match c.returns {
+        0 => String::new(),
+        1 => "; its events opened again when it came back".into(),
+        n => format!("; its events opened again each of the {n} times it came back"),
+    };
+    match (&c.unwatched, c.offline) {
+        (Some(why), _) => format!(" (went offline{back}; back online, not watched since: {why})"),
+        (None, true) => format!(" (went offline{back}; offline at the end)"),
+        (None, false) if c.returns > 0 => format!(" (went offline{back})"),
+        (None, false) => String::new(),
     }
 }
 

@@ -225,6 +225,7 @@ pub fn spawn(
     stop: Arc<ReaderStop>,
     stats: Arc<crate::stats::Stats>,
     idle_wake: Duration,
+    reopen: Option<Reopen>,
 ) -> std::io::Result<JoinHandle<()>> {
     let cpu = ring.cpu;
     std::thread::Builder::new()
@@ -232,7 +233,7 @@ pub fn spawn(
         .spawn(move || {
             let shared = stats.clone();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ring, tx, pool, stop, stats, idle_wake)
+                run(ring, tx, pool, stop, stats, idle_wake, reopen)
             }));
             if let (Err(p), Some(mine)) = (result, shared.cpu(cpu)) {
                 // The frontends see this and stop: a blind CPU must not pass for a quiet one.
@@ -242,6 +243,24 @@ pub fn spawn(
         })
 }
 
+/// Opens a CPU's events again, on that CPU alone and enabled, once it is back online: the
+/// monitor's own open (system-wide runs; a task's inherited events cannot be opened again
+/// for the tasks it has forked since). Its error, said in the summary, when it cannot.
+pub type Reopen = Arc<dyn Fn(u32) -> Result<CpuRing, String> + Send + Sync>;
+
+/// Why [`read`] returned.
+#[derive(PartialEq, Eq)]
+enum End {
+    /// The stop was asked for, every fd hung up, or nobody listens any more.
+    Done,
+    /// The CPU went offline, and its events with it (the kernel takes them off the CPU for
+    /// good): its last records are sent.
+    Offline,
+}
+
+/// How often a reader whose CPU is offline looks whether it is back.
+const ONLINE_CHECK: Duration = Duration::from_millis(100);
+
 fn run(
     mut ring: CpuRing,
     tx: Sender<Batch>,
@@ -249,9 +268,118 @@ fn run(
     stop: Arc<ReaderStop>,
     stats: Arc<crate::stats::Stats>,
     idle_wake: Duration,
+    reopen: Option<Reopen>,
 ) {
     let cpu = ring.cpu;
     let Some(my) = stats.cpu(cpu) else { return };
+    let io = Io {
+        tx: &tx,
+        pool: &pool,
+        stop: &stop,
+        my,
+        idle_wake,
+    };
+    // Counts read from earlier rings of this CPU: a reopened event's lost count starts at 0.
+    let mut lost_base = 0;
+    while read(&mut ring, &io, reopen.is_some(), lost_base) == End::Offline {
+        let Some(reopen) = &reopen else { break };
+        if !wait_online(cpu, ring.clockid, &io) {
+            break;
+        }
+        match reopen(cpu) {
+            Ok(mut back) => {
+                back.raw = ring.raw.take();
+                ring = back;
+                lost_base = my.lost_by_read.load(Ordering::Relaxed);
+                my.offline.store(false, Ordering::Release);
+                my.returns.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                let _ = my.unwatched.set(e);
+                // The CPU stays unwatched: its part of the time order ends here.
+                let _ = send(&tx, io.batch(cpu, ring.clockid, true), &stop);
+                break;
+            }
+        }
+    }
+    my.ended.store(true, Ordering::Release);
+}
+
+/// What a reader sends with and counts into.
+struct Io<'a> {
+    tx: &'a Sender<Batch>,
+    pool: &'a BufferPool,
+    stop: &'a ReaderStop,
+    my: &'a CpuStats,
+    idle_wake: Duration,
+}
+
+impl Io<'_> {
+    /// A batch without records: the CPU's time moves on (`end`: and it has no more).
+    fn batch(&self, cpu: u32, clockid: libc::clockid_t, end: bool) -> Batch {
+        Batch {
+            cpu,
+            events: self.pool.take(0),
+            now: clock_ns(clockid),
+            end,
+        }
+    }
+}
+
+/// Wait for the offline `cpu` to come back, sending an empty batch every `idle_wake` so that
+/// the other CPUs' records are not held back waiting for its time to move. False when the
+/// stop came first (its last batch, with `end`, is sent) or nobody listens any more.
+fn wait_online(cpu: u32, clockid: libc::clockid_t, io: &Io<'_>) -> bool {
+    let mut last_sent = std::time::Instant::now();
+    loop {
+        if io.stop.requested() {
+            let _ = send(io.tx, io.batch(cpu, clockid, true), io.stop);
+            return false;
+        }
+        if !cpu_offline(cpu) {
+            return true;
+        }
+        if last_sent.elapsed() >= io.idle_wake {
+            if !send(io.tx, io.batch(cpu, clockid, false), io.stop) {
+                return false;
+            }
+            last_sent = std::time::Instant::now();
+        }
+        // The stop's eventfd wakes this at once.
+        let mut fds: Vec<libc::pollfd> = io
+            .stop
+            .wake
+            .iter()
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: ONLINE_CHECK.as_nanos() as libc::c_long,
+        };
+        if fds.is_empty() {
+            std::thread::sleep(ONLINE_CHECK);
+        } else {
+            crate::sys::ppoll(&mut fds, &t);
+        }
+    }
+}
+
+/// Read `ring` until the stop, or until its CPU goes offline. `may_return`: the CPU's events
+/// can be opened again when it comes back, so its going offline does not end its part of
+/// the time order.
+fn read(ring: &mut CpuRing, io: &Io<'_>, may_return: bool, lost_base: u64) -> End {
+    let Io {
+        tx,
+        pool,
+        stop,
+        my,
+        idle_wake,
+    } = *io;
+    let cpu = ring.cpu;
     let mut scratch = Vec::new();
     let mut pollfds: Vec<libc::pollfd> = ring
         .fds
@@ -280,6 +408,11 @@ fn run(
     // the end.
     let mut maybe_lost = false;
     loop {
+        // Every fd hung up: its CPU may have gone offline (said so, as the check below does).
+        if open_fds == 0 && !offline && cpu_offline(cpu) {
+            my.offline.store(true, Ordering::Release);
+            offline = true;
+        }
         // Decide before draining, so that the last drain sees everything written before stop.
         let stopping = stop.requested() || open_fds == 0 || offline;
         let now = clock_ns(ring.clockid);
@@ -287,19 +420,19 @@ fn run(
         if stopping {
             // The stop time is decided before the flag is set: once the events are disabled,
             // everything stamped up to it is in the ring, and nothing new comes after it.
-            disable(&ring);
+            disable(ring);
         }
         // The copy for `-o` is sized for what is waiting: one allocation per drain.
         let mut raw = ring.raw.is_some().then(|| RawCopy {
             bytes: Vec::with_capacity(ring.ring.pending() as usize),
             records: 0,
         });
-        maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my, raw.as_mut());
+        maybe_lost |= drain_ring(ring, &mut scratch, &mut events, my, raw.as_mut());
         if stopping {
             // A record being written on the event's CPU when the disable came is published
             // a moment later (the disable interrupts its writer): drain once more.
             std::thread::sleep(Duration::from_millis(1));
-            maybe_lost |= drain_ring(&mut ring, &mut scratch, &mut events, my, raw.as_mut());
+            maybe_lost |= drain_ring(ring, &mut scratch, &mut events, my, raw.as_mut());
         }
         if let (Some(tap), Some(copy)) = (&ring.raw, raw) {
             tap.offer(super::raw_tap::RawChunk {
@@ -313,21 +446,23 @@ fn run(
         crate::debug_panic_point("reader");
         capacity = events.len().clamp(64, 4096);
         let n = events.len() as u64;
+        // A CPU that may come back keeps its place in the time order.
+        let returning = offline && may_return && !stop.requested();
         let batch = Batch {
             cpu,
             events,
             now,
-            end: stopping,
+            end: stopping && !returning,
         };
-        if !send(&tx, batch, &stop) {
+        if !send(tx, batch, stop) {
             // Nobody is listening any more (or we gave up at shutdown).
             my.dropped.fetch_add(n, Ordering::Relaxed);
-            break;
+            return End::Done;
         }
         if stopping || last_lost_read.elapsed() >= LOST_READ_INTERVAL {
             if stopping || maybe_lost {
-                if let Some(n) = lost_by_read(&ring) {
-                    my.lost_by_read.fetch_max(n, Ordering::Relaxed);
+                if let Some(n) = lost_by_read(ring) {
+                    my.lost_by_read.fetch_max(lost_base + n, Ordering::Relaxed);
                 }
                 maybe_lost = false;
             }
@@ -340,7 +475,7 @@ fn run(
             }
         }
         if stopping {
-            break;
+            return if returning { End::Offline } else { End::Done };
         }
         // More than the wakeup watermark is already waiting (the ring fills faster than it
         // is drained): drain again at once. Less than that waits in poll() for the watermark
@@ -366,7 +501,6 @@ fn run(
         open_fds -= pollfds[..open_fds].iter().filter(|p| gone(p)).count();
         pollfds.retain(|p| !gone(p));
     }
-    my.ended.store(true, Ordering::Release);
 }
 
 /// Send with back-pressure: a full channel makes the reader wait (the kernel ring then takes

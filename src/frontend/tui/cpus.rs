@@ -73,16 +73,18 @@ pub(crate) fn draw_cpus(f: &mut Frame, area: Rect, app: &App) {
                 if max > 0.0 { v / max } else { 0.0 }
             }
         };
-        let offline = !is_total
-            && data
-                .totals
-                .per_cpu
-                .iter()
-                .any(|c| c.cpu == r.cpus()[i] && c.offline);
-        let value = if offline {
-            "offline".to_string()
-        } else {
-            shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v))
+        // A CPU offline (its events went with it), or back online without its events.
+        let gone = (!is_total)
+            .then(|| data.totals.per_cpu.iter().find(|c| c.cpu == r.cpus()[i]))
+            .flatten()
+            .and_then(|c| match (&c.unwatched, c.offline) {
+                (Some(_), _) => Some("unwatched"),
+                (None, true) => Some("offline"),
+                (None, false) => None,
+            });
+        let value = match gone {
+            Some(what) => what.to_string(),
+            None => shown.map_or_else(|| "     …".to_string(), |v| rate_text(r.unit(), v)),
         };
         let mut widths = vec![7, 10];
         widths.extend(others.iter().map(|_| 10));
