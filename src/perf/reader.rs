@@ -346,16 +346,7 @@ fn wait_online(cpu: u32, clockid: libc::clockid_t, io: &Io<'_>) -> bool {
             last_sent = std::time::Instant::now();
         }
         // The stop's eventfd wakes this at once.
-        let mut fds: Vec<libc::pollfd> = io
-            .stop
-            .wake
-            .iter()
-            .map(|fd| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
+        let mut fds: Vec<libc::pollfd> = io.stop.wake.iter().map(readable).collect();
         let t = libc::timespec {
             tv_sec: 0,
             tv_nsec: ONLINE_CHECK.as_nanos() as libc::c_long,
@@ -365,6 +356,15 @@ fn wait_online(cpu: u32, clockid: libc::clockid_t, io: &Io<'_>) -> bool {
         } else {
             crate::sys::ppoll(&mut fds, &t);
         }
+    }
+}
+
+/// A poll(2) entry waiting for `fd` to be readable.
+fn readable(fd: &OwnedFd) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
     }
 }
 
@@ -381,24 +381,10 @@ fn read(ring: &mut CpuRing, io: &Io<'_>, may_return: bool, lost_base: u64) -> En
     } = *io;
     let cpu = ring.cpu;
     let mut scratch = Vec::new();
-    let mut pollfds: Vec<libc::pollfd> = ring
-        .fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
     // The perf fds come first; the stop's eventfd, when there is one, last.
+    let mut pollfds: Vec<libc::pollfd> = ring.fds.iter().map(readable).collect();
     let perf_fds = pollfds.len();
-    if let Some(fd) = &stop.wake {
-        pollfds.push(libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-    }
+    pollfds.extend(stop.wake.iter().map(readable));
     let mut open_fds = perf_fds;
     let mut capacity = 256;
     let mut last_lost_read = std::time::Instant::now();

@@ -2,7 +2,9 @@
 //! line, as `perf script` prints of it) and live (lines that parse as perf script's do).
 
 use crate::common;
-use crate::recording::{build, perf_out, perf_record, perfwatch_cmd, record_prog};
+use crate::recording::{
+    build, frameless_builds, perf_out, perf_record, perfwatch_cmd, record_dwarf, record_prog,
+};
 
 use std::path::Path;
 
@@ -281,33 +283,9 @@ fn format_perf_names_chains_addresses_as_perf_script_does() {
         &perf,
         &perfwatch_perf_lines(&data),
     );
-    // Without frame pointers: only .eh_frame says who called. Its own build id, so that no
-    // earlier run's copy in perf's cache answers for it.
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let src = format!(
-        "{}\nconst char *pw_build = \"{nonce}\";\n",
-        common::CALL_PATH_C
-    );
-    let prog = common::cc(dir.path(), "dw", &src, &["-O2", "-fomit-frame-pointer"]);
-    let data = dir.path().join("dwarf.data");
-    perf_record(
-        &data,
-        &[
-            "-N",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "1000",
-            "--call-graph",
-            "dwarf",
-            "--",
-            prog.to_str().unwrap(),
-            "500",
-        ],
-    );
+    // Without frame pointers: only .eh_frame says who called.
+    let prog = frameless_builds(dir.path())("dw");
+    let data = record_dwarf(&prog, "500");
     let perf = perf_out(&["script"], &data);
     assert!(perf.contains(" middle+0x"), "{perf}");
     same_but_inlined("--call-graph dwarf", &perf, &perfwatch_perf_lines(&data));

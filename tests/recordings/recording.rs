@@ -961,29 +961,29 @@ fn prog_stacks(
     (folded, main as f64 / n.max(1) as f64)
 }
 
-#[test]
-fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
-    require_perf!();
-    // A program without frame pointers: only its stack copies and .eh_frame say who called.
-    // Each build of its own (a build id no earlier run put in perf's cache), at one path.
-    let dir = tempfile::tempdir().unwrap();
+/// Builds of [`common::CALL_PATH_C`] without frame pointers at `dir/prog`, each with a build
+/// id of its own (one that no earlier run put in perf's cache), by a variant's name.
+pub(crate) fn frameless_builds(dir: &Path) -> impl Fn(&str) -> PathBuf + '_ {
     let nonce = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    let build = |variant: &str| {
+    move |variant: &str| {
         let src = format!(
             "{}\nconst char *pw_build = \"{nonce}-{variant}\";\n",
             common::CALL_PATH_C
         );
-        common::cc(dir.path(), "prog", &src, &["-O2", "-fomit-frame-pointer"])
-    };
-    let prog = build("a");
-    let data = dir.path().join("dwarf.data");
+        common::cc(dir, "prog", &src, &["-O2", "-fomit-frame-pointer"])
+    }
+}
+
+/// `perf record --call-graph dwarf` of `prog ARG` (cpu-clock at 1 kHz), beside it in
+/// `dwarf.data`; not into perf's build-id cache: only the file at the path has the tables.
+pub(crate) fn record_dwarf(prog: &Path, arg: &str) -> PathBuf {
+    let data = prog.with_file_name("dwarf.data");
     perf_record(
         &data,
         &[
-            // Not into perf's build-id cache: only the file at the path has the tables.
             "-N",
             "-e",
             "cpu-clock",
@@ -993,9 +993,21 @@ fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
             "dwarf",
             "--",
             prog.to_str().unwrap(),
-            "800",
+            arg,
         ],
     );
+    data
+}
+
+#[test]
+fn dwarf_call_graph_recordings_are_unwound_as_perf_script_unwinds_them() {
+    require_perf!();
+    // A program without frame pointers: only its stack copies and .eh_frame say who called.
+    // Each build of its own (a build id no earlier run put in perf's cache), at one path.
+    let dir = tempfile::tempdir().unwrap();
+    let build = frameless_builds(dir.path());
+    let prog = build("a");
+    let data = record_dwarf(&prog, "800");
     let (records, stderr) = perfwatch_json(&data);
     same_counts(&perf_stats(&data), &types(&records));
     let ours = records.iter().filter(|r| r["type"] == "sample").map(|r| {
