@@ -119,6 +119,8 @@ pub struct Monitor {
     child_status: Option<i32>,
     /// The exec watcher, when asked for and it could be opened (ends when dropped).
     pub execs: Option<crate::perf::exec_watch::ExecWatch>,
+    /// No `-C`: every CPU was asked for, not only those online at the start.
+    every_cpu: bool,
 }
 
 impl Monitor {
@@ -317,7 +319,20 @@ impl Monitor {
             child,
             child_status: None,
             execs: execs.flatten(),
+            every_cpu: cfg.cpus.is_none(),
         })
+    }
+
+    /// CPUs online now that were not when the events were opened (without `-C`): their
+    /// records were never read, which the summary says.
+    pub(crate) fn came_online(&self) -> Vec<u32> {
+        if !self.every_cpu {
+            return Vec::new();
+        }
+        let now = online_cpus().unwrap_or_default();
+        now.into_iter()
+            .filter(|c| !self.info.cpus.contains(c))
+            .collect()
     }
 
     /// Decide the stop time T (the first call; on the events' clock), then ask the readers

@@ -161,3 +161,31 @@ fn a_cpu_that_comes_back_unwatched_is_said_with_the_reason() {
         "{stderr}"
     );
 }
+
+/// A CPU offline when perfwatch starts and brought online during the run: its events were
+/// never opened, and the summary says so rather than passing it over.
+#[test]
+fn a_cpu_that_comes_online_after_the_start_is_said_unwatched() {
+    require_perf!();
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (cpu, _) = offline_cpu!();
+    let ctl = format!("/sys/devices/system/cpu/cpu{cpu}/online");
+    let guard = Online(cpu);
+    if let Err(e) = std::fs::write(&ctl, "0") {
+        drop(guard);
+        skip!("cannot take CPU {cpu} offline here: {e}");
+    }
+    let mut mon =
+        common::spawn_piped(&["--plain", "-a", "-e", "cpu-clock", "-F", "100", "-d", "3"]);
+    common::wait_until_watching(&mut mon);
+    drop(guard);
+    let out = mon.output_in_time().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cpu {cpu}: came online after the start: not watched"
+        )),
+        "{stderr}"
+    );
+}

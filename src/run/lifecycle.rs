@@ -186,6 +186,14 @@ impl Source {
             ),
         };
         let _ = err.write_all(self.totals().summary(started.elapsed()).as_bytes());
+        if let Source::Live(mon) = self {
+            for cpu in mon.came_online() {
+                let _ = writeln!(
+                    err,
+                    "  cpu {cpu}: came online after the start: not watched (the events are opened on the CPUs online at the start)"
+                );
+            }
+        }
         if let Source::Recording(rec) = self {
             for line in rec.0.borrow().counts.summary() {
                 let _ = writeln!(err, "{line}");
