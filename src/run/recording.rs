@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use super::lifecycle::{Current, Setup, Source};
 use super::{UsageError, line_options};
-use crate::cli::{Cli, LineFormat};
+use crate::cli::Cli;
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::record_file::{DWARF, Input, Recording};
 use crate::signals::{StopSignals, exit_code_for};
@@ -172,7 +172,9 @@ fn pipeline(
         complete: !tui,
         read_user_fs: cli.read_user_fs,
         preload_kernel: same_kernel,
-        returns_by_address: cli.format == Some(LineFormat::Perf),
+        // A recording's frames are named as perf names them (perf is the oracle there, for
+        // every format and for perf's scripts).
+        returns_by_address: true,
         ..crate::symbols::Config::default()
     };
     let symbols = if same_kernel {

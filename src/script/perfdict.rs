@@ -234,8 +234,7 @@ fn frame(py: Python<'_>, ip: u64, name: Option<&Symbolized>) -> PyResult<Frame> 
             let (start, end) = s.symbol().extent();
             sym.set_item(intern!(py, "start"), start)?;
             sym.set_item(intern!(py, "end"), end)?;
-            // perfwatch does not keep a symbol's binding: perf's STB_GLOBAL.
-            sym.set_item(intern!(py, "binding"), 1)?;
+            sym.set_item(intern!(py, "binding"), s.symbol().binding())?;
             sym.set_item(intern!(py, "name"), n)?;
             d.set_item(intern!(py, "sym"), &sym)?;
             d.set_item(intern!(py, "sym_off"), s.offset().unwrap_or(0))?;

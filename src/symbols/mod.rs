@@ -569,7 +569,7 @@ impl Symbolizer {
                     let start = table.start(i);
                     let (dso, dso_key) = (&b.dso, b.dso_key);
                     let sym = l.interned.entry(i as u64).or_insert_with(|| {
-                        Symbol::sized(
+                        Symbol::of_table(
                             Some(demangle::display_name(table.name(i))),
                             Arc::clone(dso),
                             SymbolKey {
@@ -577,6 +577,7 @@ impl Symbolizer {
                                 start,
                             },
                             table.end(i),
+                            table.binding(i),
                         )
                     });
                     (Arc::clone(sym), off)
@@ -585,7 +586,7 @@ impl Symbolizer {
                 let t = &symbols.table;
                 let (dso, dso_key) = &owners[t.tag(i) as usize];
                 let sym = l.interned.entry(i as u64).or_insert_with(|| {
-                    Symbol::sized(
+                    Symbol::of_table(
                         Some(demangle::display_name(t.name(i))),
                         Arc::clone(dso),
                         SymbolKey {
@@ -593,6 +594,7 @@ impl Symbolizer {
                             start: t.start(i),
                         },
                         t.end(i),
+                        t.binding(i),
                     )
                 });
                 (Arc::clone(sym), off)

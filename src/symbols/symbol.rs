@@ -133,6 +133,9 @@ pub struct Symbol {
     plain_quoted: bool,
     /// Where it ends in the binary (exclusive; `key.start` when not known).
     end: u64,
+    /// Its ELF binding, as perf gives it to scripts: 0 local, 1 global (where the source has
+    /// none: perf's JIT maps and synthesized names), 2 weak.
+    binding: u8,
 }
 
 impl Symbol {
@@ -148,6 +151,17 @@ impl Symbol {
         key: SymbolKey,
         end: u64,
     ) -> Arc<Symbol> {
+        Symbol::of_table(name, dso, key, end, 1)
+    }
+
+    /// A symbol of a table, with its binding ([`Symbol::sized`] otherwise).
+    pub(crate) fn of_table(
+        name: Option<Box<str>>,
+        dso: Arc<Dso>,
+        key: SymbolKey,
+        end: u64,
+        binding: u8,
+    ) -> Arc<Symbol> {
         // `name+0xOFF` ends in a hex digit and its suffix holds no separator: only the name's
         // first byte and its separators decide.
         let plain_quoted = name
@@ -159,7 +173,13 @@ impl Symbol {
             key,
             plain_quoted,
             end,
+            binding,
         })
+    }
+
+    /// Its ELF binding (perf's `sym['binding']`): 0 local, 1 global, 2 weak.
+    pub fn binding(&self) -> u8 {
+        self.binding
     }
 
     /// `--plain` writes this symbol's `name+0xOFF` in double quotes.

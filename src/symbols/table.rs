@@ -257,7 +257,7 @@ impl TableBuilder {
             // No function is 4 GiB long: an extent past that is cut.
             sizes.push((end - r.start).min(u32::MAX as u64) as u32);
             name_offs.push(r.name_off);
-            name_lens.push(r.name_len as u16);
+            name_lens.push(r.name_len as u16 | u16::from(binding_of(r.rank)) << BINDING_SHIFT);
             if tagged {
                 tags.push(r.tag);
             }
@@ -315,7 +315,12 @@ impl SymbolTable {
 
     pub(crate) fn name(&self, i: u32) -> &[u8] {
         let off = self.name_offs[i as usize] as usize;
-        &self.strings[off..off + self.name_lens[i as usize] as usize]
+        &self.strings[off..off + (self.name_lens[i as usize] & NAME_LEN_MASK) as usize]
+    }
+
+    /// Its ELF binding as perf gives it (`sym.binding`): 0 local, 1 global, 2 weak.
+    pub(crate) fn binding(&self, i: u32) -> u8 {
+        (self.name_lens[i as usize] >> BINDING_SHIFT) as u8
     }
 
     pub(crate) fn tag(&self, i: u32) -> u16 {
@@ -346,6 +351,23 @@ impl SymbolTable {
 
 /// The rank bit of a symbol with a size.
 const SIZED: u64 = 1 << 43;
+
+/// A name's length takes the low 14 bits of its `u16` ([`MAX_NAME`] is 4 096), the symbol's
+/// binding the top two.
+const BINDING_SHIFT: u32 = 14;
+const NAME_LEN_MASK: u16 = (1 << BINDING_SHIFT) - 1;
+const _: () = assert!(MAX_NAME <= NAME_LEN_MASK as usize);
+
+/// The binding a [`rank`] was made with: STB_WEAK (2), STB_GLOBAL (1) or STB_LOCAL (0).
+fn binding_of(rank: u64) -> u8 {
+    if rank & (1 << 42) == 0 {
+        2
+    } else if rank & (1 << 41) != 0 {
+        1
+    } else {
+        0
+    }
+}
 
 /// The preference among symbols at one address, perf's (`choose_best_symbol` in
 /// `tools/perf/util/symbol.c`), so that perfwatch shows the name perf shows: a sized symbol,

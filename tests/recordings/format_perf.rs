@@ -283,6 +283,26 @@ fn format_perf_names_chains_addresses_as_perf_script_does() {
         &perf,
         &perfwatch_perf_lines(&data),
     );
+    // perf's scripts get the same names, and each symbol's binding (local, global).
+    let script = dir.path().join("frames.py");
+    std::fs::write(
+        &script,
+        r#"seen = set()
+def process_event(d):
+    for f in d.get("callchain", []):
+        if "sym" in f:
+            seen.add("%s %d +%#x" % (f["sym"]["name"], f["sym"]["binding"], f["sym_off"]))
+def trace_end():
+    for l in sorted(seen): print(l)
+"#,
+    )
+    .unwrap();
+    let s = script.to_str().unwrap();
+    let perf = perf_out(&["script", "-s", s], &data);
+    assert!(perf.contains("after_call 1 +0x0\n"), "{perf}");
+    let ours = common::run(perfwatch_cmd().arg("-i").arg(&data).args(["--script", s]));
+    ours.exited(0);
+    same_lines("a script's frames", &perf, &ours.stdout);
     // Without frame pointers: only .eh_frame says who called.
     let prog = frameless_builds(dir.path())("dw");
     let data = record_dwarf(&prog, "500");

@@ -268,7 +268,8 @@ def trace_end():
     )
     .unwrap();
     // The frames of the program's own functions as perf gives them: the symbol's start
-    // and end in the binary, the offset, the binary; and the sample's CPU, which perf gives
+    // and end in the binary, the offset, the binary; every frame's symbol binding (local,
+    // global, weak: libc's and the kernel's have all three); and the sample's CPU, which perf gives
     // as -1 (read as an unsigned 32-bit number) when the samples carry none, as a per-task
     // recording's do.
     let frames = dir.path().join("frames.py");
@@ -278,6 +279,8 @@ def trace_end():
 def process_event(d):
     seen.add("cpu %d" % d["sample"]["cpu"])
     for f in d.get("callchain", []):
+        if "sym" in f:
+            seen.add("binding %s %d" % (f["sym"]["name"], f["sym"]["binding"]))
         if f.get("dso", "").endswith("/pwspin") and "sym" in f:
             s = f["sym"]
             seen.add("%s %#x %#x +%#x" % (s["name"], s["start"], s["end"], f["sym_off"]))
