@@ -417,6 +417,34 @@ mod tests {
     }
 
     #[test]
+    fn each_symbol_keeps_its_binding_beside_a_name_of_any_length() {
+        let long = "x".repeat(MAX_NAME + 10);
+        let mut b = TableBuilder::new(usize::MAX);
+        for (i, (weak, global)) in [(false, false), (false, true), (true, false)]
+            .into_iter()
+            .enumerate()
+        {
+            let name = &long.as_bytes()[..MAX_NAME - i];
+            let start = 0x1000 * (i as u64 + 1);
+            b.push(
+                start,
+                0x10,
+                u64::MAX,
+                rank(true, weak, global, name),
+                name,
+                0,
+            )
+            .unwrap();
+        }
+        let t = b.build(true);
+        for (i, binding) in [0, 1, 2].into_iter().enumerate() {
+            let (k, _) = t.find(0x1000 * (i as u64 + 1)).unwrap();
+            assert_eq!(t.binding(k), binding);
+            assert_eq!(t.name(k).len(), MAX_NAME - i);
+        }
+    }
+
+    #[test]
     fn sized_symbols_cover_exactly_their_extent() {
         let t = table(&[(0x1000, 0x10, "a"), (0x1020, 0x20, "b")], true);
         assert_eq!(name(&t, 0xfff), None);
