@@ -113,28 +113,53 @@ fn settle(s: &mut Screen) {
     }
 }
 
-/// Page the tree (PgDn) until `cond` holds on the screen, at most `pages` times; each page
-/// waits for its frame (a busy debug build draws a frame of a large tree slowly).
+/// The run's elapsed time in the status bar (`00:00:12`), in seconds: when the frame on the
+/// screen was drawn.
+fn drawn_at(text: &str) -> Option<u64> {
+    let first = text.lines().next()?;
+    first
+        .split(|c: char| c == '│' || c.is_whitespace())
+        .find_map(|w| {
+            let f: Vec<&str> = w.split(':').collect();
+            if f.len() != 3 || f.iter().any(|x| x.len() != 2) {
+                return None;
+            }
+            let n: Vec<u64> = f.iter().filter_map(|x| x.parse().ok()).collect();
+            (n.len() == 3).then(|| n[0] * 3600 + n[1] * 60 + n[2])
+        })
+}
+
+/// Page the tree (PgDn) until `cond` holds on the screen, at most `pages` times. A key is sent
+/// only once the one before it has been drawn (the selection moved, or a frame drawn two
+/// seconds after it shows the tree's end): a busy debug build draws a large tree slowly, and
+/// keys sent ahead of the screen would page past rows never shown.
 fn page_tree_until(s: &mut Screen, what: &str, pages: usize, cond: impl Fn(&str) -> bool) {
-    let tree_rows = |t: &str| -> Vec<String> {
+    let tree_pane = |t: &str| -> String {
         t.lines()
             .skip_while(|l| !l.contains("Process tree ("))
-            .take(8)
-            .map(String::from)
-            .collect()
+            .take_while(|l| !l.contains("Event log ("))
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let mut seen = Vec::new();
     for _ in 0..pages {
         s.pump(Duration::from_millis(50));
-        if cond(&s.text()) {
+        let text = s.text();
+        if cond(&text) {
             return;
         }
-        seen.push(tree_rows(&s.text()).join("\n"));
-        let before = tree_rows(&s.text());
+        seen.push(tree_pane(&text));
+        let (sel, at) = (selected(&text), drawn_at(&text));
         s.send("\x1b[6~");
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while tree_rows(&s.text()) == before && Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
             s.pump(Duration::from_millis(50));
+            let t = s.text();
+            let moved = selected(&t) != sel;
+            let end = matches!((at, drawn_at(&t)), (Some(a), Some(b)) if b >= a + 2);
+            if moved || end {
+                break;
+            }
         }
         settle(s);
     }
@@ -213,14 +238,20 @@ fn selected(text: &str) -> Option<u32> {
 }
 
 /// Move the tree's selection with `key` until the process selected is `pid` (at most `n`
-/// presses).
+/// presses), each key once the one before it has moved the selection (a key sent ahead of a
+/// slow frame would overshoot).
 fn select_in_tree(s: &mut Screen, key: &str, pid: u32, n: usize) {
     for _ in 0..n {
         s.pump(Duration::from_millis(60));
-        if selected(&s.text()) == Some(pid) {
+        let before = selected(&s.text());
+        if before == Some(pid) {
             return;
         }
         s.send(key);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while selected(&s.text()) == before && Instant::now() < deadline {
+            s.pump(Duration::from_millis(50));
+        }
     }
     s.pump(Duration::from_millis(200));
     assert_eq!(selected(&s.text()), Some(pid), "{}", s.text());
