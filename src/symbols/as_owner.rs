@@ -113,13 +113,7 @@ pub(crate) fn open(
     if st.st_uid != creds.uid {
         return Err(Refused::NotOwned(st.st_uid));
     }
-    Ok(Opened {
-        file,
-        dev: st.st_dev,
-        ino: st.st_ino,
-        size: st.st_size.max(0) as u64,
-        uid: st.st_uid,
-    })
+    Ok(Opened::of(file, &st))
 }
 
 /// How long the child that opens a perf map may take: a backstop for an open that never
