@@ -7,12 +7,12 @@
 //! is said once, here, beside it. It imports nothing of perfwatch's: it is the ground floor.
 //!
 //! Not here yet (files that still allow `unsafe` themselves, each named in ARCHITECTURE.md):
-//! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the fatal-signal handlers
-//! and their saved state (src/frontend/tui/terminal.rs), the ring mapping (src/perf/ring.rs),
-//! and the Python C API calls (src/script/).
+//! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the ring mapping
+//! (src/perf/ring.rs), and the Python C API calls (src/script/).
 
 pub mod fs;
 pub mod perf;
+pub(crate) mod tty;
 
 use std::ffi::{c_int, c_long, c_ulong};
 use std::io;
