@@ -7,11 +7,12 @@
 //! is said once, here, beside it. It imports nothing of perfwatch's: it is the ground floor.
 //!
 //! Not here yet (files that still allow `unsafe` themselves, each named in ARCHITECTURE.md):
-//! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the ring mapping
-//! (src/perf/ring.rs), and the Python C API calls (src/script/).
+//! the ring mapping (src/perf/ring.rs), and the Python C API calls (src/script/).
 
+pub(crate) mod as_user;
 pub mod fs;
 pub mod perf;
+pub(crate) mod process;
 pub(crate) mod tty;
 
 use std::ffi::{c_int, c_long, c_ulong};
@@ -111,7 +112,6 @@ pub(crate) fn stderr_fd() -> BorrowedFd<'static> {
 }
 
 /// `pipe2(O_CLOEXEC)`: the read end, then the write end.
-#[cfg(test)]
 pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the array we own; the result is checked.
