@@ -95,6 +95,10 @@ fn perf_pipe_of_true() -> Vec<u8> {
         .stdout
 }
 
+/// `perf record` options for a compressed recording (`-z`, one zstd stream) of samples with
+/// call chains.
+const COMPRESSED_WITH_CHAINS: &[&str] = &["-z", "-e", "cpu-clock", "-F", "2000", "-g"];
+
 /// `perf record -o - -e cpu-clock OPTIONS --`, the command to follow: a recording in perf's
 /// pipe format on stdout.
 fn perf_record_to_pipe(options: &[&str]) -> Command {
@@ -1107,11 +1111,7 @@ fn o_beside_i_copies_the_recording_for_perf_script() {
     require_perf!();
     // A compressed file with call chains, copied: perf script reads the copy (its records
     // decompressed) as it reads the input.
-    let (dir, prog, data) = record_prog(
-        "z.data",
-        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
-        &["500", "5"],
-    );
+    let (dir, prog, data) = record_prog("z.data", COMPRESSED_WITH_CHAINS, &["500", "5"]);
     let fields = "comm,tid,time,event,ip,sym";
     let want = perf_out(&["script", "-F", fields], &data);
     assert!(want.lines().count() > 100, "{want}");
@@ -1211,11 +1211,7 @@ fn hot_shares(records: &[serde_json::Value]) -> (f64, f64) {
 fn compressed_recordings_read_as_perf_script_reads_them() {
     require_perf!();
     // perf record -z: the kernel's records inside COMPRESSED records, one zstd stream.
-    let (dir, prog, data) = record_prog(
-        "z.data",
-        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
-        &["1000", "20"],
-    );
+    let (dir, prog, data) = record_prog("z.data", COMPRESSED_WITH_CHAINS, &["1000", "20"]);
     let stats = perf_stats(&data);
     assert!(stats.get("COMPRESSED").is_some_and(|&n| n > 0), "{stats:?}");
     let (records, stderr) = perfwatch_json(&data);
