@@ -5,20 +5,22 @@
 //! is the classic fork / wait-on-a-pipe / exec with a close-on-exec pipe that reports a
 //! failed exec, as perf's `evlist__prepare_workload` does. Everything the child needs is
 //! allocated before the fork; after it, the child only makes async-signal-safe calls.
-// Still its own `unsafe` (the fork/exec of `-- COMMAND` (what the child may call before exec)):
-// not moved into src/sys/ yet (issue 24).
-#![allow(unsafe_code)]
+//!
+//! The fork and the child's side of it are `sys::process::fork_held`.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use crate::sys;
 
 /// A forked child waiting, before its exec, for [`PausedChild::go`].
 pub(crate) struct PausedChild {
     pid: libc::pid_t,
-    go_fd: libc::c_int,
-    err_fd: libc::c_int,
+    go: Option<OwnedFd>,
+    exec_error: Option<OwnedFd>,
     released: bool,
     reaped: bool,
     display: String,
@@ -57,15 +59,6 @@ fn cstring(s: &OsStr, what: &str) -> Result<CString, CommandError> {
     })
 }
 
-fn pipe_cloexec() -> io::Result<[libc::c_int; 2]> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fds)
-}
-
 impl PausedChild {
     /// Fork a child that will exec `argv` once released.
     pub fn spawn(argv: &[OsString]) -> Result<PausedChild, CommandError> {
@@ -79,72 +72,22 @@ impl PausedChild {
             .iter()
             .map(|a| cstring(a, &display))
             .collect::<Result<_, _>>()?;
-        let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
-        c_argv.push(std::ptr::null());
-
-        let exec_err = |err| CommandError::Exec {
-            cmd: display.clone(),
-            err,
-        };
         // perfwatch catches SIGINT and SIGTERM even when they were ignored at its start (the
         // exec would reset them to the default); the command gets them as perfwatch got them.
-        let keep_ignored =
-            crate::signals::ALWAYS_CAUGHT.map(|sig| (sig, crate::signals::ignored_at_entry(sig)));
-        let go = pipe_cloexec().map_err(exec_err)?;
-        let errp = pipe_cloexec().map_err(exec_err)?;
-        // SAFETY: fork; the child below only calls async-signal-safe functions.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            let err = io::Error::last_os_error();
-            // SAFETY: closing our own pipe fds.
-            unsafe {
-                for fd in go.into_iter().chain(errp) {
-                    libc::close(fd);
-                }
+        let ignore: Vec<libc::c_int> = crate::signals::ALWAYS_CAUGHT
+            .into_iter()
+            .filter(|&sig| crate::signals::ignored_at_entry(sig))
+            .collect();
+        let held = sys::process::fork_held(&c_path, &c_args, &ignore).map_err(|err| {
+            CommandError::Exec {
+                cmd: display.clone(),
+                err,
             }
-            return Err(exec_err(err));
-        }
-        if pid == 0 {
-            // SAFETY: in the child, async-signal-safe calls only, then exec or _exit.
-            unsafe {
-                libc::close(go[1]);
-                libc::close(errp[0]);
-                // Rust ignores SIGPIPE; a command expects the default. Unblock everything.
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                for (sig, ignored) in keep_ignored {
-                    if ignored {
-                        libc::signal(sig, libc::SIG_IGN);
-                    }
-                }
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-                let mut b = 0u8;
-                let n = loop {
-                    let n = libc::read(go[0], &mut b as *mut u8 as *mut libc::c_void, 1);
-                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                        break n;
-                    }
-                };
-                if n != 1 {
-                    // perfwatch went away without releasing us.
-                    libc::_exit(127);
-                }
-                libc::execv(c_path.as_ptr(), c_argv.as_ptr());
-                let e: i32 = *libc::__errno_location();
-                libc::write(errp[1], &e as *const i32 as *const libc::c_void, 4);
-                libc::_exit(127);
-            }
-        }
-        // SAFETY: closing the child's ends in the parent.
-        unsafe {
-            libc::close(go[0]);
-            libc::close(errp[1]);
-        }
+        })?;
         Ok(PausedChild {
-            pid,
-            go_fd: go[1],
-            err_fd: errp[0],
+            pid: held.pid,
+            go: Some(held.go),
+            exec_error: Some(held.exec_error),
             released: false,
             reaped: false,
             display,
@@ -162,24 +105,20 @@ impl PausedChild {
     /// Let the child exec. Returns the exec error, if the exec failed.
     pub fn go(&mut self) -> Result<(), CommandError> {
         self.released = true;
-        let b = 1u8;
-        // SAFETY: writing one byte to our pipe, then closing it.
-        unsafe {
-            libc::write(self.go_fd, &b as *const u8 as *const libc::c_void, 1);
-            libc::close(self.go_fd);
+        if let Some(go) = self.go.take() {
+            sys::write(go.as_fd(), &[1]);
         }
-        self.go_fd = -1;
-        let mut e = 0i32;
-        let n = loop {
-            // SAFETY: reading at most 4 bytes into an i32 we own.
-            let n = unsafe { libc::read(self.err_fd, &mut e as *mut i32 as *mut libc::c_void, 4) };
-            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                break n;
-            }
+        let mut e = [0u8; 4];
+        let n = match self.exec_error.take() {
+            Some(fd) => loop {
+                let n = sys::read(fd.as_fd(), &mut e);
+                if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break n;
+                }
+            },
+            None => 0,
         };
-        // SAFETY: closing our pipe fd.
-        unsafe { libc::close(self.err_fd) };
-        self.err_fd = -1;
+        let e = i32::from_ne_bytes(e);
         if n == 4 {
             self.wait();
             return Err(CommandError::Exec {
@@ -206,8 +145,7 @@ impl PausedChild {
         }
         let mut status = 0;
         loop {
-            // SAFETY: waitpid on our own child.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+            let r = sys::process::waitpid(self.pid, &mut status, flags);
             if r == self.pid {
                 self.reaped = true;
                 if libc::WIFEXITED(status) {
@@ -231,23 +169,17 @@ impl PausedChild {
     /// Send `sig` to the child, if it is still ours to signal.
     pub fn signal(&self, sig: libc::c_int) {
         if !self.reaped {
-            // SAFETY: kill on our own unreaped child's pid.
-            unsafe { libc::kill(self.pid, sig) };
+            // Our own unreaped child's pid: it cannot be another process's yet.
+            sys::process::kill(self.pid, sig);
         }
     }
 }
 
 impl Drop for PausedChild {
     fn drop(&mut self) {
-        // SAFETY: closing fds we still own.
-        unsafe {
-            if self.go_fd >= 0 {
-                libc::close(self.go_fd); // an unreleased child sees EOF and exits 127
-            }
-            if self.err_fd >= 0 {
-                libc::close(self.err_fd);
-            }
-        }
+        // An unreleased child sees end of file on its pipe and exits 127.
+        drop(self.go.take());
+        drop(self.exec_error.take());
         if !self.released {
             self.wait();
         }

@@ -22,11 +22,11 @@
 //! bytes cannot tell this: a pipe is a ring of pages, and one byte left unread in each page
 //! blocks a writer as surely as a full pipe. Everything else (a terminal, a socket, a file)
 //! goes through the writer.
-// Still its own `unsafe` (descriptor checks and raw writes to stdout/stderr (a signal-safe path)):
-// not moved into src/sys/ yet (issue 24).
-#![allow(unsafe_code)]
+
+use crate::sys;
 
 use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -82,14 +82,10 @@ enum Target {
 }
 
 impl Target {
-    fn of(fd: i32) -> Target {
-        let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-        // SAFETY: a valid out-parameter.
-        if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+    fn of(fd: BorrowedFd<'_>) -> Target {
+        let Ok(st) = sys::fs::fstat(fd) else {
             return Target::Other;
-        }
-        // SAFETY: filled by fstat.
-        let st = unsafe { st.assume_init() };
+        };
         match st.st_mode & libc::S_IFMT {
             libc::S_IFCHR if st.st_rdev == libc::makedev(1, 3) => Target::Null,
             libc::S_IFIFO => Self::own_nonblocking(fd, &st).map_or(Target::Other, Target::Pipe),
@@ -99,42 +95,23 @@ impl Target {
 
     /// A new open file description of the pipe behind `fd`, with `O_NONBLOCK`: only if it is
     /// the same pipe (device and inode), else None.
-    fn own_nonblocking(fd: i32, st: &libc::stat) -> Option<std::os::fd::OwnedFd> {
-        use std::os::fd::FromRawFd;
-        let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
-        // SAFETY: a valid NUL-terminated path; the new fd is owned below.
-        let own = unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if own < 0 {
-            return None;
-        }
-        // SAFETY: a descriptor we just opened and nobody else owns.
-        let own = unsafe { std::os::fd::OwnedFd::from_raw_fd(own) };
-        let mut st2 = std::mem::MaybeUninit::<libc::stat>::zeroed();
-        // SAFETY: an open fd and a valid out-parameter.
-        if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&own), st2.as_mut_ptr()) } != 0 {
-            return None;
-        }
-        // SAFETY: filled by fstat.
-        let st2 = unsafe { st2.assume_init() };
+    fn own_nonblocking(fd: BorrowedFd<'_>, st: &libc::stat) -> Option<OwnedFd> {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+        let own = sys::fs::open(&path, libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC).ok()?;
+        let st2 = sys::fs::fstat(own.as_fd()).ok()?;
         (st2.st_dev == st.st_dev && st2.st_ino == st.st_ino).then_some(own)
     }
 
     /// Write as much of `data` as the target takes without blocking. Err on a real error.
     fn write_nonblocking(&self, data: &[u8]) -> io::Result<usize> {
         let fd = match self {
-            Target::Null => libc::STDOUT_FILENO,
-            Target::Pipe(own) => std::os::fd::AsRawFd::as_raw_fd(own),
+            Target::Null => sys::stdout_fd(),
+            Target::Pipe(own) => own.as_fd(),
             Target::Other => return Ok(0),
         };
         let mut done = 0;
         while done < data.len() {
-            // SAFETY: writing a valid buffer to an open fd.
-            let n = unsafe { libc::write(fd, data[done..].as_ptr().cast(), data.len() - done) };
+            let n = sys::write(fd, &data[done..]);
             if n > 0 {
                 done += n as usize;
                 continue;
@@ -181,8 +158,7 @@ struct RawStdout;
 impl Write for RawStdout {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         loop {
-            // SAFETY: writing a valid buffer to fd 1.
-            let n = unsafe { libc::write(libc::STDOUT_FILENO, data.as_ptr().cast(), data.len()) };
+            let n = sys::write(sys::stdout_fd(), data);
             if n >= 0 {
                 return Ok(n as usize);
             }
@@ -202,7 +178,7 @@ impl StdoutQueue {
     /// The queue in front of this process's stdout.
     pub fn stdout() -> io::Result<StdoutQueue> {
         let mut q = StdoutQueue::new(RawStdout, QUEUE_BYTES)?;
-        q.target = Target::of(libc::STDOUT_FILENO);
+        q.target = Target::of(sys::stdout_fd());
         Ok(q)
     }
 
@@ -427,14 +403,7 @@ pub(crate) fn stderr_bounded(text: &[u8]) {
         .spawn(move || {
             let mut off = 0;
             while off < data.len() {
-                // SAFETY: writing a valid buffer to fd 2.
-                let n = unsafe {
-                    libc::write(
-                        libc::STDERR_FILENO,
-                        data[off..].as_ptr().cast(),
-                        data.len() - off,
-                    )
-                };
+                let n = sys::write(sys::stderr_fd(), &data[off..]);
                 if n > 0 {
                     off += n as usize;
                 } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
@@ -458,19 +427,10 @@ pub(crate) fn stderr_bounded(text: &[u8]) {
 mod tests {
     use super::*;
     use std::io::Read;
-    use std::os::fd::FromRawFd;
 
     fn pipe() -> (std::fs::File, std::fs::File) {
-        let mut fds = [0; 2];
-        // SAFETY: a valid out-array of two ints.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: two new descriptors, each owned once.
-        unsafe {
-            (
-                std::fs::File::from_raw_fd(fds[0]),
-                std::fs::File::from_raw_fd(fds[1]),
-            )
-        }
+        let (r, w) = sys::pipe().unwrap();
+        (std::fs::File::from(r), std::fs::File::from(w))
     }
 
     /// A reader that never reads: the queue fills, says so, and never blocks the caller;
@@ -643,12 +603,10 @@ mod tests {
     /// first page: 4095 bytes are free, yet a write of them would wait for the reader.)
     #[test]
     fn a_pipe_with_free_bytes_but_no_free_page_never_blocks_the_loop() {
-        use std::os::fd::AsRawFd;
         let (mut r, w) = pipe();
-        let target = Target::of(w.as_raw_fd());
+        let target = Target::of(w.as_fd());
         assert!(matches!(target, Target::Pipe(_)), "{target:?}");
-        // SAFETY: fcntl on an open fd.
-        let size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) } as usize;
+        let size = sys::pipe_size(w.as_fd()).unwrap();
         let mut w2 = w.try_clone().unwrap();
         let mut q = StdoutQueue::new(w, 1 << 20).unwrap();
         q.target = target;
@@ -675,9 +633,9 @@ mod tests {
             .write(true)
             .open("/dev/null")
             .unwrap();
-        assert!(matches!(Target::of(null.as_raw_fd()), Target::Null));
+        assert!(matches!(Target::of(null.as_fd()), Target::Null));
         let file = tempfile::tempfile().unwrap();
-        assert!(matches!(Target::of(file.as_raw_fd()), Target::Other));
+        assert!(matches!(Target::of(file.as_fd()), Target::Other));
     }
 
     #[test]

@@ -21,6 +21,19 @@ pub struct Opened {
     pub uid: u32,
 }
 
+impl Opened {
+    /// `file`, with the identity, size and owner `st` (its `fstat`) gives it.
+    pub(crate) fn of(file: File, st: &libc::stat) -> Opened {
+        Opened {
+            file,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size.max(0) as u64,
+            uid: st.st_uid,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub enum OpenError {
     /// Nothing there (or a process that has gone).
@@ -91,13 +104,7 @@ fn upgrade(path_fd: OwnedFd) -> Result<Opened, OpenError> {
         // Cannot happen through /proc/self/fd; refuse rather than trust it.
         return Err(OpenError::NotRegular("changed while opening"));
     }
-    Ok(Opened {
-        file,
-        dev: st.st_dev,
-        ino: st.st_ino,
-        size: st.st_size.max(0) as u64,
-        uid: st.st_uid,
-    })
+    Ok(Opened::of(file, &st))
 }
 
 /// Open a regular file by absolute path. `nofollow`: refuse a symlink as the last component

@@ -7,13 +7,13 @@
 //! is said once, here, beside it. It imports nothing of perfwatch's: it is the ground floor.
 //!
 //! Not here yet (files that still allow `unsafe` themselves, each named in ARCHITECTURE.md):
-//! the fork/exec children (src/command.rs, src/symbols/as_owner.rs), the fatal-signal handlers
-//! and their saved state (src/frontend/tui/terminal.rs), the ring mapping (src/perf/ring.rs),
-//! descriptor checks and raw writes in src/output.rs, and the Python C API calls
-//! (src/script/).
+//! the ring mapping (src/perf/ring.rs), and the Python C API calls (src/script/).
 
+pub(crate) mod as_user;
 pub mod fs;
 pub mod perf;
+pub(crate) mod process;
+pub(crate) mod tty;
 
 use std::ffi::{c_int, c_long, c_ulong};
 use std::io;
@@ -94,6 +94,43 @@ pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout: &libc::timespec) -> c_int
 pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> isize {
     // SAFETY: `buf` is valid for writes of its length; the fd is borrowed, so open.
     unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+}
+
+/// Descriptor 1 by number: no `io::stdout()` handle, lock or buffer (what a writer left
+/// blocked at exit must not hold).
+pub(crate) fn stdout_fd() -> BorrowedFd<'static> {
+    // SAFETY: std borrows fd 1 the same way for its own `Stdout` handle: the number stays
+    // allocated for the process's life (a closed stdout makes calls on it fail with EBADF,
+    // which callers handle as the write error it is).
+    unsafe { BorrowedFd::borrow_raw(libc::STDOUT_FILENO) }
+}
+
+/// Descriptor 2 by number, as [`stdout_fd`].
+pub(crate) fn stderr_fd() -> BorrowedFd<'static> {
+    // SAFETY: as for `stdout_fd`, for fd 2.
+    unsafe { BorrowedFd::borrow_raw(libc::STDERR_FILENO) }
+}
+
+/// `pipe2(O_CLOEXEC)`: the read end, then the write end.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own; the result is checked.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new descriptors, each owned once.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `fcntl(fd, F_GETPIPE_SZ)`: the capacity of the pipe behind `fd`, in bytes.
+#[cfg(test)]
+pub(crate) fn pipe_size(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    // SAFETY: F_GETPIPE_SZ on a borrowed (so open) descriptor takes no argument.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// `write(2)` of `buf`: bytes written, or -1 with errno.

@@ -592,6 +592,13 @@ impl SpawnDrained for std::process::Command {
     }
 }
 
+/// `perfwatch --plain -e dummy -- sh -c SHELL`: the task records of one shell command line.
+pub fn plain_sh(shell: &str) -> std::process::Command {
+    let mut c = perfwatch();
+    c.args(["--plain", "-e", "dummy", "--", "sh", "-c", shell]);
+    c
+}
+
 /// `perfwatch --plain -e dummy --script SCRIPT`, then `args`.
 pub fn plain_script(script: &std::path::Path, args: &[&str]) -> std::process::Command {
     let mut c = perfwatch();

@@ -7,6 +7,12 @@ use std::time::{Duration, Instant};
 
 use super::InTime;
 
+/// Can `tool` be run (`tool --version` starts and ends within the deadline)? For the tests
+/// that skip, visibly, when a tool they compare with is missing.
+pub fn installed(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output_in_time().is_ok()
+}
+
 /// `main -> outer -> middle -> hot`; `hot` spins (and calls `tick` once per call, so that it
 /// is not a leaf function, which gcc builds without a frame even with frame pointers on).
 /// `argv[1]`: how many calls of `outer` (100).

@@ -164,16 +164,7 @@ fn pid_mode_follows_a_running_process_and_stops_when_it_exits() {
 #[test]
 fn plain_lines_have_the_python_binding_shape() {
     require_perf!();
-    let out = perfwatch()
-        .args([
-            "--plain",
-            "-e",
-            "dummy",
-            "--",
-            "sh",
-            "-c",
-            "(exit 0) & wait",
-        ])
+    let out = common::plain_sh("(exit 0) & wait")
         .output_in_time()
         .unwrap();
     assert!(out.status.success());

@@ -226,15 +226,9 @@ fn parse_all(stdout: &str) -> Vec<(Members, Members)> {
 #[test]
 fn a_process_that_names_itself_with_separators_stays_one_value() {
     require_perf!();
-    let r = common::run(common::perfwatch().args([
-        "--plain",
-        "-e",
-        "dummy",
-        "--",
-        "sh",
-        "-c",
+    let r = common::run(&mut common::plain_sh(
         "printf %s 'x, pid: 1 } {' > /proc/$$/comm; /bin/true",
-    ]));
+    ));
     r.exited(0);
     let lines = parse_all(&r.stdout);
     assert!(

@@ -297,18 +297,8 @@ fn int_and_term_stop_perfwatch_even_when_ignored_at_start() {
 #[test]
 fn a_command_keeps_the_signals_ignored_at_perfwatch_start() {
     require_perf!();
-    let mut cmd = perfwatch();
-    cmd.args([
-        "--plain",
-        "-e",
-        "dummy",
-        "--",
-        "sh",
-        "-c",
-        "grep SigIgn /proc/self/status >&2",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    let mut cmd = common::plain_sh("grep SigIgn /proc/self/status >&2");
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     ignore_int_and_term(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let (status, _) = wait_exit(&mut child, Duration::from_secs(15));

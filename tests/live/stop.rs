@@ -258,7 +258,7 @@ fn the_tail_is_complete(args: &[&str]) {
 #[test]
 fn a_duration_run_has_every_cpus_records_up_to_the_stop_time_json_and_script() {
     let _tracefs = require_tracefs!();
-    if Command::new("perf").arg("--version").output().is_err() {
+    if !common::installed("perf") {
         skip!("perf is not installed (Debian: linux-perf)");
     }
     the_tail_is_complete(&["--json", "-a", "-e", "timer:hrtimer_expire_entry"]);
@@ -282,7 +282,7 @@ fn a_duration_run_has_every_cpus_records_up_to_the_stop_time_json_and_script() {
 #[test]
 fn a_duration_run_has_every_cpus_records_up_to_the_stop_time_plain_and_many_events() {
     let _tracefs = require_tracefs!();
-    if Command::new("perf").arg("--version").output().is_err() {
+    if !common::installed("perf") {
         skip!("perf is not installed (Debian: linux-perf)");
     }
     the_tail_is_complete(&[

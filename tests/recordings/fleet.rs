@@ -150,11 +150,7 @@ fn interrupt(mut pw: Reaped, err: &Path) -> String {
 #[test]
 fn prometheus_counts_a_marker_commands_forks_exactly() {
     require_perf!();
-    if Command::new("prometheus")
-        .arg("--version")
-        .output_in_time()
-        .is_err()
-    {
+    if !common::installed("prometheus") {
         common::refuse(
             test_name!(),
             "no prometheus (Debian's prometheus package; .ci/run installs it)",

@@ -17,6 +17,20 @@ fn entries(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `cmd -- sleep 30` started, killed `after` it began watching, and reaped.
+fn kill_once_watching(cmd: &mut std::process::Command, after: Duration) {
+    let mut child = cmd
+        .args(["--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_until_watching(&mut child);
+    std::thread::sleep(after);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 const OLD: &str = "old;flame;graph 42\n";
 
 #[test]
@@ -25,18 +39,12 @@ fn a_killed_run_leaves_the_previous_folded_file_whole_and_a_finished_one_replace
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("last.folded");
     std::fs::write(&out, OLD).unwrap();
-    let mut child = common::perfwatch()
-        .args(["--plain", "-e", "cpu-clock", "-F", "999", "--folded"])
-        .arg(&out)
-        .args(["--", "sleep", "30"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::wait_until_watching(&mut child);
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_once_watching(
+        common::perfwatch()
+            .args(["--plain", "-e", "cpu-clock", "-F", "999", "--folded"])
+            .arg(&out),
+        Duration::from_millis(300),
+    );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), OLD);
     // The killed run's temporary file is left beside it, never under the final name.
     for e in entries(dir.path()) {
@@ -115,18 +123,11 @@ fn a_killed_run_leaves_the_previous_script_output_whole() {
     let (dir, script) = common::temp_script("tick.py", "def on_tick():\n    return 'new'\n");
     let out = dir.path().join("pane.txt");
     std::fs::write(&out, OLD).unwrap();
-    let mut child = common::plain_script(&script, &["--script-output"])
-        .arg(&out)
-        .args(["--", "sleep", "30"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::wait_until_watching(&mut child);
     // Past a tick or two: lines were written (to the temporary file).
-    std::thread::sleep(Duration::from_millis(1500));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_once_watching(
+        common::plain_script(&script, &["--script-output"]).arg(&out),
+        Duration::from_millis(1500),
+    );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), OLD);
     // The killed run's temporary file is left beside it: clear it for the next run.
     for e in entries(dir.path()) {

@@ -88,21 +88,37 @@ pub(crate) fn perf_out(args: &[&str], file: &Path) -> String {
 /// What `perf record -o - -e cpu-clock -- sh -c true` writes: a short recording in perf's
 /// pipe format.
 fn perf_pipe_of_true() -> Vec<u8> {
-    Command::new("perf")
-        .args([
-            "record",
-            "-o",
-            "-",
-            "-e",
-            "cpu-clock",
-            "--",
-            "sh",
-            "-c",
-            "true",
-        ])
+    perf_record_to_pipe(&[])
+        .args(["sh", "-c", "true"])
         .output_in_time()
         .unwrap()
         .stdout
+}
+
+/// `perf record` options for a compressed recording (`-z`, one zstd stream) of samples with
+/// call chains.
+const COMPRESSED_WITH_CHAINS: &[&str] = &["-z", "-e", "cpu-clock", "-F", "2000", "-g"];
+
+/// `perf record -o - -e cpu-clock OPTIONS --`, the command to follow: a recording in perf's
+/// pipe format on stdout.
+fn perf_record_to_pipe(options: &[&str]) -> Command {
+    let mut perf = Command::new("perf");
+    perf.args(["record", "-o", "-", "-e", "cpu-clock"])
+        .args(options)
+        .arg("--");
+    perf
+}
+
+/// `cmd` run with `bytes` written to its stdin (by a thread, so that a full pipe cannot
+/// hold both ends), within the deadline.
+#[track_caller]
+fn output_fed(cmd: &mut Command, bytes: Vec<u8>) -> std::process::Output {
+    let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+    let out = child.output_in_time().unwrap();
+    writer.join().unwrap().unwrap();
+    out
 }
 
 /// perfwatch `-i FILE --json`: its records.
@@ -562,21 +578,9 @@ fn perfs_pipe_is_read_while_perf_records() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build(dir.path());
     // perf runs the program for 3 s; perfwatch must print a sample well before that.
-    let mut perf = Command::new("perf")
-        // A small ring (-m 2): perf writes what it has every few dozen samples, rather
-        // than once its 512 KiB ring is half full.
-        .args([
-            "record",
-            "-m",
-            "2",
-            "-o",
-            "-",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "1000",
-            "--",
-        ])
+    // A small ring (-m 2): perf writes what it has every few dozen samples, rather than once
+    // its 512 KiB ring is half full.
+    let mut perf = perf_record_to_pipe(&["-m", "2", "-F", "1000"])
         .arg(&prog)
         .args(["3000", "0"])
         .stdout(Stdio::piped())
@@ -1107,11 +1111,7 @@ fn o_beside_i_copies_the_recording_for_perf_script() {
     require_perf!();
     // A compressed file with call chains, copied: perf script reads the copy (its records
     // decompressed) as it reads the input.
-    let (dir, prog, data) = record_prog(
-        "z.data",
-        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
-        &["500", "5"],
-    );
+    let (dir, prog, data) = record_prog("z.data", COMPRESSED_WITH_CHAINS, &["500", "5"]);
     let fields = "comm,tid,time,event,ip,sym";
     let want = perf_out(&["script", "-F", fields], &data);
     assert!(want.lines().count() > 100, "{want}");
@@ -1167,27 +1167,21 @@ fn o_beside_i_copies_the_recording_for_perf_script() {
     assert_eq!(json_samples(&records), json_samples(&theirs));
 
     // perf's pipe to a file: perf record -o - | perfwatch -i - -o FILE.
-    let bytes = Command::new("perf")
-        .args(["record", "-o", "-", "-e", "cpu-clock", "-F", "2000", "--"])
+    let bytes = perf_record_to_pipe(&["-F", "2000"])
         .arg(&prog)
         .args(["300", "0"])
         .output_in_time()
         .unwrap()
         .stdout;
     let kept = dir.path().join("kept.data");
-    let mut pw = perfwatch_cmd()
-        .args(["-i", "-", "--plain", "-o"])
-        .arg(&kept)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = pw.stdin.take().unwrap();
-    let b = bytes.clone();
-    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &b));
-    let out = pw.output_in_time().unwrap();
-    writer.join().unwrap().unwrap();
+    let out = output_fed(
+        perfwatch_cmd()
+            .args(["-i", "-", "--plain", "-o"])
+            .arg(&kept)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+        bytes.clone(),
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1217,11 +1211,7 @@ fn hot_shares(records: &[serde_json::Value]) -> (f64, f64) {
 fn compressed_recordings_read_as_perf_script_reads_them() {
     require_perf!();
     // perf record -z: the kernel's records inside COMPRESSED records, one zstd stream.
-    let (dir, prog, data) = record_prog(
-        "z.data",
-        &["-z", "-e", "cpu-clock", "-F", "2000", "-g"],
-        &["1000", "20"],
-    );
+    let (dir, prog, data) = record_prog("z.data", COMPRESSED_WITH_CHAINS, &["1000", "20"]);
     let stats = perf_stats(&data);
     assert!(stats.get("COMPRESSED").is_some_and(|&n| n > 0), "{stats:?}");
     let (records, stderr) = perfwatch_json(&data);
@@ -1255,18 +1245,7 @@ fn compressed_recordings_read_as_perf_script_reads_them() {
     assert!(pa > pb && pb > 0.0, "without -z: hot_a {pa}, hot_b {pb}");
 
     // Pipe mode: perf record -z -o - | perfwatch -i -, and perf script on the same bytes.
-    let mut perf = Command::new("perf")
-        .args([
-            "record",
-            "-z",
-            "-o",
-            "-",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "2000",
-            "--",
-        ])
+    let mut perf = perf_record_to_pipe(&["-z", "-F", "2000"])
         .arg(&prog)
         .args(["500", "0"])
         .stdout(Stdio::piped())
@@ -1278,17 +1257,13 @@ fn compressed_recordings_read_as_perf_script_reads_them() {
     assert!(common::wait_in_time(&mut perf).success());
     let piped = dir.path().join("z.pipe");
     std::fs::write(&piped, &bytes).unwrap();
-    let mut pw = perfwatch_cmd()
-        .args(["-i", "-", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = pw.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
-    let out = pw.output_in_time().unwrap();
-    writer.join().unwrap().unwrap();
+    let out = output_fed(
+        perfwatch_cmd()
+            .args(["-i", "-", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        bytes,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("COMPRESSED"), "{stderr}");

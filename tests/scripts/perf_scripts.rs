@@ -144,11 +144,7 @@ fn lines(out: &str) -> Vec<String> {
 
 macro_rules! require_perf_tool {
     () => {
-        if Command::new("perf")
-            .arg("--version")
-            .output_in_time()
-            .is_err()
-        {
+        if !common::installed("perf") {
             skip!("perf is not installed (Debian: linux-perf)");
         }
     };

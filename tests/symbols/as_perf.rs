@@ -158,11 +158,7 @@ fn text(n: usize) -> Vec<u8> {
 fn folded_stacks_of_a_frameless_binary_fold_as_perfs_do() {
     require_perf!();
     require_perf_tool!();
-    if Command::new("xz")
-        .arg("--version")
-        .output_in_time()
-        .is_err()
-    {
+    if !common::installed("xz") {
         skip!("xz is not installed");
     }
     let dir = tempfile::tempdir().unwrap();

@@ -13,16 +13,17 @@
 //! - [`Suspend`]: SIGTSTP and the Ctrl-Z key (raw mode turns it into a key) leave the
 //!   terminal, stop perfwatch as the shell expects, and on SIGCONT take the terminal back and
 //!   redraw everything, as htop and vim do.
-// Still its own `unsafe` (the fatal-signal handlers and the terminal modes they restore):
-// not moved into src/sys/ yet (issue 24).
-#![allow(unsafe_code)]
+//!
+//! The system calls (the handler itself, the saved attributes, job control) are in
+//! `sys::tty`; this file decides what is restored and when.
 
-use std::cell::UnsafeCell;
 use std::ffi::OsStr;
 use std::io::{self, Write};
-use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sys::tty;
 
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture, KeyCode, KeyEvent, KeyModifiers};
 use crossterm::execute;
@@ -45,33 +46,10 @@ pub(crate) fn capable(term: Option<&OsStr>) -> Result<(), String> {
 pub(crate) const RESTORE_SEQUENCE: &[u8] =
     b"\x1b[?1006l\x1b[?1015l\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[0m\x1b[?1049l\x1b[?25h";
 
-/// The terminal attributes from before raw mode, saved once, for the signal handler.
-struct SavedTty {
-    fd: AtomicI32,
-    ready: AtomicBool,
-    termios: UnsafeCell<MaybeUninit<libc::termios>>,
-}
-
-// SAFETY: `termios` is written once, before `ready` is set (release), and only read after
-// `ready` is seen set (acquire); it is never written again.
-unsafe impl Sync for SavedTty {}
-
-static SAVED: SavedTty = SavedTty {
-    fd: AtomicI32::new(-1),
-    ready: AtomicBool::new(false),
-    termios: UnsafeCell::new(MaybeUninit::uninit()),
-};
-
-/// The TUI owns the terminal: a fatal signal must restore it.
-static ARMED: AtomicBool = AtomicBool::new(false);
-/// A fatal signal is ending the process: nobody draws any more.
-static DYING: AtomicBool = AtomicBool::new(false);
-
 /// The descriptor raw mode is set on, as crossterm chooses it: stdin when it is a terminal,
 /// else the controlling terminal.
 fn tty_fd() -> io::Result<i32> {
-    // SAFETY: isatty has no preconditions.
-    if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
+    if tty::isatty(io::stdin().as_fd()) {
         return Ok(libc::STDIN_FILENO);
     }
     // Kept open for the handler for the rest of the process (std adds O_CLOEXEC).
@@ -88,31 +66,24 @@ fn tty_fd() -> io::Result<i32> {
 /// Save the terminal's attributes (once: before the first raw mode) and make fatal signals
 /// restore the terminal until [`disarm`]. Call before entering raw mode.
 pub(crate) fn arm() {
-    if !SAVED.ready.load(Ordering::Acquire) {
+    if !tty::attributes_saved() {
         if let Ok(fd) = tty_fd() {
-            let mut t = MaybeUninit::<libc::termios>::zeroed();
-            // SAFETY: a valid fd and a valid out-parameter.
-            if unsafe { libc::tcgetattr(fd, t.as_mut_ptr()) } == 0 {
-                // SAFETY: written once, before `ready` is published; see SavedTty.
-                unsafe { *SAVED.termios.get() = t };
-                SAVED.fd.store(fd, Ordering::Relaxed);
-                SAVED.ready.store(true, Ordering::Release);
-            }
+            tty::save_attributes(fd);
         }
-        install_fatal_handlers();
+        tty::restore_on_fatal(&FATAL_SIGNALS, RESTORE_SEQUENCE);
     }
-    ARMED.store(true, Ordering::Release);
+    tty::set_armed(true);
 }
 
 /// The terminal has been restored: fatal signals no longer touch it.
 pub(crate) fn disarm() {
-    ARMED.store(false, Ordering::Release);
+    tty::set_armed(false);
 }
 
 /// A fatal signal is being handled: the UI must not write another frame over the restored
 /// terminal.
 pub(crate) fn dying() -> bool {
-    DYING.load(Ordering::Acquire)
+    tty::dying()
 }
 
 /// Signals whose default action ends the process (with or without a core dump) and that
@@ -137,123 +108,6 @@ pub(crate) const FATAL_SIGNALS: [i32; 17] = [
     libc::SIGPWR,
     libc::SIGSTKFLT,
 ];
-
-/// Signal numbers the table below covers.
-const NSIG: usize = 65;
-
-/// The disposition each fatal signal had before perfwatch's handler, to chain to.
-struct Previous(UnsafeCell<[MaybeUninit<libc::sigaction>; NSIG]>);
-
-// SAFETY: each entry is written once, before the handler for that signal is installed, and
-// only read by that handler afterwards.
-unsafe impl Sync for Previous {}
-
-static PREVIOUS: Previous = Previous(UnsafeCell::new([MaybeUninit::uninit(); NSIG]));
-
-/// Install the fatal-signal handler (once), for every signal in [`FATAL_SIGNALS`] that is not
-/// ignored and has no handler of someone else's: a signal ignored at entry stays ignored.
-/// SIGSEGV and SIGBUS keep Rust's stack-overflow handler, chained after the restore.
-fn install_fatal_handlers() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for sig in FATAL_SIGNALS {
-            let idx = sig as usize;
-            if idx >= NSIG {
-                continue;
-            }
-            let mut old = MaybeUninit::<libc::sigaction>::zeroed();
-            // SAFETY: reading the current disposition into a valid out-parameter.
-            if unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) } != 0 {
-                continue;
-            }
-            // SAFETY: sigaction filled it.
-            let old_action = unsafe { old.assume_init() };
-            let h = old_action.sa_sigaction;
-            let rusts = sig == libc::SIGSEGV || sig == libc::SIGBUS;
-            if h == libc::SIG_IGN || (h != libc::SIG_DFL && !rusts) {
-                continue;
-            }
-            // SAFETY: written before the handler that reads it is installed; see Previous.
-            unsafe { (*PREVIOUS.0.get())[idx] = old };
-            let mut act = MaybeUninit::<libc::sigaction>::zeroed();
-            // SAFETY: a zeroed sigaction is valid; the fields are set below.
-            let act = unsafe {
-                let a = act.as_mut_ptr();
-                (*a).sa_sigaction = on_fatal as *const () as usize;
-                (*a).sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut (*a).sa_mask);
-                act.assume_init()
-            };
-            // SAFETY: a valid action for a catchable signal.
-            unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) };
-        }
-    });
-}
-
-/// Put the terminal back, with async-signal-safe calls only.
-fn restore_from_handler() {
-    // SAFETY: write(2) of a constant buffer to stdout is async-signal-safe.
-    unsafe {
-        libc::write(
-            libc::STDOUT_FILENO,
-            RESTORE_SEQUENCE.as_ptr().cast(),
-            RESTORE_SEQUENCE.len(),
-        );
-    }
-    if SAVED.ready.load(Ordering::Acquire) {
-        let fd = SAVED.fd.load(Ordering::Relaxed);
-        // SAFETY: termios was written before `ready`; tcsetattr is async-signal-safe.
-        unsafe {
-            libc::tcsetattr(fd, libc::TCSANOW, (*SAVED.termios.get()).as_ptr());
-        }
-    }
-}
-
-extern "C" fn on_fatal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    if ARMED.swap(false, Ordering::AcqRel) {
-        DYING.store(true, Ordering::Release);
-        restore_from_handler();
-    }
-    let idx = sig as usize;
-    if idx >= NSIG {
-        return;
-    }
-    // SAFETY: the entry for `sig` was written before this handler was installed.
-    let prev = unsafe { (*PREVIOUS.0.get())[idx].assume_init() };
-    let h = prev.sa_sigaction;
-    if h != libc::SIG_DFL && h != libc::SIG_IGN {
-        // SAFETY: `h` is the handler that was installed for this signal, called the way its
-        // flags say it expects (Rust's own handler for SIGSEGV/SIGBUS).
-        unsafe {
-            if prev.sa_flags & libc::SA_SIGINFO != 0 {
-                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                    std::mem::transmute(h);
-                f(sig, info, ctx);
-            } else {
-                let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-                f(sig);
-            }
-        }
-        // It returned: unless it put the default action back (Rust's does, for a fault that
-        // is not a stack overflow), the signal has been dealt with.
-        let mut now = MaybeUninit::<libc::sigaction>::zeroed();
-        // SAFETY: reading the disposition is async-signal-safe.
-        let reset = unsafe {
-            libc::sigaction(sig, std::ptr::null(), now.as_mut_ptr()) == 0
-                && now.assume_init().sa_sigaction == libc::SIG_DFL
-        };
-        if !reset {
-            return;
-        }
-    }
-    // The default action: for a fault the instruction faults again on return; a signal sent
-    // by kill(2) is raised again. Either way the process ends by this signal.
-    // SAFETY: signal(2) to SIG_DFL and raise(3) are async-signal-safe.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
-}
 
 /// The Ctrl-Z key, as raw mode delivers it.
 pub(crate) fn is_suspend_key(k: &KeyEvent) -> bool {
@@ -281,17 +135,7 @@ impl Suspend {
                 enabled: false,
             };
         }
-        let flag = requested.clone();
-        // SAFETY: the action only touches atomics and calls async-signal-safe functions.
-        let ok = unsafe {
-            signal_hook::low_level::register(libc::SIGTSTP, move || {
-                if TUI_RUNNING.load(Ordering::Acquire) {
-                    flag.store(true, Ordering::Release);
-                } else {
-                    let _ = signal_hook::low_level::emulate_default_handler(libc::SIGTSTP);
-                }
-            })
-        };
+        let ok = tty::catch_tstp(requested.clone(), &TUI_RUNNING);
         TUI_RUNNING.store(true, Ordering::Release);
         Suspend {
             requested,
@@ -320,14 +164,8 @@ impl Suspend {
         restore_terminal();
         // As the terminal would have done without raw mode: the whole job stops (the
         // command perfwatch started, too), when perfwatch is the job's leader.
-        // SAFETY: getpgrp/getpid/kill/raise have no memory preconditions.
-        unsafe {
-            if libc::getpgrp() == libc::getpid() {
-                libc::kill(0, libc::SIGTSTP);
-            }
-            // SIGSTOP stops every thread before raise() returns; SIGCONT continues here.
-            libc::raise(libc::SIGSTOP);
-        }
+        // SIGSTOP stops every thread before it returns; SIGCONT continues here.
+        tty::stop_job();
         // Our own SIGTSTP to the group is not a new request.
         self.requested.store(false, Ordering::Release);
         TerminalGuard::reenter()?;
@@ -347,10 +185,8 @@ impl Drop for Suspend {
 /// A stopped orphaned group would stay stopped for good (the kernel ignores SIGTSTP from the
 /// terminal for it, and sends it SIGHUP if it stops).
 pub(crate) fn job_control_parent() -> bool {
-    // SAFETY: these calls have no memory preconditions.
-    let (pgrp, sid) = unsafe { (libc::getpgrp(), libc::getsid(0)) };
-    // SAFETY: as above.
-    let mut pid = unsafe { libc::getpid() };
+    let (pgrp, sid) = tty::group_and_session();
+    let mut pid = std::process::id() as libc::pid_t;
     for _ in 0..64 {
         let Some(parent) = parent_of(pid) else {
             return false;
@@ -358,8 +194,8 @@ pub(crate) fn job_control_parent() -> bool {
         if parent <= 0 {
             return false;
         }
-        // SAFETY: as above; a failure returns -1, which matches nothing.
-        let (ppgrp, psid) = unsafe { (libc::getpgid(parent), libc::getsid(parent)) };
+        // A failure gives -1, which matches nothing.
+        let (ppgrp, psid) = tty::group_and_session_of(parent);
         if psid != sid {
             return false;
         }
@@ -473,8 +309,7 @@ mod tests {
 
     #[test]
     fn parent_of_reads_proc() {
-        // SAFETY: no preconditions.
-        let (me, parent) = unsafe { (libc::getpid(), libc::getppid()) };
-        assert_eq!(parent_of(me), Some(parent));
+        let (me, parent) = (std::process::id(), std::os::unix::process::parent_id());
+        assert_eq!(parent_of(me as libc::pid_t), Some(parent as libc::pid_t));
     }
 }
