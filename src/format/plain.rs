@@ -405,15 +405,37 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
 pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
     // The common case without `core::fmt` nor a scan of the name: the symbol knows whether
     // it is quoted.
-    if let (Some(name), Some(off)) = (s.name(), s.offset())
-        && !s.symbol().plain_quoted()
-    {
-        out.extend_from_slice(name.as_bytes());
+    if let (Some(name), Some(off)) = (s.name(), s.offset()) {
+        let quoted = s.symbol().plain_quoted();
+        if quoted {
+            // What `push_plain_escaped` writes for a value that needs quotes: each `"` as
+            // `\"` (the `+0xOFF` suffix holds none). C++ names (`f(int, char)`) take this
+            // path: no `core::fmt`, no scan, no temporary copy of the line's tail.
+            out.push(b'"');
+            push_quote_escaped(name.as_bytes(), out);
+        } else {
+            out.extend_from_slice(name.as_bytes());
+        }
         out.extend_from_slice(b"+0x");
         crate::text::push_hex_digits(out, off);
+        if quoted {
+            out.push(b'"');
+        }
         return;
     }
     push_plain_symbol_slow(s, out)
+}
+
+/// Append `text` with each `"` written `\"`, a slice at a time.
+fn push_quote_escaped(text: &[u8], out: &mut Vec<u8>) {
+    let mut parts = text.split(|&b| b == b'"');
+    if let Some(first) = parts.next() {
+        out.extend_from_slice(first);
+    }
+    for part in parts {
+        out.extend_from_slice(b"\\\"");
+        out.extend_from_slice(part);
+    }
 }
 
 /// [`push_plain_symbol`] as it always was: formatted, then scanned for separators.
