@@ -438,6 +438,11 @@ pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
 
 /// Append `text` with each `"` written `\"`, a slice at a time.
 fn push_quote_escaped(text: &[u8], out: &mut Vec<u8>) {
+    // Most names hold no quote: one word-at-a-time search (core's memchr), one copy.
+    if !text.contains(&b'"') {
+        out.extend_from_slice(text);
+        return;
+    }
     let mut parts = text.split(|&b| b == b'"');
     if let Some(first) = parts.next() {
         out.extend_from_slice(first);
