@@ -274,31 +274,53 @@ impl OrderingStage {
         while let Some(Reverse((_, i))) = self.heads.pop() {
             let bound = self.heads.peek().map(|Reverse(h)| *h);
             let q = &mut self.cpus[i];
-            let mut left = self.take[i];
-            while left > 0 {
-                let Some(ev) = q.events.pop_front() else {
-                    left = 0;
-                    break;
-                };
-                left -= 1;
-                if self.cut.is_some_and(|t| ev.time > t) && !speaks_of_earlier(&ev) {
-                    self.after_stop += 1;
-                } else {
-                    // A record stamped 0 carries no time (perf's own, such as the
-                    // LOST_SAMPLES counts `perf record` writes at the end of a file): it
-                    // cannot be late.
-                    if ev.time < self.last_emitted && ev.time != 0 {
-                        self.late += 1;
-                    } else {
-                        self.last_emitted = ev.time;
-                    }
-                    out.push(ev);
+            let left = self.take[i].min(q.events.len());
+            if left == 0 {
+                self.take[i] = 0;
+                continue;
+            }
+            // The run this queue gives before the next queue's head is older: its head (the
+            // oldest of all), then its events not newer than that bound (the queue is sorted;
+            // runs are often short, so a scan rather than a binary search).
+            let run = match bound {
+                Some(b) => {
+                    1 + q
+                        .events
+                        .range(1..left)
+                        .take_while(|e| (e.time, i) <= b)
+                        .count()
                 }
-                match (q.events.front(), bound) {
-                    (Some(next), Some(b)) if left > 0 && (next.time, i) > b => break,
-                    _ => {}
+                None => left,
+            };
+            let (first, last) = match (q.events.front(), q.events.get(run.wrapping_sub(1))) {
+                (Some(f), Some(l)) => (f.time, l.time),
+                _ => {
+                    self.take[i] = 0;
+                    continue;
+                }
+            };
+            if first >= self.last_emitted && self.cut.is_none_or(|t| last <= t) {
+                // The common case, moved at once: sorted, none late, none past the stop.
+                out.extend(q.events.drain(..run));
+                self.last_emitted = last;
+            } else {
+                for ev in q.events.drain(..run) {
+                    if self.cut.is_some_and(|t| ev.time > t) && !speaks_of_earlier(&ev) {
+                        self.after_stop += 1;
+                    } else {
+                        // A record stamped 0 carries no time (perf's own, such as the
+                        // LOST_SAMPLES counts `perf record` writes at the end of a file):
+                        // it cannot be late.
+                        if ev.time < self.last_emitted && ev.time != 0 {
+                            self.late += 1;
+                        } else {
+                            self.last_emitted = ev.time;
+                        }
+                        out.push(ev);
+                    }
                 }
             }
+            let left = left - run;
             self.take[i] = left;
             if left > 0 {
                 if let Some(next) = q.events.front() {
