@@ -107,13 +107,26 @@ pub fn push_plain_escaped(escaped: &[u8], out: &mut Vec<u8>) {
         return;
     }
     out.push(b'"');
-    for &b in escaped {
-        if b == b'"' {
-            out.push(b'\\');
-        }
-        out.push(b);
-    }
+    push_quote_escaped(escaped, out);
     out.push(b'"');
+}
+
+/// Append `text` with each `"` written `\"` (the inside of a quoted `--plain` value), a slice
+/// at a time.
+pub(crate) fn push_quote_escaped(text: &[u8], out: &mut Vec<u8>) {
+    // Most values hold no quote: one word-at-a-time search (core's memchr), one copy.
+    if !text.contains(&b'"') {
+        out.extend_from_slice(text);
+        return;
+    }
+    let mut parts = text.split(|&b| b == b'"');
+    if let Some(first) = parts.next() {
+        out.extend_from_slice(first);
+    }
+    for part in parts {
+        out.extend_from_slice(b"\\\"");
+        out.extend_from_slice(part);
+    }
 }
 
 /// Append untrusted bytes as a `--plain` value: escaped, and quoted when they need it

@@ -397,7 +397,7 @@ pub fn write_plain(chain: &Callchain, names: &dyn FrameNames, out: &mut Vec<u8>)
             // The binary knows its label is quoted: no scan per frame.
             Some(s) => {
                 out.push(b'"');
-                push_quote_escaped(s.dso().unnamed().as_bytes(), out);
+                crate::text::push_quote_escaped(s.dso().unnamed().as_bytes(), out);
                 out.push(b'"');
             }
             None => push_c_hex(out, f.ip),
@@ -417,7 +417,7 @@ pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
             // `\"` (the `+0xOFF` suffix holds none). C++ names (`f(int, char)`) take this
             // path: no `core::fmt`, no scan, no temporary copy of the line's tail.
             out.push(b'"');
-            push_quote_escaped(name.as_bytes(), out);
+            crate::text::push_quote_escaped(name.as_bytes(), out);
         } else {
             out.extend_from_slice(name.as_bytes());
         }
@@ -434,23 +434,6 @@ pub fn push_plain_symbol(s: &crate::symbols::Symbolized, out: &mut Vec<u8>) {
         return;
     }
     push_plain_symbol_slow(s, out)
-}
-
-/// Append `text` with each `"` written `\"`, a slice at a time.
-fn push_quote_escaped(text: &[u8], out: &mut Vec<u8>) {
-    // Most names hold no quote: one word-at-a-time search (core's memchr), one copy.
-    if !text.contains(&b'"') {
-        out.extend_from_slice(text);
-        return;
-    }
-    let mut parts = text.split(|&b| b == b'"');
-    if let Some(first) = parts.next() {
-        out.extend_from_slice(first);
-    }
-    for part in parts {
-        out.extend_from_slice(b"\\\"");
-        out.extend_from_slice(part);
-    }
 }
 
 /// [`push_plain_symbol`] as it always was: formatted, then scanned for separators.
