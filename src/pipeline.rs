@@ -85,6 +85,12 @@ pub struct PipelineOptions {
     pub pool: Option<BufferPool>,
     /// Name the samples (needs `model`): the symbolize step's configuration.
     pub symbols: Option<crate::symbols::Config>,
+    /// Name a call chain's return addresses as perf 6.1 does, where perf is the oracle (a
+    /// recording, `--format perf`): a frame-pointer chain's by the address itself (a call that
+    /// ends a function returns to the next one's first byte, which perf names), a DWARF
+    /// caller by its address less one (as perf's unwinders give it). Off (live): by the
+    /// call's byte, the calling function.
+    pub perf_names: bool,
     /// Unwind the samples' user stacks (`--call-graph dwarf`; needs `model`): at most this
     /// many user frames, and where the counters go.
     pub unwind: Option<(u16, Arc<std::sync::Mutex<crate::unwind::Stats>>)>,
@@ -117,6 +123,7 @@ impl Default for PipelineOptions {
             proc_root: PathBuf::from("/proc"),
             pool: None,
             symbols: None,
+            perf_names: false,
             unwind: None,
             hide: None,
             late: None,
@@ -230,7 +237,7 @@ impl Pipeline {
             .symbols
             .clone()
             .filter(|_| opts.model)
-            .map(Symbolize::new);
+            .map(|c| Symbolize::new(c).returns_by_address(opts.perf_names));
         let unwind = opts
             .unwind
             .clone()
@@ -241,9 +248,7 @@ impl Pipeline {
                     max,
                     Some(shared),
                 );
-                // perf's lines: its DWARF unwinders give each caller's address less one.
-                let perfs = opts.symbols.as_ref().is_some_and(|c| c.returns_by_address);
-                unwind.callers_less_one(perfs)
+                unwind.callers_less_one(opts.perf_names)
             });
         Pipeline {
             own_helpers: Default::default(),

@@ -418,7 +418,6 @@ fn pipeline_options(
         batch_wait: Some(BATCH_WAIT),
         read_user_fs: cli.read_user_fs,
         preload_kernel: true,
-        returns_by_address: cli.format == Some(LineFormat::Perf),
         ..crate::symbols::Config::default()
     });
     PipelineOptions {
@@ -431,6 +430,8 @@ fn pipeline_options(
             || cli.output.is_some()
             || symbols.is_some(),
         symbols: symbols.map(|c| crate::agent::Agent::symbols(cli, c)),
+        // perf script's lines: perf's names.
+        perf_names: cli.format == Some(LineFormat::Perf),
         // Who adopted an orphan (a /proc read each) is shown by no series the agent serves.
         orphans: !crate::agent::Agent::headless(cli),
         seed: Some(SeedOptions {

@@ -88,8 +88,9 @@ pub(crate) struct Symbolize {
     stacks: FxHashMap<u64, usize>,
     /// Samples that share an earlier one's names: (index, index of the earlier one).
     same: Vec<(usize, usize)>,
-    /// [`Config::returns_by_address`]: a frame is named by its address, not its
-    /// [`Frame::lookup_ip`](crate::callchain::Frame::lookup_ip).
+    /// A frame is named by its address, not its
+    /// [`Frame::lookup_ip`](crate::callchain::Frame::lookup_ip) (perf's names: see
+    /// [`crate::pipeline::PipelineOptions::perf_names`]).
     returns_by_address: bool,
 }
 
@@ -140,7 +141,7 @@ fn ask(
 impl Symbolize {
     pub fn new(config: Config) -> Symbolize {
         Symbolize {
-            returns_by_address: config.returns_by_address,
+            returns_by_address: false,
             sym: Symbolizer::new(config),
             requests: Vec::new(),
             answers: Vec::new(),
@@ -151,6 +152,14 @@ impl Symbolize {
             asked: FxHashMap::default(),
             stacks: FxHashMap::default(),
             same: Vec::new(),
+        }
+    }
+
+    /// Name each frame by its address (on) rather than the call's byte.
+    pub(crate) fn returns_by_address(self, on: bool) -> Symbolize {
+        Symbolize {
+            returns_by_address: on,
+            ..self
         }
     }
 

@@ -46,8 +46,9 @@ impl Unwind {
     }
 
     /// Give each caller's address less one (inside its call), as perf's DWARF unwinders
-    /// (libdw's and libunwind's) put them in the chain perf script prints: for `--format
-    /// perf`, which names every address by itself.
+    /// (libdw's and libunwind's) put them in the chain perf script prints: where perf's names
+    /// are wanted ([`crate::pipeline::PipelineOptions::perf_names`]), every address is then
+    /// named by itself.
     pub fn callers_less_one(self, on: bool) -> Unwind {
         Unwind {
             less_one: on,

@@ -172,9 +172,6 @@ fn pipeline(
         complete: !tui,
         read_user_fs: cli.read_user_fs,
         preload_kernel: same_kernel,
-        // A recording's frames are named as perf names them (perf is the oracle there, for
-        // every format and for perf's scripts).
-        returns_by_address: true,
         ..crate::symbols::Config::default()
     };
     let symbols = if same_kernel {
@@ -197,6 +194,9 @@ fn pipeline(
             orphans: false,
             pool: Some(rec.pool.clone()),
             symbols: Some(symbols),
+            // A recording's frames are named as perf names them (perf is the oracle there, for
+            // every format and for perf's scripts).
+            perf_names: true,
             hide: None,
             late: Some(late.clone()),
             stop_time: None,

@@ -125,10 +125,6 @@ pub struct Config {
     /// the load timeout is not waited for again (its samples are `[unknown]` until it
     /// finishes, and it is said once). Off (live): [`Config::batch_wait`] bounds each batch.
     pub complete: bool,
-    /// Name a call chain's return address by itself, as perf 6.1 does (`--format perf`, whose
-    /// lines are perf script's), not by the byte before it: a call that is the last
-    /// instruction of a function returns to the next one's first byte, which perf names.
-    pub returns_by_address: bool,
 }
 
 impl Default for Config {
@@ -145,7 +141,6 @@ impl Default for Config {
             read_user_fs: false,
             preload_kernel: false,
             complete: false,
-            returns_by_address: false,
         }
     }
 }
