@@ -322,10 +322,14 @@ def trace_end():
             v
         };
         let want = sorted(&String::from_utf8_lossy(&perf.stdout));
-        assert!(
-            want.len() >= 3 || script == "slow-count.py",
-            "{script}: perf printed {want:?}"
-        );
+        // perf printed what the script is for: the tables' lines, the program's stacks (how
+        // many distinct stacks a 200 ms spin leaves is chance: one was two lines, once).
+        let enough = match script {
+            "slow-count.py" => true,
+            "stackcollapse.py" => want.iter().any(|l| l.contains(";spin_inner ")),
+            _ => want.len() >= 3,
+        };
+        assert!(enough, "{script}: perf printed {want:?}");
         assert_eq!(
             sorted(&ours.stdout),
             want,
